@@ -1,0 +1,251 @@
+/*
+ * cmd_info.c - `infer info`, `infer warm`, `infer cold`, `infer cpu`: the
+ * artifact and page-cache layers made visible.
+ */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_GROUPS 64
+
+struct group {
+    const char *type_name;
+    int n;
+    uint64_t elements, bytes, resident;
+};
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static const char *model_arg(int argc, char **argv, const char *m)
+{
+    if (m)
+        return m;
+    return optind < argc ? argv[optind] : NULL;
+}
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+int cmd_info(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"json", no_argument, 0, 'j'},
+        {"sha256", no_argument, 0, 's'},      {"cpu", no_argument, 0, 'c'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    const char *m = NULL;
+    int json = 0, sha = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:jsh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': m = optarg; break;
+        case 'j': json = 1; break;
+        case 's': sha = 1; break;
+        case 'c': return cmd_cpu(1, argv);
+        case 'h':
+            printf("usage: infer info [-m] MODEL [--json] [--sha256] [--cpu]\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    const char *path = cli_model_path(model_arg(argc, argv, m));
+    if (!path)
+        return 1;
+    infer_gguf *g;
+    if (infer_gguf_open(&g, path, 0) != INFER_OK)
+        return cli_fail(NULL);
+
+    infer_residency res;
+    infer_gguf_residency(g, &res);
+    struct group groups[MAX_GROUPS];
+    int n_groups = 0;
+    uint64_t n_params = 0;
+    for (int64_t i = 0; i < infer_gguf_n_tensors(g); i++) {
+        infer_tensor_info t;
+        infer_gguf_tensor(g, i, &t);
+        uint64_t nel = (uint64_t)(t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]);
+        n_params += nel;
+        int k;
+        for (k = 0; k < n_groups; k++)
+            if (!strcmp(groups[k].type_name, t.type_name))
+                break;
+        if (k == n_groups) {
+            if (n_groups == MAX_GROUPS)
+                continue;
+            groups[k] = (struct group){.type_name = strdup(t.type_name)};
+            n_groups++;
+        }
+        infer_residency tr = {0};
+        if (t.nbytes)
+            infer_gguf_range_residency(g, t.offset, t.nbytes, &tr);
+        groups[k].n++;
+        groups[k].elements += nel;
+        groups[k].bytes += t.nbytes;
+        groups[k].resident += tr.bytes_resident;
+    }
+    char hex[65] = "";
+    if (sha && infer_file_sha256(path, hex) != INFER_OK) {
+        infer_gguf_close(g);
+        return cli_fail("sha256");
+    }
+    const char *arch = infer_gguf_get_str(g, "general.architecture", "?");
+    char key[256];
+    snprintf(key, sizeof(key), "%s.context_length", arch);
+    int64_t ctx = infer_gguf_get_int(g, key, 0);
+    int64_t n_vocab = (int64_t)infer_gguf_kv_arr_n(g, infer_gguf_find_key(g, "tokenizer.ggml.tokens"));
+    const char *tok = infer_gguf_get_str(g, "tokenizer.ggml.model", "none");
+    int has_tmpl = infer_gguf_find_key(g, "tokenizer.chat_template") >= 0;
+
+    if (json) {
+        printf("{\"path\": ");
+        json_str(stdout, path);
+        printf(", \"gguf_version\": %u, \"file_size\": %zu, ", infer_gguf_version(g), infer_gguf_file_size(g));
+        if (sha)
+            printf("\"sha256\": \"%s\", ", hex);
+        printf("\"architecture\": ");
+        json_str(stdout, arch);
+        printf(", \"name\": ");
+        json_str(stdout, infer_gguf_get_str(g, "general.name", ""));
+        printf(", \"parameters\": %llu, \"context_length\": %lld, \"tokenizer\": ",
+               (unsigned long long)n_params, (long long)ctx);
+        json_str(stdout, tok);
+        printf(", \"vocab_size\": %lld, \"chat_template\": %s, \"n_tensors\": %lld, "
+               "\"load_seconds\": %.6f, \"residency\": {\"bytes\": %llu, \"resident\": %llu, \"percent\": %.2f}, "
+               "\"tensor_groups\": [",
+               (long long)n_vocab, has_tmpl ? "true" : "false", (long long)infer_gguf_n_tensors(g),
+               infer_gguf_load_seconds(g), (unsigned long long)res.bytes_total,
+               (unsigned long long)res.bytes_resident, res.percent);
+        for (int k = 0; k < n_groups; k++)
+            printf("%s{\"type\": \"%s\", \"tensors\": %d, \"elements\": %llu, \"bytes\": %llu, "
+                   "\"resident_percent\": %.2f}",
+                   k ? ", " : "", groups[k].type_name, groups[k].n, (unsigned long long)groups[k].elements,
+                   (unsigned long long)groups[k].bytes,
+                   groups[k].bytes ? 100.0 * (double)groups[k].resident / (double)groups[k].bytes : 0.0);
+        printf("], \"metadata\": {");
+        for (int64_t i = 0; i < infer_gguf_n_kv(g); i++) {
+            char val[512];
+            printf("%s", i ? ", " : "");
+            json_str(stdout, infer_gguf_kv_key(g, i));
+            printf(": ");
+            json_str(stdout, infer_gguf_kv_format(g, i, val, sizeof(val)));
+        }
+        printf("}}\n");
+    } else {
+        printf("file:           %s\n", path);
+        printf("size:           %zu bytes (%.1f MiB), GGUF v%u, alignment %zu\n", infer_gguf_file_size(g),
+               mib(infer_gguf_file_size(g)), infer_gguf_version(g), infer_gguf_alignment(g));
+        if (sha)
+            printf("sha256:         %s\n", hex);
+        printf("architecture:   %s\n", arch);
+        printf("name:           %s\n", infer_gguf_get_str(g, "general.name", "-"));
+        printf("parameters:     %llu (%.1f M)\n", (unsigned long long)n_params, (double)n_params / 1e6);
+        printf("context length: %lld\n", (long long)ctx);
+        printf("tokenizer:      %s, %lld tokens\n", tok, (long long)n_vocab);
+        printf("chat template:  %s\n", has_tmpl ? "present" : "absent");
+        printf("load:           %.3f ms (parse and validate)\n", infer_gguf_load_seconds(g) * 1e3);
+        printf("page cache:     %.1f%% resident (%.1f of %.1f MiB)\n", res.percent, mib(res.bytes_resident),
+               mib(res.bytes_total));
+        printf("\ntensors: %lld\n  %-8s %7s %14s %12s %9s\n", (long long)infer_gguf_n_tensors(g), "type",
+               "count", "elements", "MiB", "resident");
+        for (int k = 0; k < n_groups; k++)
+            printf("  %-8s %7d %14llu %12.2f %8.1f%%\n", groups[k].type_name, groups[k].n,
+                   (unsigned long long)groups[k].elements, mib(groups[k].bytes),
+                   groups[k].bytes ? 100.0 * (double)groups[k].resident / (double)groups[k].bytes : 0.0);
+        printf("\nmetadata: %lld keys\n", (long long)infer_gguf_n_kv(g));
+        for (int64_t i = 0; i < infer_gguf_n_kv(g); i++) {
+            char val[160];
+            printf("  %-44s %s\n", infer_gguf_kv_key(g, i), infer_gguf_kv_format(g, i, val, sizeof(val)));
+        }
+    }
+    for (int k = 0; k < n_groups; k++)
+        free((void *)groups[k].type_name);
+    infer_gguf_close(g);
+    return 0;
+}
+
+static int parse_model_opts(int argc, char **argv, const char *usage_line, const char **path, int *threads)
+{
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"threads", required_argument, 0, 't'},
+                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *m = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:t:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': m = optarg; break;
+        case 't': if (threads) *threads = atoi(optarg); break;
+        case 'h': printf("%s\n", usage_line); return 0;
+        default: return 2;
+        }
+    }
+    *path = cli_model_path(model_arg(argc, argv, m));
+    return *path ? -1 : 1;
+}
+
+int cmd_warm(int argc, char **argv)
+{
+    const char *path;
+    int threads = 0;
+    int rc = parse_model_opts(argc, argv, "usage: infer warm [-m] MODEL [-t THREADS]", &path, &threads);
+    if (rc >= 0)
+        return rc;
+    infer_gguf *g;
+    if (infer_gguf_open(&g, path, 0) != INFER_OK)
+        return cli_fail(NULL);
+    infer_residency before, after;
+    infer_gguf_residency(g, &before);
+    uint64_t bytes;
+    double secs;
+    infer_gguf_warm(g, threads, &bytes, &secs);
+    infer_gguf_residency(g, &after);
+    uint64_t read = after.bytes_resident > before.bytes_resident ? after.bytes_resident - before.bytes_resident : 0;
+    printf("warm %s: %.1f%% -> %.1f%% resident, %.1f MiB read in %.3f s (%.1f MiB/s), %.1f MiB touched\n", path,
+           before.percent, after.percent, mib(read), secs, secs > 0 ? mib(read) / secs : 0.0, mib(bytes));
+    infer_gguf_close(g);
+    return 0;
+}
+
+int cmd_cold(int argc, char **argv)
+{
+    const char *path;
+    int rc = parse_model_opts(argc, argv, "usage: infer cold [-m] MODEL", &path, NULL);
+    if (rc >= 0)
+        return rc;
+    /* validate it is a model first, then drop its pages while nothing maps it */
+    infer_gguf *g;
+    if (infer_gguf_open(&g, path, 0) != INFER_OK)
+        return cli_fail(NULL);
+    infer_residency before, after;
+    infer_gguf_residency(g, &before);
+    infer_gguf_close(g);
+    if (infer_file_cold(path) != INFER_OK)
+        return cli_fail(NULL);
+    if (infer_gguf_open(&g, path, 0) != INFER_OK)
+        return cli_fail(NULL);
+    infer_gguf_residency(g, &after);
+    infer_gguf_close(g);
+    printf("cold %s: %.1f%% -> %.1f%% resident\n", path, before.percent, after.percent);
+    return 0;
+}
+
+int cmd_cpu(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("%s\n", infer_build_info());
+    return 0;
+}

@@ -1,0 +1,58 @@
+/*
+ * common.h - internal helpers shared by every libinfer source file: the
+ * per-thread error message, checked arithmetic and small utilities.
+ */
+#ifndef INFER_COMMON_H
+#define INFER_COMMON_H
+
+#include "infer.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#if defined(__GNUC__)
+#define INFER_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define INFER_PRINTF(a, b)
+#endif
+
+/* Record an error message for the calling thread and return st, so that
+ * `return infer_error(INFER_ERR_IO, "...")` is the idiom. */
+infer_status infer_error(infer_status st, const char *fmt, ...) INFER_PRINTF(2, 3);
+/* Prefix the current message with more context ("loading X: <old>"). */
+infer_status infer_error_prefix(infer_status st, const char *fmt, ...) INFER_PRINTF(2, 3);
+void infer_error_clear(void);
+
+/* Monotonic clock in seconds. */
+double infer_now(void);
+
+/* Overflow-checked size arithmetic: return false on overflow. */
+static inline int ck_add(uint64_t a, uint64_t b, uint64_t *r) { return !__builtin_add_overflow(a, b, r); }
+static inline int ck_mul(uint64_t a, uint64_t b, uint64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+
+/* Number of online CPUs (>= 1). */
+int infer_n_cpus(void);
+/* Number of physical cores (>= 1), the default thread count. */
+int infer_n_physical_cores(void);
+
+/* sha256 of a buffer, streaming interface. */
+typedef struct sha256_ctx {
+    uint32_t state[8];
+    uint64_t bitlen;
+    uint8_t buf[64];
+    uint32_t buflen;
+} sha256_ctx;
+void sha256_init(sha256_ctx *c);
+void sha256_update(sha256_ctx *c, const void *data, size_t n);
+void sha256_final(sha256_ctx *c, uint8_t out[32]);
+
+#ifdef NDEBUG
+#define INFER_DCHECK(x) ((void)0)
+#else
+#include <assert.h>
+#define INFER_DCHECK(x) assert(x)
+#endif
+
+#endif
