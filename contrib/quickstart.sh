@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# contrib/quickstart.sh - set up, build and run infer on Debian 12 (bookworm) with one command.
+#
+#   contrib/quickstart.sh [ARGS...]   set up, then `build/infer chat ARGS...` on the default model
+#   contrib/quickstart.sh check       set up, then `make check` (this is all .ci/run does)
+#
+# The set-up steps, each a no-op (or nearly) when its work is already done, so a re-run is fast:
+#   packages    install the Debian packages below that dpkg says are missing; apt is not called
+#               when none is (root, or sudo when not root)
+#   python      .venv with the pinned PY_PACKAGES, used to generate synthetic test models;
+#               configure and make check get it as PYTHON
+#   autoreconf  only when configure is missing or older than configure.ac / Makefile.am
+#   configure   out of tree in build/ (the source tree itself must stay unconfigured)
+#   build       make -C build -j$(nproc)
+#   model       models/fetch-default: the verified default GGUF in models/
+# Works from any directory. Exit status: that of the failing step, else that of make check
+# (check) or of infer chat.
+set -euo pipefail
+
+# Debian packages the build, the tests and the tools need. Add to this list as needed.
+DEB_PACKAGES="build-essential autoconf automake libtool pkg-config
+  libopenblas-dev libsleef-dev libmimalloc-dev libcmocka-dev libedit-dev
+  libmicrohttpd-dev libjansson-dev
+  python3 python3-venv python3-pip ca-certificates curl
+  clang libclang-rt-14-dev valgrind"
+# Only on amd64 hosts: the aarch64 cross toolchain and qemu, to test the NEON kernels.
+DEB_PACKAGES_AMD64="qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
+# Python packages for contrib/ and the test-model generators (pinned; bump together).
+PY_PACKAGES="gguf==0.19.0 numpy==2.4.6"
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+venv_python="$root/.venv/bin/python"
+
+say() { printf 'quickstart: %s\n' "$*"; }
+die() { printf 'quickstart: error: %s\n' "$*" >&2; exit 1; }
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+since() { # since START_MS: elapsed time as "12.3s"
+    local ms=$(($(now_ms) - $1))
+    printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100))
+}
+
+t_begin=$(now_ms)
+step_name=""
+on_exit() {
+    local rc=$?
+    if ((rc != 0)) && [[ -n $step_name ]]; then
+        printf 'quickstart: step "%s" failed (exit %d) after %s; total %s\n' \
+            "$step_name" "$rc" "$(since "$step_start")" "$(since "$t_begin")" >&2
+    fi
+}
+trap on_exit EXIT
+
+# step NAME COMMAND...: run COMMAND as the named step and say how long it took.
+step() {
+    step_name=$1
+    step_start=$(now_ms)
+    shift
+    printf '\n==> %s\n' "$step_name"
+    "$@"
+    printf '==> %s: %s\n' "$step_name" "$(since "$step_start")"
+    step_name=""
+}
+
+install_packages() {
+    # shellcheck disable=SC2206 # the lists are words
+    local wanted=($DEB_PACKAGES)
+    if ! command -v dpkg-query > /dev/null || ! command -v apt-get > /dev/null; then
+        say "no dpkg/apt-get here (not Debian?): install the equivalents of: ${wanted[*]}"
+        return 0
+    fi
+    # shellcheck disable=SC2206
+    if [[ $(dpkg --print-architecture) == amd64 ]]; then wanted+=($DEB_PACKAGES_AMD64); fi
+
+    local name status p
+    local -A have=()
+    while read -r name status; do
+        if [[ $status == ii ]]; then have[$name]=1; fi
+    done < <(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "${wanted[@]}" 2> /dev/null || true)
+    local missing=()
+    for p in "${wanted[@]}"; do
+        [[ -n ${have[$p]:-} ]] || missing+=("$p")
+    done
+    if ((${#missing[@]} == 0)); then
+        say "all ${#wanted[@]} Debian packages are installed"
+        return 0
+    fi
+
+    local sudo=()
+    if ((EUID != 0)); then
+        command -v sudo > /dev/null ||
+            die "installing ${missing[*]} needs root: run this script as root, or install sudo"
+        sudo=(sudo)
+    fi
+    say "installing ${missing[*]}"
+    "${sudo[@]}" apt-get update -q
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+setup_python() {
+    local stamp=.venv/.quickstart-packages
+    if [[ -x $venv_python && -f $stamp && $(< "$stamp") == "$PY_PACKAGES" ]]; then
+        say ".venv is up to date ($PY_PACKAGES)"
+        return 0
+    fi
+    # Debian's python3 (what the packages step installs), else whatever python3 is on PATH.
+    local py=/usr/bin/python3
+    [[ -x $py ]] || py=$(command -v python3) || die "python3 not found: apt-get install python3"
+    "$py" -m venv --clear .venv ||
+        die "could not create .venv with $py: apt-get install python3-venv"
+    # shellcheck disable=SC2086 # PY_PACKAGES is a list
+    "$venv_python" -m pip install -q --disable-pip-version-check $PY_PACKAGES
+    printf '%s\n' "$PY_PACKAGES" > "$stamp"
+}
+
+run_autoreconf() {
+    [[ ! -f config.status ]] ||
+        die "the source tree is configured in place ($root/config.status): run 'make distclean' there; the quickstart builds in build/"
+    if [[ -x configure && -f Makefile.in && ! configure.ac -nt configure && ! Makefile.am -nt Makefile.in ]]; then
+        say "configure is up to date"
+        return 0
+    fi
+    autoreconf -fi
+}
+
+run_configure() {
+    if [[ -f build/config.status && -f build/Makefile && ! configure -nt build/config.status ]] &&
+        grep -qxF "PYTHON = $venv_python" build/Makefile; then
+        say "build/ is configured"
+        return 0
+    fi
+    mkdir -p build
+    (cd build && ../configure PYTHON="$venv_python")
+}
+
+mode=chat
+case "${1:-}" in
+    check) mode=check; shift ;;
+    -h | --help)
+        sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        exit 0 ;;
+esac
+jobs=$(nproc 2> /dev/null || echo 2)
+
+step packages install_packages
+step python setup_python
+step autoreconf run_autoreconf
+step configure run_configure
+step build make -C build --no-print-directory -j"$jobs"
+step model env PYTHON="$venv_python" models/fetch-default
+
+if [[ $mode == check ]]; then
+    step "make check" env PYTHON="$venv_python" \
+        make -C build --no-print-directory -j"$jobs" check VERBOSE=1
+    say "all done in $(since "$t_begin")"
+    exit 0
+fi
+say "set-up done in $(since "$t_begin"); starting build/infer chat"
+exec build/infer chat "$@"
