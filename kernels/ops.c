@@ -1,0 +1,200 @@
+/*
+ * ops.c - scalar reference f32 ops (see ops.h) and the dispatching entry
+ * points that call the active kernel table.
+ *
+ * The references mirror ggml-cpu's arithmetic: rms_norm's double sum and
+ * float scale (ops.cpp), the RoPE cache built by repeated float
+ * multiplication (ggml_rope_cache_init / rope_yarn with ext_factor 0 and
+ * mscale 1), soft_max's double sum, and the GELU/SiLU formulas of vec.h.
+ */
+#include "ops.h"
+
+#include <math.h>
+#include <stdbool.h>
+
+#include "dispatch.h"
+#include "types.h"
+
+/* The references round after every operation (as ggml's C code compiled
+ * without contraction): no fused multiply-adds.  GCC's -std=c11 already
+ * implies -ffp-contract=off; clang needs the pragma. */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* ---------------------------- RMSNorm ---------------------------- */
+
+void rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+    if (n <= 0)
+        return;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    if (w) {
+        for (int64_t i = 0; i < n; i++)
+            out[i] = x[i] * scale * w[i];
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            out[i] = x[i] * scale;
+    }
+}
+
+/* ------------------------------ RoPE ------------------------------ */
+
+/* Pair k rotates elements (k*stride_a, k*stride_a + off_b) of each head:
+ * norm: a = 2k, b = 2k+1; neox: a = k, b = k + n_rot/2. */
+static void rope_apply(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+                       float freq_scale, bool neox)
+{
+    if (n_heads <= 0 || head_dim <= 0)
+        return;
+    if (n_rot > head_dim)
+        n_rot = head_dim;
+    n_rot &= ~(int64_t)1;
+    if (n_rot <= 0)
+        return;
+    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
+        const float t = freq_scale * theta;
+        const float c = cosf(t), s = sinf(t);
+        const int64_t ia = neox ? i0 / 2 : i0;
+        const int64_t ib = neox ? i0 / 2 + n_rot / 2 : i0 + 1;
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *xh = x + h * head_dim;
+            const float x0 = xh[ia], x1 = xh[ib];
+            xh[ia] = x0 * c - x1 * s;
+            xh[ib] = x0 * s + x1 * c;
+        }
+        theta *= theta_scale;
+    }
+}
+
+void rope_norm_ref(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+                   float freq_scale)
+{
+    rope_apply(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, false);
+}
+
+void rope_neox_ref(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+                   float freq_scale)
+{
+    rope_apply(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, true);
+}
+
+/* ------------------------ softmax, activations ------------------------ */
+
+void softmax_ref(float *x, int64_t n)
+{
+    if (n <= 0)
+        return;
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        max = fmaxf(max, x[i]);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+void silu_ref(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+#define GELU_COEF_A 0.044715f
+#define SQRT_2_OVER_PI 0.79788456080286535587989211986876f
+
+static inline float gelu_f32(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + GELU_COEF_A * x * x)));
+}
+
+void gelu_ref(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = gelu_f32(x[i]);
+}
+
+/*
+ * ggml-cpu (vec.h) defines GGML_GELU_FP16: ggml_vec_gelu_f32 and
+ * ggml_vec_geglu_f32 return 0 for x <= -10, x for x >= 10, and otherwise
+ * table[fp16(x)] where table[h] = fp16(gelu_f32(fp32(h))).  Computing the
+ * entry directly gives the same bits without the 128 KB table.
+ */
+void gelu_ggml_ref(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        if (v <= -10.0f)
+            x[i] = 0.0f;
+        else if (v >= 10.0f)
+            x[i] = v;
+        else
+            x[i] = fp16_to_fp32(fp32_to_fp16(gelu_f32(fp16_to_fp32(fp32_to_fp16(v)))));
+    }
+}
+
+/* ---------------------------- vectors ---------------------------- */
+
+void vec_mul_ref(float *out, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = a[i] * b[i];
+}
+
+void vec_add_ref(float *out, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+void vec_scale_ref(float *x, int64_t n, float s)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= s;
+}
+
+float vec_dot_f32_ref(const float *a, const float *b, int64_t n)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)(a[i] * b[i]);
+    return (float)sum;
+}
+
+/* ------------------- entry points (active variant) ------------------- */
+
+void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+    kern.rmsnorm(out, x, w, n, eps);
+}
+
+void rope_norm(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+               float freq_scale)
+{
+    kern.rope_norm(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale);
+}
+
+void rope_neox(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+               float freq_scale)
+{
+    kern.rope_neox(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale);
+}
+
+void softmax(float *x, int64_t n) { kern.softmax(x, n); }
+void silu(float *x, int64_t n) { kern.silu(x, n); }
+void gelu(float *x, int64_t n) { kern.gelu(x, n); }
+void gelu_ggml(float *x, int64_t n) { kern.gelu_ggml(x, n); }
+void vec_mul(float *out, const float *a, const float *b, int64_t n) { kern.vec_mul(out, a, b, n); }
+void vec_add(float *out, const float *a, const float *b, int64_t n) { kern.vec_add(out, a, b, n); }
+void vec_scale(float *x, int64_t n, float s) { kern.vec_scale(x, n, s); }
+float vec_dot_f32(const float *a, const float *b, int64_t n) { return kern.vec_dot_f32(a, b, n); }
