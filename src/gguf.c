@@ -8,8 +8,11 @@
  * Every byte is treated as hostile: each read is bounds-checked against the
  * buffer, every count is bounded by the bytes that remain before anything is
  * allocated for it, and all size arithmetic is overflow-checked.  Tensors are
- * checked to lie inside the file, aligned and non-overlapping.  A failure
- * leaves a message naming the offending key, tensor or offset.
+ * checked to lie inside the file, aligned and non-overlapping; duplicate keys
+ * and tensor names are found by sorting, so a hostile file with millions of
+ * entries costs O(n log n), not O(n^2).  A failure leaves a message naming the
+ * offending key, tensor or offset; names from the file are escaped and cut
+ * before they are printed, so a hostile name cannot drive the terminal.
  */
 #include "gguf.h"
 
@@ -25,6 +28,34 @@
 #define GGUF_MAGIC "GGUF"
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_STRING (1ull << 30)
+#define GGUF_MAX_KEY 65535  /* real keys are tens of bytes */
+#define GGUF_MAX_NAME 4096  /* tensor names; ggml's own limit is 64 */
+
+/* A printable, bounded copy of a name read from the file, for messages:
+ * bytes outside printable ASCII (and the quote) become \xNN, long names are
+ * cut with "...".  Returns buf. */
+static const char *msg_name(const char *s, char buf[96])
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (; *s && o + 4 < 92; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c >= 0x7f || c == '\'' || c == '\\') {
+            buf[o++] = '\\';
+            buf[o++] = 'x';
+            buf[o++] = hex[c >> 4];
+            buf[o++] = hex[c & 15];
+        } else {
+            buf[o++] = (char)c;
+        }
+    }
+    if (*s) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+    return buf;
+}
 
 /* ------------------------------------------------------------ reader */
 
@@ -188,6 +219,9 @@ static void value_free(struct gguf_value *v)
 static infer_status read_value(struct reader *r, uint32_t type, struct gguf_value *v,
                                const char *key, int depth);
 
+/* Read an array value (element type, count, elements) into v.  `key` is the
+ * escaped key name for messages.  On error v holds only what was read, so
+ * value_free(v) releases it. */
 static infer_status read_array(struct reader *r, struct gguf_value *v, const char *key, int depth)
 {
     uint32_t et;
@@ -207,8 +241,9 @@ static infer_status read_array(struct reader *r, struct gguf_value *v, const cha
         uint64_t bytes;
         if (!ck_mul(n, es, &bytes) || bytes > remain)
             return infer_error(INFER_ERR_FORMAT,
-                               "key '%s': array of %llu %s elements extends past end of file",
-                               key, (unsigned long long)n, gguf_type_name(et));
+                               "key '%s': array of %llu %s elements at offset %llu extends past end of file (%llu bytes)",
+                               key, (unsigned long long)n, gguf_type_name(et),
+                               (unsigned long long)r->pos, (unsigned long long)r->size);
         v->arr.raw = r->p + r->pos;
         v->arr.n = n;
         r->pos += bytes;
@@ -234,10 +269,22 @@ static infer_status read_array(struct reader *r, struct gguf_value *v, const cha
             return infer_error(INFER_ERR_FORMAT,
                                "key '%s': array of %llu arrays cannot fit in the %llu bytes left",
                                key, (unsigned long long)n, (unsigned long long)remain);
-        v->arr.vals = calloc(n ? n : 1, sizeof(struct gguf_value));
-        if (!v->arr.vals)
-            return infer_error(INFER_ERR_NOMEM, "key '%s': out of memory", key);
+        /* Grow as elements are read: a count that merely fits the bytes left
+         * must not reserve memory at every nesting level before anything is
+         * read (memory stays proportional to the bytes actually parsed). */
+        uint64_t cap = 0;
         for (uint64_t i = 0; i < n; i++) {
+            if (i == cap) {
+                uint64_t ncap = cap ? 2 * cap : 8;
+                if (ncap > n)
+                    ncap = n;
+                struct gguf_value *nv = realloc(v->arr.vals, ncap * sizeof(*nv));
+                if (!nv)
+                    return infer_error(INFER_ERR_NOMEM, "key '%s': out of memory", key);
+                memset(nv + cap, 0, (ncap - cap) * sizeof(*nv));
+                v->arr.vals = nv;
+                cap = ncap;
+            }
             v->arr.n = i + 1; /* so value_free sees what was read */
             if ((st = read_array(r, &v->arr.vals[i], key, depth + 1)))
                 return st;
@@ -245,7 +292,8 @@ static infer_status read_array(struct reader *r, struct gguf_value *v, const cha
         v->arr.n = n;
         return INFER_OK;
     }
-    return infer_error(INFER_ERR_FORMAT, "key '%s': bad array element type %u", key, et);
+    return infer_error(INFER_ERR_FORMAT, "key '%s': bad array element type %u at offset %llu", key,
+                       et, (unsigned long long)(r->pos - 12));
 }
 
 static infer_status read_value(struct reader *r, uint32_t type, struct gguf_value *v,
@@ -294,6 +342,26 @@ static int cmp_tensor_offset(const void *a, const void *b)
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Find a name that occurs twice among n names (sorted copy of the pointers).
+ * Returns INFER_OK when all differ, else an error "duplicate <what> 'name'". */
+static infer_status check_unique(const char **names, size_t n, const char *what)
+{
+    if (n < 2)
+        return INFER_OK;
+    qsort(names, n, sizeof(*names), cmp_name);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(names[i - 1], names[i]) == 0) {
+            char nb[96];
+            return infer_error(INFER_ERR_FORMAT, "duplicate %s '%s'", what, msg_name(names[i], nb));
+        }
+    return INFER_OK;
+}
+
 static infer_status parse_kvs(infer_gguf *g, struct reader *r, uint64_t n_kv)
 {
     infer_status st;
@@ -309,24 +377,51 @@ static infer_status parse_kvs(infer_gguf *g, struct reader *r, uint64_t n_kv)
         struct gguf_kv *kv = &g->kv[i];
         struct gguf_str key;
         uint32_t type;
+        char kname[96];
         g->n_kv = (int64_t)i + 1;
         if ((st = rd_str(r, &key, "metadata key")))
             return st;
-        if (key.len == 0 || memchr(key.s, '\0', key.len))
-            return infer_error(INFER_ERR_FORMAT, "metadata key %llu at offset %llu is empty or has a NUL byte",
-                               (unsigned long long)i, (unsigned long long)(r->pos - key.len));
+        if (key.len == 0 || key.len > GGUF_MAX_KEY || memchr(key.s, '\0', key.len))
+            return infer_error(INFER_ERR_FORMAT,
+                               "metadata key %llu at offset %llu is empty, longer than %d bytes or has a NUL byte",
+                               (unsigned long long)i, (unsigned long long)(r->pos - key.len - 8),
+                               GGUF_MAX_KEY);
         if (!(kv->key = str_dup(&key)))
             return infer_error(INFER_ERR_NOMEM, "out of memory");
-        for (uint64_t j = 0; j < i; j++)
-            if (strcmp(g->kv[j].key, kv->key) == 0)
-                return infer_error(INFER_ERR_FORMAT, "duplicate metadata key '%s'", kv->key);
-        if ((st = rd_u32(r, &type, kv->key)))
+        msg_name(kv->key, kname);
+        if ((st = rd_u32(r, &type, kname)))
             return st;
-        if ((st = read_value(r, type, &kv->v, kv->key, 0)))
+        if ((st = read_value(r, type, &kv->v, kname, 0)))
             return st;
         if (kv->v.type == INFER_GGUF_STRING && !(kv->cstr = str_dup(&kv->v.str)))
             return infer_error(INFER_ERR_NOMEM, "out of memory");
     }
+    const char **names = malloc((n_kv ? n_kv : 1) * sizeof(*names));
+    if (!names)
+        return infer_error(INFER_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < n_kv; i++)
+        names[i] = g->kv[i].key;
+    st = check_unique(names, n_kv, "metadata key");
+    free(names);
+    return st;
+}
+
+/* Bytes of a tensor of a known type, overflow-checked.  ne[0] must be a
+ * multiple of the block size. */
+static infer_status tensor_nbytes(const struct gguf_tensor *t, const struct ggml_type_traits *tt,
+                                  const char *tname, uint64_t *out)
+{
+    if (t->ne[0] % tt->block_size != 0)
+        return infer_error(INFER_ERR_FORMAT,
+                           "tensor '%s': row of %lld elements is not a multiple of the %s block size %u",
+                           tname, (long long)t->ne[0], tt->name, tt->block_size);
+    uint64_t nb;
+    bool ok = ck_mul((uint64_t)t->ne[0] / tt->block_size, tt->type_size, &nb);
+    for (int d = 1; ok && d < GGUF_MAX_DIMS; d++)
+        ok = ck_mul(nb, (uint64_t)t->ne[d], &nb);
+    if (!ok)
+        return infer_error(INFER_ERR_FORMAT, "tensor '%s': byte size overflows", tname);
+    *out = nb;
     return INFER_OK;
 }
 
@@ -343,64 +438,74 @@ static infer_status parse_tensor_infos(infer_gguf *g, struct reader *r, uint64_t
     for (uint64_t i = 0; i < n_tensors; i++) {
         struct gguf_tensor *t = &g->tensors[i];
         struct gguf_str name;
+        char tname[96];
         g->n_tensors = (int64_t)i + 1;
         if ((st = rd_str(r, &name, "tensor name")))
             return st;
-        if (name.len == 0 || name.len > 4096 || memchr(name.s, '\0', name.len))
-            return infer_error(INFER_ERR_FORMAT, "tensor %llu has an empty, overlong or NUL-containing name",
-                               (unsigned long long)i);
+        if (name.len == 0 || name.len > GGUF_MAX_NAME || memchr(name.s, '\0', name.len))
+            return infer_error(INFER_ERR_FORMAT,
+                               "tensor %llu at offset %llu has an empty, overlong (> %d bytes) or NUL-containing name",
+                               (unsigned long long)i, (unsigned long long)(r->pos - name.len - 8),
+                               GGUF_MAX_NAME);
         if (!(t->name = str_dup(&name)))
             return infer_error(INFER_ERR_NOMEM, "out of memory");
-        if ((st = rd_u32(r, &t->n_dims, t->name)))
+        msg_name(t->name, tname);
+        if ((st = rd_u32(r, &t->n_dims, tname)))
             return st;
         if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
             return infer_error(INFER_ERR_FORMAT, "tensor '%s' has %u dimensions (1..%d allowed)",
-                               t->name, t->n_dims, GGUF_MAX_DIMS);
+                               tname, t->n_dims, GGUF_MAX_DIMS);
         uint64_t nel = 1;
         for (int d = 0; d < GGUF_MAX_DIMS; d++) {
             uint64_t ne = 1;
-            if ((uint32_t)d < t->n_dims && (st = rd_u64(r, &ne, t->name)))
+            if ((uint32_t)d < t->n_dims && (st = rd_u64(r, &ne, tname)))
                 return st;
             if (ne > INT64_MAX || !ck_mul(nel, ne, &nel) || nel > INT64_MAX)
-                return infer_error(INFER_ERR_FORMAT, "tensor '%s': element count overflows", t->name);
+                return infer_error(INFER_ERR_FORMAT, "tensor '%s': element count overflows", tname);
             t->ne[d] = (int64_t)ne;
         }
-        if ((st = rd_u32(r, &t->type, t->name)) || (st = rd_u64(r, &t->offset, t->name)))
+        if ((st = rd_u32(r, &t->type, tname)) || (st = rd_u64(r, &t->offset, tname)))
             return st;
         const struct ggml_type_traits *tt = ggml_type_traits_get(t->type);
-        if (tt) {
-            if (t->ne[0] % tt->block_size != 0)
-                return infer_error(INFER_ERR_FORMAT,
-                                   "tensor '%s': row of %lld elements is not a multiple of the %s block size %u",
-                                   t->name, (long long)t->ne[0], tt->name, tt->block_size);
-            uint64_t nb = (uint64_t)ggml_row_size(t->type, t->ne[0]);
-            for (int d = 1; d < GGUF_MAX_DIMS; d++)
-                if (!ck_mul(nb, (uint64_t)t->ne[d], &nb))
-                    return infer_error(INFER_ERR_FORMAT, "tensor '%s': byte size overflows", t->name);
-            t->nbytes = nb;
-        }
-        for (uint64_t j = 0; j < i; j++)
-            if (strcmp(g->tensors[j].name, t->name) == 0)
-                return infer_error(INFER_ERR_FORMAT, "duplicate tensor name '%s'", t->name);
+        if (tt && (st = tensor_nbytes(t, tt, tname, &t->nbytes)))
+            return st;
     }
-    return INFER_OK;
+    const char **names = malloc((n_tensors ? n_tensors : 1) * sizeof(*names));
+    if (!names)
+        return infer_error(INFER_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < n_tensors; i++)
+        names[i] = g->tensors[i].name;
+    st = check_unique(names, n_tensors, "tensor name");
+    free(names);
+    return st;
 }
 
-/* Place tensors in the data section: aligned, inside the file, no overlaps. */
+/* Place tensors in the data section: aligned, inside the file, no overlaps.
+ * Tensors of unknown type are placed with size 0 (their data is NULL). */
 static infer_status place_tensors(infer_gguf *g)
 {
     infer_status st = INFER_OK;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         struct gguf_tensor *t = &g->tensors[i];
         uint64_t start, end;
+        char tname[96];
         if (t->offset % g->alignment != 0)
             return infer_error(INFER_ERR_FORMAT, "tensor '%s': offset %llu is not a multiple of the alignment %llu",
-                               t->name, (unsigned long long)t->offset, (unsigned long long)g->alignment);
-        if (!ck_add(g->data_offset, t->offset, &start) || !ck_add(start, t->nbytes, &end) || end > g->size)
+                               msg_name(t->name, tname), (unsigned long long)t->offset,
+                               (unsigned long long)g->alignment);
+        if (!ck_add(g->data_offset, t->offset, &start) || !ck_add(start, t->nbytes, &end) || end > g->size) {
+            /* the absolute offset itself may overflow: then say so */
+            if (!ck_add(g->data_offset, t->offset, &start))
+                return infer_error(INFER_ERR_FORMAT,
+                                   "tensor '%s' extends past end of file (offset %llu+%llu, size %llu, file %llu)",
+                                   msg_name(t->name, tname), (unsigned long long)g->data_offset,
+                                   (unsigned long long)t->offset, (unsigned long long)t->nbytes,
+                                   (unsigned long long)g->size);
             return infer_error(INFER_ERR_FORMAT,
                                "tensor '%s' extends past end of file (offset %llu, size %llu, file %llu)",
-                               t->name, (unsigned long long)(g->data_offset + t->offset),
+                               msg_name(t->name, tname), (unsigned long long)start,
                                (unsigned long long)t->nbytes, (unsigned long long)g->size);
+        }
         t->data = ggml_type_traits_get(t->type) ? g->base + start : NULL;
     }
     if (g->n_tensors < 2)
@@ -411,11 +516,14 @@ static infer_status place_tensors(infer_gguf *g)
     for (int64_t i = 0; i < g->n_tensors; i++)
         order[i] = &g->tensors[i];
     qsort(order, (size_t)g->n_tensors, sizeof(*order), cmp_tensor_offset);
+    /* sorted by offset, every tensor must end before the next one starts;
+     * a->offset + a->nbytes cannot overflow: it is inside the file */
     for (int64_t i = 1; i < g->n_tensors; i++) {
         const struct gguf_tensor *a = order[i - 1], *b = order[i];
-        if (ggml_type_traits_get(a->type) && a->offset + a->nbytes > b->offset) {
+        if (a->offset + a->nbytes > b->offset) {
+            char an[96], bn[96];
             st = infer_error(INFER_ERR_FORMAT, "tensors '%s' and '%s' overlap (offsets %llu+%llu and %llu)",
-                             a->name, b->name, (unsigned long long)a->offset,
+                             msg_name(a->name, an), msg_name(b->name, bn), (unsigned long long)a->offset,
                              (unsigned long long)a->nbytes, (unsigned long long)b->offset);
             break;
         }
@@ -439,9 +547,9 @@ static infer_status gguf_parse(infer_gguf *g)
     if (version == 1)
         return infer_error(INFER_ERR_UNSUPPORTED, "GGUF version 1 is not supported (only 2 and 3)");
     if (version != 2 && version != 3) {
-        if ((version & 0xffff) == 0)
+        if (version != 0 && (version & 0xffff) == 0) /* 2 or 3 read the wrong way round */
             return infer_error(INFER_ERR_UNSUPPORTED, "big-endian GGUF files are not supported");
-        return infer_error(INFER_ERR_UNSUPPORTED, "unsupported GGUF version %u", version);
+        return infer_error(INFER_ERR_UNSUPPORTED, "unsupported GGUF version %u (only 2 and 3)", version);
     }
     g->version = version;
     if ((st = rd_u64(&r, &n_tensors, "tensor count")) || (st = rd_u64(&r, &n_kv, "metadata count")))
@@ -453,8 +561,13 @@ static infer_status gguf_parse(infer_gguf *g)
     const struct gguf_kv *al = gguf_get_kv(g, "general.alignment");
     if (al) {
         int64_t a;
-        if (!value_int(&al->v, &a) || a <= 0 || (a & (a - 1)) != 0 || a > (1 << 20))
-            return infer_error(INFER_ERR_FORMAT, "general.alignment must be a power of two, not this value");
+        char buf[64];
+        if (al->v.type == INFER_GGUF_BOOL || !value_int(&al->v, &a) || a <= 0 || (a & (a - 1)) != 0 ||
+            a > (1 << 20))
+            return infer_error(INFER_ERR_FORMAT,
+                               "general.alignment must be an integer power of two up to 2^20, not %s (%s)",
+                               infer_gguf_kv_format(g, al - g->kv, buf, sizeof(buf)),
+                               gguf_type_name(al->v.type));
         g->alignment = (uint64_t)a;
     }
     if ((st = parse_tensor_infos(g, &r, n_tensors)))
@@ -681,16 +794,17 @@ char *infer_gguf_kv_format(const infer_gguf *g, int64_t i, char *buf, size_t n)
     if (v->type == INFER_GGUF_STRING) {
         /* one line, control characters escaped, long strings cut */
         size_t o = 0;
-        for (uint64_t k = 0; k < v->str.len && o + 8 < n; k++) {
+        uint64_t k = 0;
+        for (; k < v->str.len && o + 8 < n; k++) {
             unsigned char c = (unsigned char)v->str.s[k];
             if (c == '\n') { buf[o++] = '\\'; buf[o++] = 'n'; }
-            else if (c < 0x20) o += (size_t)snprintf(buf + o, n - o, "\\x%02x", c);
+            else if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(buf + o, n - o, "\\x%02x", c);
             else buf[o++] = (char)c;
         }
-        if (o + 8 >= n && n > 4)
+        if (k < v->str.len && n > 4) /* cut: say so */
             strcpy(buf + (o < n - 4 ? o : n - 4), "...");
         else
-            buf[o] = '\0';
+            buf[o] = '\0'; /* o < n: each step writes at most 4 bytes */
     } else if (v->type == INFER_GGUF_ARRAY) {
         size_t o = (size_t)snprintf(buf, n, "[%s × %llu]", gguf_type_name(v->arr.type),
                                     (unsigned long long)v->arr.n);

@@ -12,7 +12,7 @@
 #include "common.h"
 
 #define GGUF_MAX_DIMS 4
-#define GGUF_MAX_NESTING 8
+#define GGUF_MAX_NESTING 8 /* an array and up to 7 levels of arrays inside it */
 
 struct gguf_str {
     const char *s; /* into the map; not NUL-terminated */

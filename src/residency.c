@@ -4,7 +4,9 @@
  *
  * Weights are never copied out of the read-only map (DESIGN.md decision 3),
  * so the page cache *is* the weight cache; these functions make cold and warm
- * starts measurable and reproducible.
+ * starts measurable and reproducible.  infer_file_residency asks about a file
+ * by path without parsing it, so that `infer cold` can measure what is left
+ * after dropping pages without its own read bringing the header back.
  */
 #include "gguf.h"
 
@@ -12,6 +14,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static size_t page_size(void)
@@ -20,28 +23,26 @@ static size_t page_size(void)
     return p > 0 ? (size_t)p : 4096;
 }
 
-infer_status infer_gguf_range_residency(const infer_gguf *g, uint64_t offset, uint64_t size,
-                                        infer_residency *out)
+/* mincore over [offset, offset+size) of a mapping that starts at the
+ * page-aligned address base.  Fills out; touches no page of the mapping. */
+static infer_status map_residency(const uint8_t *base, uint64_t offset, uint64_t size,
+                                  infer_residency *out)
 {
-    memset(out, 0, sizeof(*out));
-    if (offset > g->size || size > g->size - offset)
-        return infer_error(INFER_ERR_INVALID, "range %llu+%llu is outside the file",
-                           (unsigned long long)offset, (unsigned long long)size);
     out->bytes_total = size;
-    if (size == 0 || !g->mapped) {
-        out->bytes_resident = g->mapped ? 0 : size; /* memory images are resident */
-        out->percent = size ? 100.0 * (double)out->bytes_resident / (double)size : 100.0;
+    out->bytes_resident = 0;
+    out->percent = 100.0; /* an empty range is trivially resident */
+    if (size == 0)
         return INFER_OK;
-    }
     size_t ps = page_size();
     uint64_t first = offset / ps, last = (offset + size - 1) / ps;
     size_t n_pages = (size_t)(last - first + 1);
     unsigned char *vec = malloc(n_pages);
     if (!vec)
         return infer_error(INFER_ERR_NOMEM, "out of memory");
-    if (mincore((void *)(g->base + first * ps), n_pages * ps, vec) != 0) {
+    if (mincore((void *)(base + first * ps), n_pages * ps, vec) != 0) {
+        int err = errno;
         free(vec);
-        return infer_error(INFER_ERR_IO, "mincore: %s", strerror(errno));
+        return infer_error(INFER_ERR_IO, "mincore: %s", strerror(err));
     }
     uint64_t resident = 0;
     for (size_t i = 0; i < n_pages; i++) {
@@ -57,6 +58,55 @@ infer_status infer_gguf_range_residency(const infer_gguf *g, uint64_t offset, ui
     out->bytes_resident = resident;
     out->percent = 100.0 * (double)resident / (double)size;
     return INFER_OK;
+}
+
+infer_status infer_gguf_range_residency(const infer_gguf *g, uint64_t offset, uint64_t size,
+                                        infer_residency *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (offset > g->size || size > g->size - offset)
+        return infer_error(INFER_ERR_INVALID, "range %llu+%llu is outside the file",
+                           (unsigned long long)offset, (unsigned long long)size);
+    if (!g->mapped) { /* memory images are resident */
+        out->bytes_total = out->bytes_resident = size;
+        out->percent = 100.0;
+        return INFER_OK;
+    }
+    return map_residency(g->base, offset, size, out);
+}
+
+/* Map the file read-only without reading a byte of it (so that asking does
+ * not pull the GGUF header back into the cache, as a parse would), mincore,
+ * unmap.  On error *out is zeroed. */
+infer_status infer_file_residency(const char *path, infer_residency *out)
+{
+    memset(out, 0, sizeof(*out));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return infer_error(INFER_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return infer_error(INFER_ERR_IO, "'%s' is not a regular file", path);
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        out->percent = 100.0;
+        return INFER_OK;
+    }
+    size_t size = (size_t)sb.st_size;
+    void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    int map_errno = errno;
+    close(fd);
+    if (map == MAP_FAILED)
+        return infer_error(INFER_ERR_IO, "cannot map '%s': %s", path, strerror(map_errno));
+    infer_status st = map_residency(map, 0, size, out);
+    munmap(map, size);
+    if (st) {
+        memset(out, 0, sizeof(*out));
+        infer_error_prefix(st, "%s", path);
+    }
+    return st;
 }
 
 infer_status infer_gguf_residency(const infer_gguf *g, infer_residency *out)
