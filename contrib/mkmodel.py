@@ -1,0 +1,506 @@
+#!/usr/bin/env python3
+"""mkmodel.py - write a synthetic GGUF model with random weights.
+
+The test suite and the benchmarks need models of any shape, in every weight type the engine
+supports, without downloading anything.  This script writes one: architecture `llama`, `qwen2`
+or `gemma3`, weights F32, F16, Q8_0, Q4_0 or a Q4_K_M-like mix, and the vocabulary (every
+`tokenizer.*` key) copied from a vocab-only GGUF such as the fixtures in
+../shared/fixtures/tokenizer/.  The hyper-parameter keys and tensor names are the ones
+llama.cpp's loader reads (src/models/{llama,qwen2,gemma3}.cpp, src/llama-arch.cpp), so
+llama.cpp can load the file and compute reference outputs from the very same bytes
+(contrib/golden/regen).
+
+Usage:
+  mkmodel.py --arch {llama,qwen2,gemma3} --type {f32,f16,q8_0,q4_0,q4_k_m} --vocab VOCAB.gguf
+             --dim D --layers L --heads H --kv-heads KVH --ffn F [--head-dim HD] [--ctx 2048]
+             [--sliding-window W] [--rope-base B] [--seed S] [--tied] -o OUT.gguf
+
+Needs the PyPI packages `gguf` and `numpy`.  The output is a pure function of the arguments
+(same arguments, same numpy -> byte-identical file; the sha256 is printed).
+
+Weights (why the model is not plain Gaussian noise)
+---------------------------------------------------
+Argmax comparisons against llama.cpp are only meaningful if the top-1 logit stands clear of
+the top-2 by much more than the numeric noise between two correct implementations (activation
+quantization, F16 KV cache, summation order: about 1% of the logit scale).  With purely random
+logits the gap between the two largest of 32,000 Gaussians is often a few percent of the
+scale, so greedy runs would diverge for no fault of the code.  So the model is built around a
+"bigram" skeleton plus noise:
+
+  * every token embedding row is a random direction with unit RMS (gemma3: RMS 1/sqrt(D), the
+    graph multiplies it by sqrt(D));
+  * every layer is random, with gains chosen so that the 2L attention and FFN outputs together
+    have an RMS of 0.85 in the residual stream, whatever the depth, next to the embedding's 1
+    (the current token stays visible, the context contributes 40% of the final hidden state);
+  * the output matrix row of token v is  (A/D) * sum of u_t over the tokens t with next(t) = v
+    plus Gaussian noise of standard deviation B/sqrt(D), where u_t is the unit-RMS embedding
+    direction and next() a random map onto the NORMAL tokens (no control/byte tokens).
+
+  The logit of next(t) is then about A*rho (rho ~ 0.6: share of the current token in the final
+  hidden state), all other logits are noise of standard deviation ~sqrt(B^2 + A^2/D) that
+  depends on the whole context.  With A = 32 and B = 2 the top-1 logit is ~20, the runner-up
+  ~12, the margin > 25% of the top logit at every step of the reference prompts (regen prints
+  it); the greedy continuation is the walk t -> next(t), and the other top-k logits, which move
+  by ~1 when the context changes, exercise every layer.  The argmax itself depends only on
+  the last token: a wrong layer shows in the logits, not in the greedy tokens.
+
+  --tied writes no output.weight (logits = token_embd x hidden state, as in real Gemma 3 and
+  small Qwen2 files); the skeleton then cannot work: the current token's own embedding
+  dominates the hidden state, so greedy decoding mostly repeats the last token.  Fine for
+  benchmarks and loader tests; the golden test models are untied (the default Gemma 3 model
+  covers the tied path).
+
+Weight types
+------------
+  f32, f16, q8_0, q4_0: every 2-D tensor in that type (like llama-quantize --pure);
+  q4_k_m: Q6_K for output.weight (token_embd when tied), attn_v and ffn_down, Q4_K for the rest.
+  1-D tensors (norms, biases) are always F32.  A row (ne0) that is not a multiple of the block
+  size falls back like llama.cpp's llama_tensor_get_type: Q4_K -> Q5_0, Q6_K -> Q8_0 when the
+  row is not a multiple of 256; then F16 when it is not a multiple of 32 either.
+  Q8_0/Q4_0/Q5_0/F16 blocks come from gguf.quants (bit-exact with ggml's reference
+  quantizers); Q4_K and Q6_K blocks are written here (simple min/max scales, layouts of
+  block_q4_K / block_q6_K in ggml-common.h), each tensor checked against
+  gguf.quants.dequantize.
+"""
+
+import argparse
+import hashlib
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+
+try:
+    import gguf
+    from gguf import GGMLQuantizationType as QT
+except ImportError:  # pragma: no cover
+    sys.exit("mkmodel.py: needs the PyPI packages gguf and numpy (pip install gguf numpy)")
+
+QK_K = 256
+
+# general.file_type values (llama.h enum llama_ftype)
+FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15}
+
+ARCH_DEFAULTS = {
+    #          rms eps  rope base
+    "llama":  (1e-5,    10000.0),
+    "qwen2":  (1e-6,    1000000.0),
+    "gemma3": (1e-6,    1000000.0),
+}
+
+# Skeleton constants (see the module comment).
+LOGIT_A = 32.0      # coherent logit of next(t), before the rho factor
+LOGIT_B = 2.0       # standard deviation of the noise logits (per unit-RMS hidden state)
+CONTEXT_RMS = 0.85  # RMS of all 2L attention/FFN contributions together (embedding: 1)
+
+
+# --------------------------------------------------------------------------- quantizers
+
+def _f16_round(x):
+    """Rounds float32 values to what an f16 field stores; returns (f32 values, f16 array)."""
+    h = x.astype(np.float16)
+    return h.astype(np.float32), h
+
+
+def quantize_q4_k(x):
+    """Quantizes float32 rows (n, k), k % 256 == 0, to block_q4_K bytes (n, k/256*144).
+
+    Each 256-block has 8 sub-blocks of 32 values: x ~= d*sc[j]*q - dmin*m[j], q in 0..15, sc and
+    m 6-bit, d and dmin f16.  Layout: d, dmin, scales[12], qs[128] (ggml-common.h block_q4_K).
+    """
+    n, k = x.shape
+    nb = n * k // QK_K
+    sub = x.reshape(nb, 8, 32).astype(np.float32)
+    lo = np.minimum(sub.min(axis=2), 0.0)            # (nb, 8)  <= 0
+    hi = sub.max(axis=2)
+    scale = (hi - lo) / 15.0                         # >= 0
+    mins = -lo                                       # >= 0
+    d, d16 = _f16_round(scale.max(axis=1) / 63.0)    # (nb,)
+    dm, dm16 = _f16_round(mins.max(axis=1) / 63.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d[:, None] > 0, np.rint(scale / d[:, None]), 0).clip(0, 63).astype(np.uint8)
+        m = np.where(dm[:, None] > 0, np.rint(mins / dm[:, None]), 0).clip(0, 63).astype(np.uint8)
+        eff_s = d[:, None] * sc.astype(np.float32)   # (nb, 8)
+        eff_m = dm[:, None] * m.astype(np.float32)
+        q = np.where(eff_s[:, :, None] > 0,
+                     np.rint((sub + eff_m[:, :, None]) / eff_s[:, :, None]), 0)
+    q = q.clip(0, 15).astype(np.uint8)               # (nb, 8, 32)
+
+    scales = np.empty((nb, 12), dtype=np.uint8)
+    scales[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+    scales[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
+    scales[:, 8:12] = (sc[:, 4:8] & 0xF) | ((m[:, 4:8] & 0xF) << 4)
+    qp = q.reshape(nb, 4, 2, 32)                     # chunk c: sub-blocks 2c (low), 2c+1 (high)
+    qs = (qp[:, :, 0, :] | (qp[:, :, 1, :] << 4)).reshape(nb, 128)
+
+    out = np.concatenate([d16.view(np.uint8).reshape(nb, 2), dm16.view(np.uint8).reshape(nb, 2),
+                          scales, qs], axis=1)
+    return out.reshape(n, k // QK_K * 144)
+
+
+def quantize_q6_k(x):
+    """Quantizes float32 rows (n, k), k % 256 == 0, to block_q6_K bytes (n, k/256*210).
+
+    Each 256-block has 16 groups of 16 values: x ~= d*sc[g]*(q-32), q in 0..63, sc int8, d f16.
+    Layout: ql[128] (low 4 bits), qh[64] (high 2 bits), scales[16], d (block_q6_K).
+    """
+    n, k = x.shape
+    nb = n * k // QK_K
+    grp = x.reshape(nb, 16, 16).astype(np.float32)
+    s = np.abs(grp).max(axis=2) / 31.0               # (nb, 16)
+    d, d16 = _f16_round(s.max(axis=1) / 127.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d[:, None] > 0, np.rint(s / d[:, None]), 0).clip(0, 127).astype(np.int8)
+        eff = d[:, None] * sc.astype(np.float32)
+        q = np.where(eff[:, :, None] > 0, np.rint(grp / eff[:, :, None]), 0)
+    q = (q.clip(-32, 31) + 32).astype(np.uint8).reshape(nb, 2, 4, 32)  # half, quarter, l
+
+    ql = np.empty((nb, 2, 64), dtype=np.uint8)
+    ql[:, :, 0:32] = (q[:, :, 0] & 0xF) | ((q[:, :, 2] & 0xF) << 4)
+    ql[:, :, 32:64] = (q[:, :, 1] & 0xF) | ((q[:, :, 3] & 0xF) << 4)
+    qh = ((q[:, :, 0] >> 4) | ((q[:, :, 1] >> 4) << 2) |
+          ((q[:, :, 2] >> 4) << 4) | ((q[:, :, 3] >> 4) << 6)).astype(np.uint8)  # (nb, 2, 32)
+
+    out = np.concatenate([ql.reshape(nb, 128), qh.reshape(nb, 64), sc.view(np.uint8),
+                          d16.view(np.uint8).reshape(nb, 2)], axis=1)
+    return out.reshape(n, k // QK_K * 210)
+
+
+def encode(w, qtype):
+    """Returns the on-disk array of float32 tensor w in type qtype (numpy order, rows last)."""
+    if qtype == QT.F32:
+        return np.ascontiguousarray(w, dtype=np.float32)
+    if qtype == QT.F16:
+        return w.astype(np.float16)
+    if qtype in (QT.Q4_K, QT.Q6_K):
+        q = quantize_q4_k(w) if qtype == QT.Q4_K else quantize_q6_k(w)
+        # layout check: gguf-py's dequantizer must give the rows back (Q4_K: ~8% RMS error,
+        # Q6_K: ~2%); a scrambled layout gives ~100%
+        n = min(w.shape[0], 16)
+        back = gguf.quants.dequantize(q[:n], qtype)
+        err = np.sqrt(np.mean((back - w[:n]) ** 2) / max(np.mean(w[:n] ** 2), 1e-30))
+        if not err < (0.15 if qtype == QT.Q4_K else 0.05):
+            raise AssertionError(f"{qtype.name} self-check failed: relative RMS error {err:.3f}")
+        return q
+    return gguf.quants.quantize(w, qtype)
+
+
+def pick_type(name, shape, wtype, tied):
+    """The GGML type of tensor `name` (numpy shape) for the requested weight type."""
+    if len(shape) == 1:
+        return QT.F32
+    row = shape[-1]
+    if wtype == "f32":
+        t = QT.F32
+    elif wtype == "f16":
+        t = QT.F16
+    elif wtype == "q8_0":
+        t = QT.Q8_0
+    elif wtype == "q4_0":
+        t = QT.Q4_0
+    else:
+        big = (name == "output.weight" or (tied and name == "token_embd.weight") or
+               name.endswith(".attn_v.weight") or name.endswith(".ffn_down.weight"))
+        t = QT.Q6_K if big else QT.Q4_K
+        if row % QK_K != 0:
+            t = QT.Q8_0 if t == QT.Q6_K else QT.Q5_0
+    if t not in (QT.F32, QT.F16) and row % 32 != 0:
+        t = QT.F16
+    return t
+
+
+# --------------------------------------------------------------------------- model
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+            10: "<Q", 11: "<q", 12: "<d"}
+_NP = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1",
+       10: "<u8", 11: "<i8", 12: "<f8"}
+
+
+def read_vocab(path):
+    """Reads the tokenizer.* keys of a GGUF file.
+
+    Returns ([(key, value, type, sub_type)], n_vocab, token types (int32 array)).  A small
+    parser of the KV section (gguf.GGUFReader takes seconds on a 32k vocabulary); it exits
+    with a message on a malformed file.
+    """
+    with open(path, "rb") as f:
+        buf = f.read()
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, buf, pos)[0]
+        pos += struct.calcsize(fmt)
+        return v
+
+    def string():
+        nonlocal pos
+        n = take("<Q")
+        if pos + n > len(buf):
+            raise ValueError("string past end of file")
+        pos += n
+        return buf[pos - n:pos]
+
+    def value(vt):
+        nonlocal pos
+        if vt in _SCALARS:
+            return take(_SCALARS[vt])
+        if vt == 8:
+            return string()
+        raise ValueError(f"bad value type {vt}")
+
+    kvs = []
+    try:
+        if take("<I") != 0x46554747 or take("<I") != 3:
+            raise ValueError("not a GGUF v3 file")
+        take("<Q")
+        n_kv = take("<Q")
+        for _ in range(n_kv):
+            key = string().decode("utf-8")
+            vt = take("<I")
+            if vt == 9:
+                st, n = take("<I"), take("<Q")
+                if st == 8:
+                    val = [string() for _ in range(n)]
+                elif st in _NP:
+                    size = np.dtype(_NP[st]).itemsize * n
+                    if pos + size > len(buf):
+                        raise ValueError("array past end of file")
+                    val = np.frombuffer(buf, dtype=_NP[st], count=n, offset=pos).tolist()
+                    if st == 7:
+                        val = [bool(v) for v in val]
+                    pos += size
+                else:
+                    raise ValueError(f"bad array type {st}")
+                item = (key, val, gguf.GGUFValueType(vt), gguf.GGUFValueType(st))
+            else:
+                item = (key, value(vt), gguf.GGUFValueType(vt), None)
+            if key.startswith("tokenizer."):
+                kvs.append(item)
+    except (struct.error, ValueError, UnicodeDecodeError) as e:
+        sys.exit(f"mkmodel.py: {path}: malformed GGUF: {e}")
+    d = {k: v for k, v, _, _ in kvs}
+    if "tokenizer.ggml.tokens" not in d:
+        sys.exit(f"mkmodel.py: {path}: no tokenizer.ggml.tokens")
+    n_vocab = len(d["tokenizer.ggml.tokens"])
+    types = np.array(d.get("tokenizer.ggml.token_type", [1] * n_vocab), dtype=np.int32)
+    if types.size != n_vocab:
+        sys.exit(f"mkmodel.py: {path}: token_type and tokens differ in length")
+    return kvs, n_vocab, types
+
+
+def unit_rows(rng, n, d, rms):
+    """(n, d) float32 rows of Gaussian directions, each scaled to RMS `rms` exactly."""
+    x = rng.standard_normal((n, d), dtype=np.float32)
+    x *= (rms / np.sqrt(np.mean(x * x, axis=1, keepdims=True, dtype=np.float64))).astype(np.float32)
+    return x
+
+
+def gauss(rng, shape, std):
+    x = rng.standard_normal(shape, dtype=np.float32)
+    x *= np.float32(std)
+    return x
+
+
+def build_plan(a, n_vocab, types, rng):
+    """Returns [(name, numpy shape, generator)] in file order; generators draw from rng."""
+    D, L, H, KV, F = a.dim, a.layers, a.heads, a.kv_heads, a.ffn
+    hd = a.head_dim
+    gemma = a.arch == "gemma3"
+    state = {}
+
+    def embd():
+        # unit-RMS directions; gemma3 scales the input by sqrt(D) in the graph
+        u = unit_rows(rng, n_vocab, D, 1.0)
+        state["u"] = u
+        return u * np.float32(1.0 / np.sqrt(D)) if gemma else u
+
+    def output():
+        u = state.pop("u")
+        # next(): a random permutation of the NORMAL tokens; others map to random normal tokens
+        normal = np.flatnonzero(types == 1)
+        if normal.size == 0:
+            normal = np.arange(n_vocab)
+        nxt = np.empty(n_vocab, dtype=np.int64)
+        nxt[normal] = rng.permutation(normal)
+        other = np.setdiff1d(np.arange(n_vocab), normal)
+        nxt[other] = rng.choice(normal, size=other.size)
+        w = gauss(rng, (n_vocab, D), LOGIT_B / np.sqrt(D))
+        np.add.at(w, nxt, u * np.float32(LOGIT_A / D))
+        return w
+
+    def norm(n, scale):
+        # RMS-norm weights: scale * (1 + 0.1 N(0,1)), stored as used (gemma3 files store 1+w)
+        return np.float32(scale) * (np.float32(1.0) + gauss(rng, (n,), 0.1))
+
+    plan = []
+
+    def add(name, shape, gen):
+        plan.append((name, shape, gen))
+
+    add("token_embd.weight", (n_vocab, D), embd)
+    add("output_norm.weight", (D,), lambda: norm(D, 1.0))
+    if not a.tied:
+        add("output.weight", (n_vocab, D), output)
+
+    # Per-layer gains.  The normalized input x has RMS ~1.  q/k: scores q.k/sqrt(hd) with a
+    # standard deviation ~2 (attention neither uniform nor one-hot).  v: RMS 1.
+    qk = 1.2
+    gain = CONTEXT_RMS / np.sqrt(2 * L)  # RMS of one contribution, independent of depth
+    for i in range(L):
+        p = f"blk.{i}."
+        add(p + "attn_norm.weight", (D,), lambda: norm(D, 1.0))
+        add(p + "attn_q.weight", (H * hd, D), lambda: gauss(rng, (H * hd, D), qk / np.sqrt(D)))
+        add(p + "attn_k.weight", (KV * hd, D), lambda: gauss(rng, (KV * hd, D), qk / np.sqrt(D)))
+        add(p + "attn_v.weight", (KV * hd, D), lambda: gauss(rng, (KV * hd, D), 1.0 / np.sqrt(D)))
+        if a.arch == "qwen2":
+            add(p + "attn_q.bias", (H * hd,), lambda: gauss(rng, (H * hd,), 0.3))
+            add(p + "attn_k.bias", (KV * hd,), lambda: gauss(rng, (KV * hd,), 0.3))
+            add(p + "attn_v.bias", (KV * hd,), lambda: gauss(rng, (KV * hd,), 0.3))
+        if gemma:
+            # per-head RMS norm of q and k: gain 1.2 -> score std ~1.4 after 1/sqrt(hd)
+            add(p + "attn_q_norm.weight", (hd,), lambda: norm(hd, 1.2))
+            add(p + "attn_k_norm.weight", (hd,), lambda: norm(hd, 1.2))
+            # the post-norms set the size of each contribution to the residual directly
+            add(p + "attn_output.weight", (D, H * hd), lambda: gauss(rng, (D, H * hd), 1.0 / np.sqrt(H * hd)))
+            add(p + "post_attention_norm.weight", (D,), lambda: norm(D, gain))
+        else:
+            # attention output of RMS ~gain (mixing values shrinks them, hence x2)
+            add(p + "attn_output.weight", (D, H * hd),
+                lambda: gauss(rng, (D, H * hd), 2.0 * gain / np.sqrt(H * hd)))
+        add(p + "ffn_norm.weight", (D,), lambda: norm(D, 1.0))
+        add(p + "ffn_gate.weight", (F, D), lambda: gauss(rng, (F, D), 1.0 / np.sqrt(D)))
+        add(p + "ffn_up.weight", (F, D), lambda: gauss(rng, (F, D), 1.0 / np.sqrt(D)))
+        if gemma:
+            add(p + "ffn_down.weight", (D, F), lambda: gauss(rng, (D, F), 1.0 / np.sqrt(F)))
+            add(p + "post_ffw_norm.weight", (D,), lambda: norm(D, gain))
+        else:
+            # silu(g)*u has RMS ~0.6 for unit g, u
+            add(p + "ffn_down.weight", (D, F), lambda: gauss(rng, (D, F), gain / 0.6 / np.sqrt(F)))
+    return plan
+
+
+def write_kvs(w, a, n_vocab, vocab_kvs, name):
+    arch = a.arch
+    w.add_string("general.type", "model")
+    w.add_string("general.name", name)
+    w.add_string("general.description",
+                 "synthetic random-weight test model written by infer contrib/mkmodel.py: " +
+                 " ".join(canonical_args(a)))
+    w.add_uint32(f"{arch}.context_length", a.ctx)
+    w.add_uint32(f"{arch}.embedding_length", a.dim)
+    w.add_uint32(f"{arch}.block_count", a.layers)
+    w.add_uint32(f"{arch}.feed_forward_length", a.ffn)
+    w.add_uint32(f"{arch}.attention.head_count", a.heads)
+    w.add_uint32(f"{arch}.attention.head_count_kv", a.kv_heads)
+    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", a.rms_eps)
+    w.add_float32(f"{arch}.rope.freq_base", a.rope_base)
+    if arch == "llama":
+        w.add_uint32(f"{arch}.rope.dimension_count", a.head_dim)
+        w.add_uint32(f"{arch}.vocab_size", n_vocab)
+    if arch == "gemma3" or a.head_dim != a.dim // a.heads:
+        w.add_uint32(f"{arch}.attention.key_length", a.head_dim)
+        w.add_uint32(f"{arch}.attention.value_length", a.head_dim)
+    if arch == "gemma3" and a.sliding_window > 0:
+        w.add_uint32(f"{arch}.attention.sliding_window", a.sliding_window)
+    for key, val, vt, st in vocab_kvs:
+        w.add_key_value(key, val, vt, sub_type=st)
+    w.add_uint32("general.file_type", FILE_TYPES[a.type])
+    w.add_uint32("general.quantization_version", 2)
+
+
+def canonical_args(a):
+    """The generating arguments, without paths that differ between machines."""
+    s = [f"--arch {a.arch}", f"--type {a.type}", f"--vocab {os.path.basename(a.vocab)}",
+         f"--dim {a.dim}", f"--layers {a.layers}", f"--heads {a.heads}", f"--kv-heads {a.kv_heads}",
+         f"--ffn {a.ffn}", f"--head-dim {a.head_dim}", f"--ctx {a.ctx}", f"--rope-base {a.rope_base:g}",
+         f"--seed {a.seed}"]
+    if a.arch == "gemma3":
+        s.append(f"--sliding-window {a.sliding_window}")
+    if a.tied:
+        s.append("--tied")
+    return s
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="Write a synthetic random-weight GGUF model.")
+    p.add_argument("--arch", required=True, choices=sorted(ARCH_DEFAULTS))
+    p.add_argument("--type", required=True, choices=sorted(FILE_TYPES))
+    p.add_argument("--vocab", required=True, help="vocab-only GGUF whose tokenizer.* keys are copied")
+    p.add_argument("--dim", type=int, required=True)
+    p.add_argument("--layers", type=int, required=True)
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--kv-heads", type=int, required=True)
+    p.add_argument("--ffn", type=int, required=True)
+    p.add_argument("--head-dim", type=int, default=0, help="default dim/heads")
+    p.add_argument("--ctx", type=int, default=2048)
+    p.add_argument("--sliding-window", type=int, default=512, help="gemma3 only; 0 = none")
+    p.add_argument("--rope-base", type=float, default=0.0, help="default per architecture")
+    p.add_argument("--rms-eps", type=float, default=0.0, help="default per architecture")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--tied", action="store_true", help="no output.weight: logits use token_embd")
+    p.add_argument("-o", "--output", required=True)
+    a = p.parse_args(argv)
+    eps, base = ARCH_DEFAULTS[a.arch]
+    a.rms_eps = a.rms_eps or eps
+    a.rope_base = a.rope_base or base
+    if a.head_dim == 0:
+        if a.dim % a.heads:
+            p.error("--dim must be a multiple of --heads (or give --head-dim)")
+        a.head_dim = a.dim // a.heads
+    for k in ("dim", "layers", "heads", "kv_heads", "ffn", "head_dim", "ctx"):
+        if getattr(a, k) <= 0:
+            p.error(f"--{k.replace('_', '-')} must be positive")
+    if a.heads % a.kv_heads:
+        p.error("--heads must be a multiple of --kv-heads")
+    if a.head_dim % 2:
+        p.error("--head-dim must be even (RoPE)")
+    if a.arch == "qwen2" and a.head_dim * a.heads != a.dim:
+        p.error("qwen2 needs heads * head-dim == dim (llama.cpp's loader assumes it)")
+    return a
+
+
+def main(argv):
+    t0 = time.time()
+    a = parse_args(argv)
+    vocab_kvs, n_vocab, types = read_vocab(a.vocab)
+    rng = np.random.default_rng(a.seed)
+    plan = build_plan(a, n_vocab, types, rng)
+    name = os.path.splitext(os.path.basename(a.output))[0]
+
+    tmp = a.output + ".tmp"
+    w = gguf.GGUFWriter(tmp, a.arch)
+    write_kvs(w, a, n_vocab, vocab_kvs, name)
+    qtypes = []
+    for tname, shape, _ in plan:
+        qt = pick_type(tname, shape, a.type, a.tied)
+        qtypes.append(qt)
+        bs, ts = gguf.GGML_QUANT_SIZES[qt]
+        nbytes = int(np.prod(shape[:-1])) * (shape[-1] // bs) * ts
+        w.add_tensor_info(tname, shape, np.dtype(np.float32), nbytes, raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    n_params = 0
+    for (tname, shape, gen), qt in zip(plan, qtypes):
+        x = gen()
+        assert x.shape == shape and x.dtype == np.float32, tname
+        n_params += x.size
+        w.write_tensor_data(encode(x, qt))
+    w.close()
+    os.replace(tmp, a.output)
+
+    h = hashlib.sha256()
+    with open(a.output, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    print(f"mkmodel: {a.output}: {a.arch} {a.type} {n_params / 1e6:.1f}M params, "
+          f"{os.path.getsize(a.output)} bytes, sha256 {h.hexdigest()}, {time.time() - t0:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
