@@ -1,0 +1,74 @@
+/*
+ * attention.c - scalar reference attention (see attention.h): scores, a
+ * max-subtracted softmax, and the weighted sum of values, one (token, head)
+ * pair per OpenMP work item.
+ */
+#include "attention.h"
+
+#include "types.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static inline const uint16_t *row_at(const struct attn_kv *kv, const int32_t *blocks, size_t off, int kvh,
+                                     int64_t pos, int head_dim)
+{
+    const uint8_t *blk = kv->base + (size_t)blocks[pos / kv->block_tokens] * kv->block_bytes;
+    return (const uint16_t *)(blk + off + (size_t)kvh * kv->head_bytes) +
+           (size_t)(pos % kv->block_tokens) * (size_t)head_dim;
+}
+
+void attention_ref(float *out, const float *q, int64_t n_tok, const struct attn_kv *kv, int n_head, int n_head_kv,
+                   int head_dim, float scale, int window)
+{
+    const int group = n_head / n_head_kv;
+    int64_t n_ctx = 1;
+    for (int64_t t = 0; t < n_tok; t++)
+        if (kv->pos[t] + 1 > n_ctx)
+            n_ctx = kv->pos[t] + 1;
+    #pragma omp parallel
+    {
+        float *scores = malloc((size_t)n_ctx * sizeof(float));
+        float *acc = malloc((size_t)head_dim * sizeof(float));
+        #pragma omp for collapse(2) schedule(static)
+        for (int64_t t = 0; t < n_tok; t++) {
+            for (int h = 0; h < n_head; h++) {
+                const int64_t pos = kv->pos[t];
+                const int32_t *blocks = kv->blocks[t];
+                const int kvh = h / group;
+                const float *qh = q + (size_t)t * n_head * head_dim + (size_t)h * head_dim;
+                int64_t first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+                float max = -INFINITY;
+                for (int64_t j = first; j <= pos; j++) {
+                    const uint16_t *k = row_at(kv, blocks, kv->k_off, kvh, j, head_dim);
+                    float s = 0.0f;
+                    for (int d = 0; d < head_dim; d++)
+                        s += qh[d] * fp16_to_fp32(k[d]);
+                    s *= scale;
+                    scores[j] = s;
+                    if (s > max)
+                        max = s;
+                }
+                double sum = 0.0;
+                for (int64_t j = first; j <= pos; j++) {
+                    scores[j] = expf(scores[j] - max);
+                    sum += scores[j];
+                }
+                for (int d = 0; d < head_dim; d++)
+                    acc[d] = 0.0f;
+                for (int64_t j = first; j <= pos; j++) {
+                    const uint16_t *v = row_at(kv, blocks, kv->v_off, kvh, j, head_dim);
+                    const float w = scores[j];
+                    for (int d = 0; d < head_dim; d++)
+                        acc[d] += w * fp16_to_fp32(v[d]);
+                }
+                float *o = out + (size_t)t * n_head * head_dim + (size_t)h * head_dim;
+                const float inv = (float)(1.0 / sum);
+                for (int d = 0; d < head_dim; d++)
+                    o[d] = acc[d] * inv;
+            }
+        }
+        free(scores);
+        free(acc);
+    }
+}

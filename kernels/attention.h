@@ -1,0 +1,36 @@
+/*
+ * attention.h - causal multi-head attention over K/V stored in blocks.
+ *
+ * K and V are read through a block table (src/kv.h layout): position p of a
+ * sequence is row p % bt of block blocks[p / bt]; inside a block each KV head
+ * of each layer is a contiguous [bt][head_dim] F16 array.
+ */
+#ifndef INFER_KERNELS_ATTENTION_H
+#define INFER_KERNELS_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One layer's K/V for a batch of tokens that may belong to different
+ * sequences: token t reads the block table blocks[t] up to position pos[t]. */
+struct attn_kv {
+    const uint8_t *base;           /* arena base */
+    size_t block_bytes;            /* stride between blocks */
+    size_t k_off, v_off;           /* this layer's K and V (head 0) inside a block */
+    size_t head_bytes;             /* stride between heads inside a block */
+    int block_tokens;
+    const int32_t *const *blocks;  /* per token: its sequence's block table */
+    const int64_t *pos;            /* per token: its position */
+};
+
+/*
+ * out[t][h*head_dim + d] = sum_j softmax_j(scale * q[t][h] . K[j][h/g]) V[j][h/g][d]
+ * for t < n_tok, over positions j <= pos[t] of token t's sequence, and
+ * j > pos[t] - window when window > 0 (sliding-window layers).  g is the
+ * number of query heads per KV head.  K/V up to pos[t] must already be
+ * stored.
+ */
+void attention_ref(float *out, const float *q, int64_t n_tok, const struct attn_kv *kv, int n_head, int n_head_kv,
+                   int head_dim, float scale, int window);
+
+#endif

@@ -1,0 +1,258 @@
+/*
+ * forward.c - the transformer forward pass for llama, qwen2 and gemma3.
+ *
+ * One function, top to bottom, for a batch of tokens (prefill) or one token
+ * (decode).  With x the residual stream of each token:
+ *
+ *   x = embed(token)                         (gemma: * sqrt(n_embd))
+ *   for each layer:
+ *     h = rmsnorm(x) * attn_norm
+ *     q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)
+ *     gemma3: q, k = rmsnorm(q) * q_norm, rmsnorm(k) * k_norm    per head
+ *     q, k = rope(q, pos), rope(k, pos)        llama pairs (2i, 2i+1), NEOX (i, i+n_rot/2)
+ *     store k, v at pos in the sequence's KV blocks
+ *     a = softmax(q k^T * scale + causal/sliding-window mask) v     per head, GQA
+ *     o = a Wo                                 (gemma3: rmsnorm(o) * post_attention_norm)
+ *     x = x + o
+ *     h = rmsnorm(x) * ffn_norm
+ *     f = (act(h Wgate) * (h Wup)) Wdown       act = SiLU (llama, qwen2) or GELU (gemma3)
+ *                                              (gemma3: rmsnorm(f) * post_ffw_norm)
+ *     x = x + f
+ *   logits = (rmsnorm(x) * output_norm) Wout   (Wout = token embedding when tied)
+ *
+ * References: "Attention Is All You Need" (Vaswani et al. 2017), RMSNorm
+ * (Zhang & Sennrich 2019), RoPE (Su et al. 2021), GQA (Ainslie et al. 2023),
+ * GLU variants (Shazeer 2020), Gemma 3 technical report (2025).
+ */
+#include "forward.h"
+
+#include "../kernels/attention.h"
+#include "../kernels/matmul.h"
+#include "../kernels/ops.h"
+#include "../kernels/types.h"
+
+#include <math.h>
+#include <string.h>
+
+infer_status run_state_init(struct run_state *s, const struct model_config *c, int n_batch)
+{
+    memset(s, 0, sizeof(*s));
+    size_t nb = (size_t)n_batch;
+    size_t q_dim = (size_t)c->n_head * c->head_dim, kv_dim = (size_t)c->n_head_kv * c->head_dim;
+    s->n_batch = n_batch;
+    s->x = malloc(nb * c->n_embd * sizeof(float));
+    s->xb = malloc(nb * c->n_embd * sizeof(float));
+    s->xb2 = malloc(nb * c->n_embd * sizeof(float));
+    s->q = malloc(nb * q_dim * sizeof(float));
+    s->k = malloc(nb * kv_dim * sizeof(float));
+    s->v = malloc(nb * kv_dim * sizeof(float));
+    s->att = malloc(nb * q_dim * sizeof(float));
+    s->hb = malloc(nb * c->n_ff * sizeof(float));
+    s->hb2 = malloc(nb * c->n_ff * sizeof(float));
+    s->blocks = malloc(nb * sizeof(*s->blocks));
+    if (!s->blocks || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->att || !s->hb || !s->hb2) {
+        run_state_free(s);
+        return infer_error(INFER_ERR_NOMEM, "out of memory for activations of %d tokens", n_batch);
+    }
+    return INFER_OK;
+}
+
+void run_state_free(struct run_state *s)
+{
+    free(s->x);
+    free(s->xb);
+    free(s->xb2);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->hb);
+    free(s->hb2);
+    free(s->blocks);
+    memset(s, 0, sizeof(*s));
+}
+
+/* out[t] = rmsnorm(in[t]) * w for each of n_tok rows of n elements */
+static void rmsnorm_rows(float *out, const float *in, const float *w, int64_t n_tok, int64_t n, float eps)
+{
+    for (int64_t t = 0; t < n_tok; t++)
+        rmsnorm(out + t * n, in + t * n, w, n, eps);
+}
+
+static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n)
+{
+    if (!b)
+        return;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < n; i++)
+            y[t * n + i] += b[i];
+}
+
+/* y (n_tok, w->n_out) = x (n_tok, w->n_in) W^T */
+static infer_status mat_mul(float *y, const struct mat *w, const float *x, int64_t n_tok)
+{
+    if (matmul(y, w->data, w->type, x, w->n_in, w->n_out, n_tok) != 0)
+        return INFER_ERR_UNSUPPORTED; /* matmul left the message */
+    return INFER_OK;
+}
+
+/* Store the batch's new keys and values (F16) at their sequences' positions. */
+static void kv_store(struct kv_arena *a, const struct batch *batch, int il, const float *k, const float *v,
+                     int n_head_kv, int head_dim)
+{
+    const int bt = a->s.block_tokens;
+    for (int64_t t = 0; t < batch->n; t++) {
+        int64_t pos = batch->pos[t];
+        int32_t b = batch->seq[t]->blocks[pos / bt];
+        for (int h = 0; h < n_head_kv; h++) {
+            uint16_t *kd = kv_k(a, b, il, h) + (size_t)(pos % bt) * head_dim;
+            uint16_t *vd = kv_v(a, b, il, h) + (size_t)(pos % bt) * head_dim;
+            const float *ks = k + ((size_t)t * n_head_kv + h) * head_dim;
+            const float *vs = v + ((size_t)t * n_head_kv + h) * head_dim;
+            for (int d = 0; d < head_dim; d++) {
+                kd[d] = fp32_to_fp16(ks[d]);
+                vd[d] = fp32_to_fp16(vs[d]);
+            }
+        }
+    }
+}
+
+infer_status forward_batch(const struct infer_model *m, struct run_state *s, struct kv_arena *a,
+                           const struct batch *b, float *logits)
+{
+    const struct model_config *c = &m->c;
+    const struct model_weights *w = &m->w;
+    const int64_t n_tok = b->n;
+    const int64_t n_embd = c->n_embd, head_dim = c->head_dim, n_ff = c->n_ff;
+    const int64_t q_dim = (int64_t)c->n_head * head_dim, kv_dim = (int64_t)c->n_head_kv * head_dim;
+    infer_status st;
+
+    if (n_tok <= 0 || n_tok > s->n_batch)
+        return infer_error(INFER_ERR_INVALID, "forward: %lld tokens for a batch of %d", (long long)n_tok, s->n_batch);
+    for (int64_t t = 0; t < n_tok; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= c->n_vocab)
+            return infer_error(INFER_ERR_INVALID, "token id %d is outside the vocabulary (0..%d)", b->tokens[t],
+                               c->n_vocab - 1);
+        if (b->pos[t] < 0 || b->pos[t] >= (int64_t)b->seq[t]->n_blocks * a->s.block_tokens)
+            return infer_error(INFER_ERR_INVALID, "forward: position %lld has no KV block", (long long)b->pos[t]);
+        s->blocks[t] = b->seq[t]->blocks;
+    }
+
+    /* token embeddings */
+    const size_t emb_row = ggml_row_size(w->tok_embd.type, n_embd);
+    for (int64_t t = 0; t < n_tok; t++) {
+        float *xt = s->x + t * n_embd;
+        dequantize_row(w->tok_embd.type, (const uint8_t *)w->tok_embd.data + (size_t)b->tokens[t] * emb_row, xt,
+                       n_embd);
+        if (c->embd_scale) {
+            const float scale = sqrtf((float)n_embd);
+            for (int64_t i = 0; i < n_embd; i++)
+                xt[i] *= scale;
+        }
+    }
+
+    for (int il = 0; il < c->n_layer; il++) {
+        const struct layer_weights *l = &w->layers[il];
+        const bool swa = model_layer_is_swa(c, il);
+
+        /* attention */
+        rmsnorm_rows(s->xb, s->x, l->attn_norm, n_tok, n_embd, c->rms_eps);
+        if ((st = mat_mul(s->q, &l->wq, s->xb, n_tok)) || (st = mat_mul(s->k, &l->wk, s->xb, n_tok)) ||
+            (st = mat_mul(s->v, &l->wv, s->xb, n_tok)))
+            return st;
+        add_bias(s->q, l->bq, n_tok, q_dim);
+        add_bias(s->k, l->bk, n_tok, kv_dim);
+        add_bias(s->v, l->bv, n_tok, kv_dim);
+        if (c->qk_norm) {
+            rmsnorm_rows(s->q, s->q, l->q_norm, n_tok * c->n_head, head_dim, c->rms_eps);
+            rmsnorm_rows(s->k, s->k, l->k_norm, n_tok * c->n_head_kv, head_dim, c->rms_eps);
+        }
+        const float base = swa ? c->rope_base_swa : c->rope_base;
+        const float fscale = swa ? c->rope_scale_swa : c->rope_scale;
+        for (int64_t t = 0; t < n_tok; t++) {
+            if (c->rope_neox) {
+                rope_neox(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, b->pos[t], base, fscale);
+                rope_neox(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, b->pos[t], base, fscale);
+            } else {
+                rope_norm(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, b->pos[t], base, fscale);
+                rope_norm(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, b->pos[t], base, fscale);
+            }
+        }
+        kv_store(a, b, il, s->k, s->v, c->n_head_kv, (int)head_dim);
+        struct attn_kv view = {
+            .base = a->base,
+            .block_bytes = a->block_bytes,
+            .k_off = (size_t)il * a->layer_bytes,
+            .v_off = (size_t)il * a->layer_bytes + (size_t)c->n_head_kv * a->head_bytes,
+            .head_bytes = a->head_bytes,
+            .block_tokens = a->s.block_tokens,
+            .blocks = s->blocks,
+            .pos = b->pos,
+        };
+        attention_ref(s->att, s->q, n_tok, &view, c->n_head, c->n_head_kv, (int)head_dim, c->attn_scale,
+                      swa ? c->n_swa : 0);
+        if ((st = mat_mul(s->xb2, &l->wo, s->att, n_tok)))
+            return st;
+        if (c->post_norms)
+            rmsnorm_rows(s->xb2, s->xb2, l->post_attn_norm, n_tok, n_embd, c->rms_eps);
+        for (int64_t i = 0; i < n_tok * n_embd; i++)
+            s->x[i] += s->xb2[i];
+
+        /* feed-forward */
+        rmsnorm_rows(s->xb, s->x, l->ffn_norm, n_tok, n_embd, c->rms_eps);
+        if ((st = mat_mul(s->hb, &l->ffn_gate, s->xb, n_tok)) || (st = mat_mul(s->hb2, &l->ffn_up, s->xb, n_tok)))
+            return st;
+        if (c->act == FFN_GELU)
+            gelu(s->hb, n_tok * n_ff);
+        else
+            silu(s->hb, n_tok * n_ff);
+        for (int64_t i = 0; i < n_tok * n_ff; i++)
+            s->hb[i] *= s->hb2[i];
+        if ((st = mat_mul(s->xb2, &l->ffn_down, s->hb, n_tok)))
+            return st;
+        if (c->post_norms)
+            rmsnorm_rows(s->xb2, s->xb2, l->post_ffn_norm, n_tok, n_embd, c->rms_eps);
+        for (int64_t i = 0; i < n_tok * n_embd; i++)
+            s->x[i] += s->xb2[i];
+    }
+
+    /* output: final norm of the rows that want logits, then the vocabulary projection */
+    int64_t n_out = 0;
+    for (int64_t t = 0; t < n_tok; t++)
+        if (b->want_logits[t])
+            rmsnorm(s->xb + n_out++ * n_embd, s->x + t * n_embd, w->output_norm, n_embd, c->rms_eps);
+    if (n_out > 0 && (st = mat_mul(logits, &w->output, s->xb, n_out)))
+        return st;
+    return INFER_OK;
+}
+
+infer_status forward(const struct infer_model *m, struct run_state *s, struct kv_arena *a, struct kv_seq *seq,
+                     const int32_t *tokens, int64_t n_tok, bool all_logits, float *logits)
+{
+    if (n_tok <= 0 || n_tok > s->n_batch)
+        return infer_error(INFER_ERR_INVALID, "forward: %lld tokens for a batch of %d", (long long)n_tok, s->n_batch);
+    const int64_t pos0 = seq->n_tokens;
+    infer_status st = kv_seq_reserve(seq, a, pos0 + n_tok);
+    if (st)
+        return st;
+    struct kv_seq **seqs = malloc((size_t)n_tok * sizeof(*seqs));
+    int64_t *pos = malloc((size_t)n_tok * sizeof(*pos));
+    bool *want = malloc((size_t)n_tok * sizeof(*want));
+    if (!seqs || !pos || !want) {
+        st = infer_error(INFER_ERR_NOMEM, "out of memory");
+    } else {
+        for (int64_t t = 0; t < n_tok; t++) {
+            seqs[t] = seq;
+            pos[t] = pos0 + t;
+            want[t] = all_logits || t == n_tok - 1;
+        }
+        struct batch b = {n_tok, tokens, seqs, pos, want};
+        st = forward_batch(m, s, a, &b, logits);
+        if (st == INFER_OK)
+            seq->n_tokens = pos0 + n_tok;
+    }
+    free(seqs);
+    free(pos);
+    free(want);
+    return st;
+}

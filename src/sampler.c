@@ -1,0 +1,233 @@
+/*
+ * sampler.c - next-token selection with llama.cpp's chain and defaults:
+ * repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw.
+ * temp <= 0 is greedy (argmax, first index on ties).
+ */
+#include "common.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+struct cand {
+    int32_t id;
+    float logit;
+    float p;
+};
+
+struct infer_sampler {
+    infer_sampler_params p;
+    uint64_t rng[2];
+    int32_t *history; /* ring of the last repeat_last_n tokens */
+    int n_hist, hist_pos;
+    struct cand *cands;
+    int n_cands_cap;
+};
+
+void infer_sampler_params_default(infer_sampler_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->temp = 0.8f;
+    p->top_k = 40;
+    p->top_p = 0.95f;
+    p->min_p = 0.05f;
+    p->repeat_penalty = 1.0f;
+    p->repeat_last_n = 64;
+    p->seed = INFER_SEED_RANDOM;
+}
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* xoroshiro128+ : uniform double in [0, 1) */
+static double rng_next(uint64_t s[2])
+{
+    uint64_t s0 = s[0], s1 = s[1], r = s0 + s1;
+    s1 ^= s0;
+    s[0] = ((s0 << 24) | (s0 >> 40)) ^ s1 ^ (s1 << 16);
+    s[1] = (s1 << 37) | (s1 >> 27);
+    return (double)(r >> 11) * (1.0 / 9007199254740992.0);
+}
+
+infer_status infer_sampler_new(infer_sampler **out, const infer_sampler_params *params)
+{
+    *out = NULL;
+    infer_sampler *s = calloc(1, sizeof(*s));
+    if (!s)
+        return infer_error(INFER_ERR_NOMEM, "out of memory");
+    if (params)
+        s->p = *params;
+    else
+        infer_sampler_params_default(&s->p);
+    if (s->p.repeat_last_n < 0 || s->p.repeat_last_n > 1 << 20 || !(s->p.top_p >= 0.0f) || !(s->p.min_p >= 0.0f)) {
+        free(s);
+        return infer_error(INFER_ERR_INVALID, "bad sampler parameters");
+    }
+    if (s->p.repeat_last_n > 0 && !(s->history = calloc((size_t)s->p.repeat_last_n, sizeof(int32_t)))) {
+        free(s);
+        return infer_error(INFER_ERR_NOMEM, "out of memory");
+    }
+    uint64_t seed = s->p.seed;
+    if (seed == INFER_SEED_RANDOM) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)(uintptr_t)s;
+    }
+    s->rng[0] = splitmix64(&seed);
+    s->rng[1] = splitmix64(&seed);
+    *out = s;
+    return INFER_OK;
+}
+
+void infer_sampler_free(infer_sampler *s)
+{
+    if (!s)
+        return;
+    free(s->history);
+    free(s->cands);
+    free(s);
+}
+
+void infer_sampler_reset(infer_sampler *s)
+{
+    s->n_hist = s->hist_pos = 0;
+}
+
+void infer_sampler_accept(infer_sampler *s, int32_t token)
+{
+    if (s->p.repeat_last_n <= 0)
+        return;
+    s->history[s->hist_pos] = token;
+    s->hist_pos = (s->hist_pos + 1) % s->p.repeat_last_n;
+    if (s->n_hist < s->p.repeat_last_n)
+        s->n_hist++;
+}
+
+static int cmp_cand_desc(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit > y->logit ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Move the k largest logits to the front of c[0..n) (quickselect), k < n. */
+static void select_top_k(struct cand *c, int n, int k)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        struct cand pivot = c[(lo + hi) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (cmp_cand_desc(&c[i], &pivot) < 0)
+                i++;
+            while (cmp_cand_desc(&c[j], &pivot) > 0)
+                j--;
+            if (i <= j) {
+                struct cand t = c[i];
+                c[i] = c[j];
+                c[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
+    }
+}
+
+/* softmax of c[0..n).logit into .p (c sorted descending, so c[0] is the max) */
+static void softmax_cands(struct cand *c, int n, float temp)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        c[i].p = expf((c[i].logit - c[0].logit) / temp);
+        sum += c[i].p;
+    }
+    for (int i = 0; i < n; i++)
+        c[i].p = (float)(c[i].p / sum);
+}
+
+int32_t infer_sampler_sample(infer_sampler *s, const float *logits, int n_vocab)
+{
+    if (n_vocab <= 0)
+        return -1;
+    if (s->n_cands_cap < n_vocab) {
+        struct cand *nc = realloc(s->cands, (size_t)n_vocab * sizeof(*nc));
+        if (!nc)
+            return -1;
+        s->cands = nc;
+        s->n_cands_cap = n_vocab;
+    }
+    struct cand *c = s->cands;
+    for (int i = 0; i < n_vocab; i++)
+        c[i] = (struct cand){i, logits[i], 0.0f};
+
+    /* repetition penalty over the recent history (each distinct token once) */
+    if (s->p.repeat_penalty != 1.0f && s->p.repeat_penalty > 0.0f) {
+        for (int i = 0; i < s->n_hist; i++) {
+            int32_t t = s->history[i];
+            bool seen = false;
+            for (int j = 0; j < i; j++)
+                seen |= s->history[j] == t;
+            if (seen || t < 0 || t >= n_vocab)
+                continue;
+            if (c[t].logit > 0.0f)
+                c[t].logit /= s->p.repeat_penalty;
+            else
+                c[t].logit *= s->p.repeat_penalty;
+        }
+    }
+
+    if (s->p.temp <= 0.0f) { /* greedy */
+        int best = 0;
+        for (int i = 1; i < n_vocab; i++)
+            if (c[i].logit > c[best].logit)
+                best = i;
+        return c[best].id;
+    }
+
+    int n = n_vocab;
+    if (s->p.top_k > 0 && s->p.top_k < n) {
+        select_top_k(c, n, s->p.top_k);
+        n = s->p.top_k;
+    }
+    qsort(c, (size_t)n, sizeof(*c), cmp_cand_desc);
+
+    if (s->p.top_p < 1.0f) {
+        softmax_cands(c, n, 1.0f);
+        double cum = 0.0;
+        for (int i = 0; i < n; i++) {
+            cum += c[i].p;
+            if (cum >= s->p.top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    if (s->p.min_p > 0.0f) {
+        /* keep logits >= max + log(min_p), i.e. p >= min_p * p_max */
+        const float floor_logit = c[0].logit + logf(s->p.min_p);
+        int keep = 1;
+        while (keep < n && c[keep].logit >= floor_logit)
+            keep++;
+        n = keep;
+    }
+    softmax_cands(c, n, s->p.temp);
+    double r = rng_next(s->rng), cum = 0.0;
+    for (int i = 0; i < n; i++) {
+        cum += c[i].p;
+        if (r < cum)
+            return c[i].id;
+    }
+    return c[n - 1].id;
+}
