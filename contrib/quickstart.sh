@@ -25,8 +25,8 @@ DEB_PACKAGES="build-essential autoconf automake libtool pkg-config
   clang libclang-rt-14-dev valgrind"
 # Only on amd64 hosts: the aarch64 cross toolchain and qemu, to test the NEON kernels.
 DEB_PACKAGES_AMD64="qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
-# Python packages for contrib/ and the test-model generators (pinned; bump together).
-PY_PACKAGES="gguf==0.19.0 numpy==2.4.6"
+# Python packages for contrib/, the test-model generators and the server tests (pinned; bump together).
+PY_PACKAGES="gguf==0.19.0 numpy==2.4.6 openai==3.57.0"
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -152,6 +152,8 @@ step build make -C build --no-print-directory -j"$jobs"
 step model env PYTHON="$venv_python" models/fetch-default
 
 if [[ $mode == check ]]; then
+    # x86-64: the arm64 packages for the aarch64 cross build that make check runs under qemu
+    step "aarch64 cross tools" contrib/cross-check.sh --install-only
     step "make check" env PYTHON="$venv_python" \
         make -C build --no-print-directory -j"$jobs" check VERBOSE=1
     say "all done in $(since "$t_begin")"

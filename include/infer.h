@@ -59,6 +59,12 @@ const char *infer_status_name(infer_status st);
 const char *infer_version(void);
 /* Multi-line description of linked libraries and built-in kernel variants. */
 const char *infer_build_info(void);
+/* Multi-line report of the kernels in use: the selected variant (best the
+ * CPU runs, or INFER_KERNELS=ref|avx2|avx512|...), the variants this CPU can
+ * run, and for every supported weight type its activation format and the
+ * variant supplying its dot product, gemm tile and activation quantizer,
+ * then the same for the f32 ops.  Static buffer, not thread-safe. */
+const char *infer_kernel_report(void);
 
 /* ------------------------------------------------------------ GGUF files */
 
@@ -152,9 +158,381 @@ infer_status infer_gguf_range_residency(const infer_gguf *g, uint64_t offset, ui
 infer_status infer_gguf_warm(const infer_gguf *g, int n_threads, uint64_t *bytes, double *seconds);
 /* Drop the file's clean pages from the page cache (posix_fadvise DONTNEED). */
 infer_status infer_file_cold(const char *path);
+/* Residency of a file by path, without parsing it: maps it read-only, asks
+ * mincore and unmaps, reading no byte, so asking brings no page back in.
+ * An empty file is 0 of 0 bytes (100%).  On error *out is zeroed. */
+infer_status infer_file_residency(const char *path, infer_residency *out);
 
 /* sha256 of the whole file as 64 hex chars + NUL. */
 infer_status infer_file_sha256(const char *path, char hex[65]);
+
+/* ---------------------------------------------------- models and sessions */
+
+typedef struct infer_model infer_model;
+typedef struct infer_session infer_session;
+
+typedef struct infer_model_params {
+    unsigned flags;  /* INFER_GGUF_OPEN_MLOCK */
+} infer_model_params;
+
+/* Map a GGUF model, bind its weights and load its tokenizer.  Errors name
+ * the missing key or tensor, or the unsupported architecture or type. */
+infer_status infer_model_load(infer_model **out, const char *path, const infer_model_params *params);
+void infer_model_free(infer_model *m);
+const infer_gguf *infer_model_gguf(const infer_model *m);
+const char *infer_model_arch(const infer_model *m);
+int infer_model_n_vocab(const infer_model *m);
+int infer_model_n_ctx_train(const infer_model *m);
+/* Seconds to map, validate and bind (tokenizer included). */
+double infer_model_load_seconds(const infer_model *m);
+
+/* Text -> tokens with the model's tokenizer.  add_special adds BOS/EOS as the
+ * model's metadata asks; parse_special turns special-token text
+ * ("<start_of_turn>") into its token (chat formatting does, user text by
+ * default does not).  Returns the number of tokens, which may exceed cap (then
+ * only cap were written: call again with a larger buffer), or a negative
+ * infer_status. */
+int64_t infer_model_tokenize(const infer_model *m, const char *text, size_t len, bool add_special,
+                             bool parse_special, int32_t *out, int64_t cap);
+int32_t infer_model_bos(const infer_model *m); /* -1 if none */
+bool infer_model_add_bos(const infer_model *m);
+/* Id of the token spelled exactly `piece`, or -1. */
+int32_t infer_model_token_id(const infer_model *m, const char *piece);
+/* Does generation end at this token (EOS, EOT and other end-of-turn tokens)? */
+bool infer_model_is_eog(const infer_model *m, int32_t id);
+/* Also end generation at the token spelled `piece`, if the vocabulary has it
+ * (a chat family's end-of-turn marker).  Returns whether it was found. */
+bool infer_model_add_eog(infer_model *m, const char *piece);
+
+/* Streaming detokenizer: bytes are released only as whole UTF-8 characters,
+ * never splitting one across two pushes. */
+typedef struct infer_detok infer_detok;
+infer_detok *infer_detok_new(const infer_model *m); /* NULL when out of memory */
+/* Text of one more token into out (cap >= 64); returns bytes written. */
+size_t infer_detok_push(infer_detok *d, int32_t id, char *out, size_t cap);
+/* Whatever is still pending (an incomplete character at the very end). */
+size_t infer_detok_flush(infer_detok *d, char *out, size_t cap);
+void infer_detok_free(infer_detok *d);
+
+/* Monotonic clock, seconds. */
+double infer_now_seconds(void);
+
+/*
+ * Engines and sessions.
+ *
+ * An engine is a model plus one KV block arena shared by its sessions, the
+ * prefix cache over those blocks and its metrics.  A session is one token
+ * sequence (a conversation, a request) evaluated in the engine.  Blocks of a
+ * prompt that some session has computed before (same tokens from position 0,
+ * same model, same cache salt) are attached to a new session without being
+ * recomputed or copied (a prompt that leaves the cached chain inside a block
+ * shares that block's first rows too, and copies it before writing); with a
+ * cache directory they also survive restarts.
+ *
+ *     infer_engine *e;  infer_session *a, *b;
+ *     infer_engine_new(&e, model, NULL);
+ *     infer_session_new_in(&a, e, NULL);
+ *     infer_session_new_in(&b, e, NULL);
+ *     infer_session_set_tokens(a, sys_and_q1, n1, NULL);  // computes everything
+ *     infer_session_set_tokens(b, sys_and_q2, n2, &reused); // reuses the system prompt
+ *
+ * For continuous batching, queue work with infer_session_prepare() and
+ * infer_session_push() and advance several sessions at once with
+ * infer_engine_step().  An engine and its sessions are driven from one
+ * thread at a time.  infer_session_new() (a session with a private engine)
+ * keeps the simple single-sequence use working.
+ *
+ * Cache budget: cache_high and cache_low bound the bytes of KV blocks in use
+ * (by running sessions and by the cache).  When an allocation would cross
+ * the high mark, unpinned cached blocks are evicted, least recently used
+ * leaves first, down to the low mark.  By default high = min(MemTotal / 4,
+ * (MemAvailable - model file - 512 MiB) / 2), low = 3/4 of high, and the
+ * arena always holds n_seq full contexts; when MemAvailable later falls below
+ * mem_floor (default min(MemTotal / 16, 512 MiB)) the budget shrinks and
+ * evicted blocks are returned to the kernel.
+ */
+typedef struct infer_engine infer_engine;
+
+typedef void (*infer_log_fn)(void *ctx, const char *msg);
+
+typedef struct infer_engine_params {
+    int n_ctx;              /* default context of a session (0: min(model's, 4096)) */
+    int n_batch;            /* tokens per forward pass (0: 512) */
+    int n_threads;          /* 0: physical cores */
+    int kv_block;           /* tokens per KV block (0: 32) */
+    int n_seq;              /* sessions expected to run at once (0: 1) */
+    uint64_t cache_high;    /* bytes (0: from RAM, above) */
+    uint64_t cache_low;     /* bytes (0: 3/4 of high) */
+    uint64_t cache_disk_max; /* bytes of the disk tier (0: 4 x high) */
+    uint64_t mem_floor;     /* bytes of MemAvailable (0: default; UINT64_MAX: never shrink) */
+    const char *cache_dir;  /* disk tier directory, created if missing (NULL: none) */
+    bool no_prefix_cache;   /* sessions share nothing; nothing is cached */
+    infer_log_fn log;       /* warnings (ignored cache files, ...); NULL: stderr */
+    void *log_ctx;
+} infer_engine_params;
+
+void infer_engine_params_default(infer_engine_params *p);
+/* On error *out is NULL; INFER_ERR_INVALID names a bad parameter,
+ * INFER_ERR_NOMEM/IO a budget or directory that cannot be had.  A cache
+ * directory that cannot be used is an error, not a warning. */
+infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_engine_params *params);
+/* Release the caller's hold: the engine lives until its last session is
+ * freed too.  Then cached blocks are written to the disk tier (clean
+ * shutdown) and everything is freed.  The model must outlive the engine. */
+void infer_engine_free(infer_engine *e);
+/* Write every cached block not yet on disk to the disk tier now.  Returns
+ * INFER_ERR_INVALID without a cache directory. */
+infer_status infer_engine_save(infer_engine *e);
+/* Drop every cached block no session uses (the next request is cold). */
+void infer_engine_clear_cache(infer_engine *e);
+/* Model fingerprint keying the cache: 32 hex digits. */
+const char *infer_engine_fingerprint(const infer_engine *e);
+
+typedef struct infer_session_params {
+    int n_ctx;      /* context length in tokens (0: the engine's; private engine: min(model's, 4096)) */
+    int n_batch;    /* tokens per forward call during prefill (0: 512) -- private engine */
+    int n_threads;  /* 0: physical cores -- private engine */
+    int kv_block;   /* tokens per KV block (0: 32) -- private engine */
+    const char *cache_salt; /* tenant key: different salts never share blocks (NULL: "") */
+    /* private engine (infer_session_new) only, as in infer_engine_params: */
+    uint64_t cache_high, cache_low, cache_disk_max;
+    const char *cache_dir;
+    bool no_prefix_cache;
+} infer_session_params;
+
+void infer_session_params_default(infer_session_params *p);
+/* A session with a private engine made from params (cache fields included). */
+infer_status infer_session_new(infer_session **out, infer_model *m, const infer_session_params *params);
+/* A session in a shared engine (uses n_ctx and cache_salt of params). */
+infer_status infer_session_new_in(infer_session **out, infer_engine *e, const infer_session_params *params);
+void infer_session_free(infer_session *s);
+infer_engine *infer_session_engine(const infer_session *s);
+int infer_session_n_ctx(const infer_session *s);
+/* Change the cache salt; the session forgets its tokens (no reuse across
+ * tenants, not even of its own history). */
+infer_status infer_session_set_salt(infer_session *s, const char *salt);
+/* Tokens whose K/V the session holds. */
+int64_t infer_session_n_tokens(const infer_session *s);
+const int32_t *infer_session_tokens(const infer_session *s);
+/* Evaluate more tokens after the current ones; afterwards
+ * infer_session_logits() holds the next-token logits.  INFER_ERR_FULL when
+ * the context would overflow (nothing is changed then) or when the engine's
+ * KV budget is exhausted by running sessions (the tokens evaluated so far
+ * are kept, the rest dropped). */
+infer_status infer_session_append(infer_session *s, const int32_t *tokens, int64_t n);
+/* Make the session hold exactly tokens[0..n): the longest prefix available
+ * -- its own tokens or blocks in the prefix cache -- is kept, the rest
+ * evaluated.  *n_reused (may be NULL) gets the number of tokens not
+ * recomputed.  The last token is always evaluated. */
+infer_status infer_session_set_tokens(infer_session *s, const int32_t *tokens, int64_t n, int64_t *n_reused);
+/* Forget tokens from position n on (queued tokens too). */
+void infer_session_truncate(infer_session *s, int64_t n);
+/* Logits (n_vocab) after the last evaluated token, or NULL if none (or if
+ * tokens are still queued). */
+const float *infer_session_logits(const infer_session *s);
+/* Evaluate tokens after the current ones and write every position's logits
+ * to out (n x n_vocab floats): for perplexity.  Nothing may be queued. */
+infer_status infer_session_eval_all(infer_session *s, const int32_t *tokens, int64_t n, float *out);
+
+/* Step-wise evaluation (continuous batching).  prepare() is set_tokens()
+ * without the evaluation: it attaches the reusable prefix and queues the
+ * rest (at least the last token); push() queues tokens after those (the
+ * sampled token).  Queued tokens are evaluated by infer_engine_step(). */
+infer_status infer_session_prepare(infer_session *s, const int32_t *tokens, int64_t n, int64_t *n_reused);
+infer_status infer_session_push(infer_session *s, const int32_t *tokens, int64_t n);
+/* Tokens queued and not yet evaluated. */
+int64_t infer_session_n_pending(const infer_session *s);
+/*
+ * One forward pass over several sessions of engine e: every session with
+ * queued tokens gets one (decoding sessions are never starved), then the
+ * remaining room of n_batch tokens goes to longer queues (prefill chunks)
+ * in array order.  A session whose queue empties has fresh logits.  Blocks
+ * completed are registered in the prefix cache.
+ * status (may be NULL) gets per session: INFER_OK, or INFER_ERR_FULL when
+ * no KV block could be had for it even after eviction (its queue is kept:
+ * step again later, or truncate it to fail the request; other sessions are
+ * unaffected).  *n_tokens (may be NULL) gets the tokens evaluated.
+ * Returns INFER_ERR_INVALID for a session of another engine or listed
+ * twice, or the forward pass's error (then no session advanced).
+ */
+infer_status infer_engine_step(infer_engine *e, infer_session *const *sessions, int n, infer_status *status,
+                               int64_t *n_tokens);
+
+/* Perplexity of tokens the way llama.cpp's llama-perplexity computes it:
+ * consecutive chunks of the session's context length, each evaluated from an
+ * empty context with its first token replaced by BOS (when the model adds
+ * one), scoring the second half of each chunk's positions.  max_chunks < 0
+ * means all.  progress (may be NULL) is called after each chunk with the
+ * running estimate.  *ppl and *err (standard error) get the result. */
+infer_status infer_session_perplexity(infer_session *s, const int32_t *tokens, int64_t n, int max_chunks,
+                                      double *ppl, double *err,
+                                      void (*progress)(void *ctx, int chunk, int n_chunks, double ppl),
+                                      void *ctx);
+/* Cumulative timing of this session. */
+typedef struct infer_session_stats {
+    int64_t n_prompt_tokens; /* evaluated in batches (prefill) */
+    double prompt_seconds;
+    int64_t n_decode_tokens; /* evaluated one at a time */
+    double decode_seconds;
+    int64_t n_reused_tokens; /* kept by set_tokens / prepare */
+    int64_t n_cached_tokens; /* of those, found in the prefix cache (not the session's own) */
+    /* the last request (set_tokens / prepare): */
+    int64_t last_prompt_tokens, last_reused_tokens;
+    double last_ttft;        /* seconds from the request to its first logits */
+} infer_session_stats;
+void infer_session_get_stats(const infer_session *s, infer_session_stats *out);
+
+/* Prefix-cache figures of an engine.  Counters are cumulative. */
+typedef struct infer_cache_metrics {
+    bool enabled;                 /* prefix cache on */
+    const char *page_mode;        /* arena pages: "hugetlb", "thp" or "normal" */
+    int block_tokens;
+    uint64_t block_bytes;
+    /* lookups: one per request (set_tokens / prepare) */
+    int64_t queries, hits;        /* hits: requests that reused >= 1 cached block */
+    int64_t query_tokens;         /* prompt tokens of those requests */
+    int64_t hit_tokens, hit_blocks; /* found in the cache (memory or disk) */
+    double hit_rate;              /* hit_tokens / query_tokens */
+    int64_t reused_tokens;        /* not recomputed (cache or the session's own history) */
+    int64_t prefill_tokens;       /* prompt tokens computed */
+    double prefill_seconds, prefill_tok_s;
+    int64_t decode_tokens;
+    double decode_seconds;
+    /* time to first logits of a request: cold (nothing reused) and hit */
+    int64_t ttft_cold_n, ttft_hit_n;
+    double ttft_cold_last, ttft_cold_avg, ttft_hit_last, ttft_hit_avg;
+    /* memory */
+    uint64_t kv_bytes_in_use;     /* blocks used by sessions or the cache */
+    uint64_t kv_bytes_cached;     /* of those, held by the cache alone (evictable) */
+    uint64_t kv_bytes_capacity;   /* the arena */
+    uint64_t cache_high, cache_low; /* watermarks in force */
+    int64_t cached_blocks;        /* trie nodes */
+    int64_t evictions;            /* blocks evicted */
+    double evictions_per_minute;  /* over the last minute */
+    /* disk tier */
+    bool disk_enabled;
+    const char *disk_dir;
+    int64_t disk_reads, disk_writes; /* blocks */
+    uint64_t disk_read_bytes, disk_write_bytes, disk_bytes;
+    int64_t disk_files, disk_errors; /* errors: files ignored (foreign, truncated, corrupt) */
+} infer_cache_metrics;
+void infer_engine_get_metrics(const infer_engine *e, infer_cache_metrics *out);
+
+/* ------------------------------------------------------------- sampling */
+
+#define INFER_SEED_RANDOM UINT64_MAX
+
+typedef struct infer_sampler infer_sampler;
+typedef struct infer_sampler_params {
+    float temp;           /* <= 0: greedy; default 0.8 */
+    int top_k;            /* <= 0: off; default 40 */
+    float top_p;          /* 1: off; default 0.95 */
+    float min_p;          /* 0: off; default 0.05 */
+    float repeat_penalty; /* 1: off (default) */
+    int repeat_last_n;    /* default 64 */
+    uint64_t seed;        /* INFER_SEED_RANDOM: from the clock */
+} infer_sampler_params;
+
+void infer_sampler_params_default(infer_sampler_params *p);
+infer_status infer_sampler_new(infer_sampler **out, const infer_sampler_params *p);
+void infer_sampler_free(infer_sampler *s);
+/* Pick the next token from logits; -1 on allocation failure. */
+int32_t infer_sampler_sample(infer_sampler *s, const float *logits, int n_vocab);
+/* Record a token in the repetition-penalty history. */
+void infer_sampler_accept(infer_sampler *s, int32_t token);
+void infer_sampler_reset(infer_sampler *s);
+
+/* ------------------------------------------------------- chat templates */
+
+/* Prompt formats.  A model's family is detected from its
+ * tokenizer.chat_template (marker substrings, as llama.cpp does), else from
+ * its architecture and special tokens, else chatml.  Names (for
+ * --chat-template) are those of infer_chat_family_name(). */
+typedef enum infer_chat_family {
+    INFER_CHAT_CHATML = 0,           /* <|im_start|>: Qwen, SmolLM, OpenHermes */
+    INFER_CHAT_GEMMA = 1,            /* <start_of_turn>: no system role, assistant is "model" */
+    INFER_CHAT_LLAMA3 = 2,           /* <|start_header_id|> */
+    INFER_CHAT_LLAMA2 = 3,           /* [INST] <<SYS>>: Llama 2 chat */
+    INFER_CHAT_MISTRAL = 4,          /* "[INST] u [/INST]": Mistral v1, HF v0.1/v0.2 */
+    INFER_CHAT_MISTRAL_V3 = 5,       /* "[INST] u[/INST]" ([AVAILABLE_TOOLS] templates) */
+    INFER_CHAT_MISTRAL_V3_TEKKEN = 6, /* "[INST]u[/INST]" (Nemo) */
+    INFER_CHAT_MISTRAL_V7 = 7,       /* [SYSTEM_PROMPT] with spaces (Large 2411) */
+    INFER_CHAT_MISTRAL_V7_TEKKEN = 8, /* [SYSTEM_PROMPT] without (Small 3.1) */
+    INFER_CHAT_PHI3 = 9,             /* <|assistant|> + <|end|> */
+} infer_chat_family;
+
+typedef struct infer_chat_msg {
+    const char *role;    /* "system" (first only), "user", "assistant" */
+    const char *content; /* an assistant's text exactly as generated, without the end-of-turn token */
+} infer_chat_msg;
+
+/* Family for a model: override_name (a family name or a template text; may
+ * be NULL) wins, then the model's template, architecture and vocabulary.
+ * When nothing decides (or the override is unknown) the result is chatml,
+ * *warned (may be NULL) is set and infer_last_error() says why.  g may be
+ * NULL when override_name is given. */
+infer_chat_family infer_chat_detect(const infer_gguf *g, const char *override_name, bool *warned);
+const char *infer_chat_family_name(infer_chat_family f);
+/* false for an unknown name. */
+bool infer_chat_family_from_name(const char *name, infer_chat_family *out);
+/* Render msgs, plus the generation prompt when add_gen, as text to tokenize
+ * with special tokens parsed (BOS is the tokenizer's to add).  Caller
+ * free()s.  NULL with infer_last_error() on an empty list, NULL role or
+ * content, unknown role, a system message not first, or (gemma, llama2,
+ * mistral*) turns that do not alternate user/assistant from a user turn.
+ * Incremental: with m[k-1] a user turn, the rendering of m[0..k] with add_gen,
+ * followed by the answer as generated, is a prefix of the rendering of any
+ * longer conversation that continues with that answer. */
+char *infer_chat_format(infer_chat_family f, const infer_chat_msg *msgs, size_t n, bool add_gen);
+/* End-of-turn marker texts (NULL-terminated): generation stops on the tokens
+ * they name as well as on EOS; markers missing from the vocabulary are to be
+ * skipped. */
+const char *const *infer_chat_eot_markers(infer_chat_family f);
+
+/* ------------------------------------------------------------- tokenizer */
+
+/* A model's tokenizer, built from the `tokenizer.ggml.*` metadata: the
+ * SentencePiece (`llama`) and byte-level BPE (`gpt2`) families, giving the
+ * same ids as llama.cpp.  Self-contained once loaded (the GGUF handle may be
+ * closed) and safe to share between threads. */
+typedef struct infer_tokenizer infer_tokenizer;
+
+/* On error *out is NULL and infer_last_error() names the missing or
+ * inconsistent key. */
+infer_status infer_tokenizer_load(infer_tokenizer **out, const infer_gguf *g);
+void infer_tokenizer_free(infer_tokenizer *t);
+int32_t infer_tokenizer_n_vocab(const infer_tokenizer *t);
+int32_t infer_tokenizer_bos(const infer_tokenizer *t); /* -1 if none */
+int32_t infer_tokenizer_eos(const infer_tokenizer *t); /* -1 if none */
+int32_t infer_tokenizer_eot(const infer_tokenizer *t); /* -1 if none */
+/* End of generation (EOS, EOT, <end_of_turn>, <|im_end|>, ...)? */
+bool infer_tokenizer_is_eog(const infer_tokenizer *t, int32_t id);
+/* Does tokenizing with add_special prepend BOS? */
+bool infer_tokenizer_add_bos(const infer_tokenizer *t);
+const char *infer_tokenizer_model(const infer_tokenizer *t); /* "llama" or "gpt2" */
+const char *infer_tokenizer_pre(const infer_tokenizer *t);   /* BPE pre-tokenizer, "" for SPM */
+/* What the loader worked around (unknown pre-tokenizer, ...), or NULL. */
+const char *infer_tokenizer_warning(const infer_tokenizer *t);
+/* Id of the vocabulary entry spelled exactly `piece`, or -1. */
+int32_t infer_tokenizer_find(const infer_tokenizer *t, const char *piece);
+
+/* Tokenize text[0..len) (any bytes).  add_special adds BOS/EOS as the
+ * metadata asks; parse_special turns special-token text ("<start_of_turn>")
+ * into its id (chat formatting does, user text by default does not).  Writes
+ * up to cap ids and returns the full count, which may exceed cap (call again
+ * with a bigger buffer), or a negative infer_status. */
+int64_t infer_tokenize(const infer_tokenizer *t, const char *text, size_t len, bool add_special,
+                       bool parse_special, int32_t *out, int64_t cap);
+/* Raw vocabulary entry of a token (not NUL-terminated), NULL for a bad id. */
+const char *infer_token_piece(const infer_tokenizer *t, int32_t id, size_t *len);
+/* Text of one token (control tokens are "" unless special).  Writes at most
+ * cap bytes, no NUL; returns the full length or INFER_ERR_INVALID. */
+int64_t infer_token_to_text(const infer_tokenizer *t, int32_t id, bool special, char *buf, size_t cap);
+/* Text of a token sequence, as llama.cpp's llama_detokenize.  Writes at most
+ * cap bytes, no NUL; returns the full length or a negative infer_status
+ * (INFER_ERR_INVALID names a bad id).  For streaming output see infer_detok. */
+int64_t infer_detokenize(const infer_tokenizer *t, const int32_t *ids, size_t n, bool special, char *out,
+                         size_t cap);
 
 #ifdef __cplusplus
 }

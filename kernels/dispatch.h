@@ -2,10 +2,15 @@
  * dispatch.h - the kernel dispatch table, filled once at start-up.
  *
  * Each SIMD variant is compiled in its own translation unit with its own
- * flags.  kernels_init() picks the best variant the CPU supports (or the one
- * named by INFER_KERNELS) and fills `kern`; the engine calls kernels only
- * through it.  A variant starts from the reference table and overrides the
- * entries it accelerates, so every entry is always callable.
+ * flags (kernels/x86/quants_avx2.c with -mavx2 -mfma -mf16c, ...).  kernels_init()
+ * picks the best variant the CPU supports (or the one named by INFER_KERNELS)
+ * and fills `kern`; the engine calls kernels only through it.  A variant
+ * starts from the reference table (or from a lesser variant's table) and
+ * overrides the entries it accelerates, so every entry is always callable.
+ *
+ * Variants are listed best first in dispatch.c as {name, runs_on(features),
+ * fill(table)}; adding one (e.g. NEON) is one line there plus its fill
+ * function declared below.
  *
  * `kern` is statically initialised to the reference table: calling a kernel
  * before kernels_init() is safe (it runs the scalar reference).  kernels_init()
@@ -18,21 +23,61 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention.h"
 #include "cpu.h"
 #include "quants.h"
 #include "types.h"
+
+/* Rows and tokens of one gemm tile (see gemm_fn). */
+#define GEMM_ROWS 4
+#define GEMM_TOKS 4
+
+/*
+ * A tile of a matrix product: for r < GEMM_ROWS and t < nt (1 <= nt <=
+ * GEMM_TOKS),
+ *     y[t * y_stride + r] = vec_dot(n, w + r * w_row, a + t * a_row)
+ * where w points at GEMM_ROWS weight rows of w_row bytes and a at nt
+ * activation rows of a_row bytes (in vec_dot_type).  Every implementation
+ * must give, for each (r, t), exactly the bits of the vec_dot of the same
+ * table: matmul computes full tiles with gemm and the leftover rows with
+ * vec_dot, so results never depend on the tiling or the thread count.  The
+ * gain is reuse: each weight block is loaded and unpacked once per tile
+ * instead of once per token.  Rows need only the alignment of their blocks.
+ */
+typedef void (*gemm_fn)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,
+                        size_t y_stride, int nt);
+
+/*
+ * Optional path for many tokens (prefill): all n_rows x n_tok outputs of a
+ * range of rows,
+ *     y[t * y_stride + r] = vec_dot(n, w + r * w_row, a + t * a_row)
+ * for r < n_rows, t < n_tok, with exactly vec_dot's bits (as gemm_fn).  It
+ * may reorganize the activations and the weights of the range into scratch
+ * memory it allocates (so that, e.g., vector lanes hold tokens and no
+ * horizontal sums are needed); matmul calls it once per thread with that
+ * thread's rows and all tokens when n_tok >= the table's many_min_tok
+ * (GEMM_MANY_MIN_TOK when that is 0).  Returns 0,
+ * or -1 when its scratch cannot be allocated (nothing written; matmul then
+ * uses gemm).
+ */
+typedef int (*gemm_many_fn)(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,
+                            int64_t n_tok, float *y, size_t y_stride);
+#define GEMM_MANY_MIN_TOK 16
 
 /* Per-type kernels, indexed by ggml type id.  NULL entries: not supported. */
 struct kernel_type_ops {
     to_float_fn to_float;     /* dequantize a row of this type */
     from_float_fn from_float; /* quantize a row into this type */
     vec_dot_fn vec_dot;       /* dot(row of this type, row of vec_dot_type) */
+    gemm_fn gemm;             /* tile of vec_dots (NULL when vec_dot is) */
+    gemm_many_fn gemm_many;   /* optional: many tokens at once (NULL: use gemm) */
     uint32_t vec_dot_type;    /* activation format vec_dot expects */
 };
 
 struct kernel_table {
     const char *name; /* variant name: "ref", "avx2", "neon", ... */
     struct kernel_type_ops types[GGML_TYPE_COUNT];
+    int many_min_tok; /* fewest tokens for gemm_many (0: GEMM_MANY_MIN_TOK) */
 
     /* f32 ops (see ops.h for the contracts) */
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
@@ -48,6 +93,10 @@ struct kernel_table {
     void (*vec_add)(float *out, const float *a, const float *b, int64_t n);
     void (*vec_scale)(float *x, int64_t n, float s);
     float (*vec_dot_f32)(const float *a, const float *b, int64_t n);
+    /* causal attention over F16 K/V blocks (contract: attention_ref in
+     * attention.h) */
+    void (*attention)(float *out, const float *q, int64_t n_tok, const struct attn_kv *kv, int n_head,
+                      int n_head_kv, int head_dim, float scale, int window);
 };
 
 extern struct kernel_table kern;
@@ -62,5 +111,41 @@ const struct kernel_table *kernels_ref(void);
 /* True when `type` can be used as a matmul weight: it has both a dequantizer
  * and a dot product in the active table. */
 bool kernels_type_supported(uint32_t type);
+
+/* The built-in variants, best first (index 0 .. kernels_n_variants()-1):
+ * name, and whether this CPU can run it.  kernels_variant_fill() writes the
+ * complete table of a runnable variant into *t (nothing else changes) and
+ * returns 0, or returns -1 for an index out of range or a variant this CPU
+ * cannot run (its fill function may itself use the variant's instructions).
+ * Tests use it to compare every runnable variant against the reference. */
+size_t kernels_n_variants(void);
+const char *kernels_variant_name(size_t i);
+bool kernels_variant_runs(size_t i);
+int kernels_variant_fill(size_t i, struct kernel_table *t);
+
+/* Multi-line report of the active variant: the detected choice, and for every
+ * supported type its activation format and which variant supplies its
+ * vec_dot, gemm, gemm_many ("-": none) and activation quantizer, then the
+ * same for the f32 ops.
+ * Calls kernels_init() first.  Static buffer; not thread-safe. */
+const char *kernels_report(void);
+
+/* Fill functions of the SIMD variants, each in its own translation unit
+ * compiled with that variant's flags.  They expect *t to hold the reference
+ * table (a variant may build on a lesser one by calling its fill first). */
+#if defined(__x86_64__)
+void kernels_fill_avx2(struct kernel_table *t);    /* kernels/x86/quants_avx2.c */
+void kernels_fill_avxvnni(struct kernel_table *t); /* kernels/x86/gemm_avxvnni.c */
+void kernels_fill_avx512(struct kernel_table *t); /* kernels/x86/quants_avx512.c */
+/* The avx2 attention (kernels/x86/attention_avx2.c). */
+void kernels_fill_attention_avx2(struct kernel_table *t);
+/* The gemm_many kernels of avx2 (kernels/x86/gemm_avx2.c) and avx512
+ * (kernels/x86/gemm_avx512.c), called by those variants' fills. */
+void kernels_fill_gemm_avx2(struct kernel_table *t);
+void kernels_fill_gemm_avx512(struct kernel_table *t);
+/* f32 ops of the variants (kernels/x86/ops_*.c), called by the fills above. */
+void kernels_fill_ops_avx2(struct kernel_table *t);
+void kernels_fill_ops_avx512(struct kernel_table *t);
+#endif
 
 #endif

@@ -1,25 +1,71 @@
 /*
  * matmul.c - weight-matrix times activations through the dispatch table
- * (see matmul.h), and row dequantization.
+ * (see matmul.h), the reference gemm tiles, and row dequantization.
  *
- * Work split: activation rows are converted once (in parallel over tokens),
- * then output rows are cut into chunks of MATMUL_CHUNK rows; each OpenMP
- * thread takes whole chunks and, for each token, dots every row of its chunk
- * with that token's activations, so a chunk of weights stays in cache while
- * it is reused across the batch.  Each output is written by exactly one
- * thread and computed the same way whatever the thread count, so results do
- * not depend on it.
+ * Work split (rows are cut by (ith, nth) inside one OpenMP parallel region;
+ * OpenMP keeps its thread pool, so nothing is created per call):
+ *   GEMV, n_tok == 1: the GEMM_ROWS-row tiles are divided into nth
+ *     contiguous ranges, one per thread; each weight byte is read once.
+ *   many tokens (n_tok >= kern.many_min_tok) and a gemm_many kernel: each
+ *     thread passes its contiguous range of rows, with the tokens in chunks
+ *     of MATMUL_MANY_TOK, to gemm_many (which reorganizes both operands for
+ *     the vector units, see dispatch.h); if it cannot, the GEMM path below.
+ *   GEMM, n_tok > 1: rows are grouped into blocks of about MATMUL_BLOCK_BYTES
+ *     of weights (a whole number of tiles), tokens into blocks of
+ *     MATMUL_TOK_BLOCK; a unit of work is one (row block, token block) pair,
+ *     units are numbered row-block-major and each thread takes a contiguous
+ *     range.  Inside a unit, tiles of GEMM_TOKS tokens sweep the row block,
+ *     which stays in L1/L2 while the activations stream past it.
+ * gemm and vec_dot give the same bits (dispatch.h), and each output is
+ * written by exactly one thread, so results do not depend on the thread
+ * count, the blocking or the batch size.
  */
 #include "matmul.h"
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "common.h"
 
-#define MATMUL_CHUNK 16 /* output rows per unit of work */
 /* Below this many multiply-adds, threads cost more than they save. */
 #define MATMUL_PARALLEL_MIN 32768.0
+/* Weight bytes per row block of the GEMM path: most of a 48 KB L1. */
+#define MATMUL_BLOCK_BYTES (24 * 1024)
+/* Tokens per unit of work of the GEMM path (a multiple of GEMM_TOKS). */
+#define MATMUL_TOK_BLOCK 64
+/* gemm_many: rows are split in multiples of this; tokens go in chunks of
+ * at most MATMUL_MANY_TOK (bounding its scratch and keeping it in L2). */
+#define MATMUL_MANY_ROWS 16
+#define MATMUL_MANY_TOK 256
+
+/* ------------------------- reference gemm tiles ------------------------- */
+
+#define GEMM_REF(T, DOT)                                                                                        \
+    void gemm_##T##_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,          \
+                        size_t ys, int nt)                                                                      \
+    {                                                                                                           \
+        for (int t = 0; t < nt; t++)                                                                            \
+            for (int r = 0; r < GEMM_ROWS; r++)                                                                 \
+                y[(size_t)t * ys + (size_t)r] = DOT(n, (const char *)w + (size_t)r * w_row,                     \
+                                                    (const char *)a + (size_t)t * a_row);                       \
+    }
+
+GEMM_REF(f32, vec_dot_f32_f32_ref)
+GEMM_REF(f16, vec_dot_f16_f16_ref)
+GEMM_REF(bf16, vec_dot_bf16_bf16_ref)
+GEMM_REF(q4_0, vec_dot_q4_0_q8_0_ref)
+GEMM_REF(q4_1, vec_dot_q4_1_q8_1_ref)
+GEMM_REF(q5_0, vec_dot_q5_0_q8_0_ref)
+GEMM_REF(q5_1, vec_dot_q5_1_q8_1_ref)
+GEMM_REF(q8_0, vec_dot_q8_0_q8_0_ref)
+GEMM_REF(q4_K, vec_dot_q4_K_q8_K_ref)
+GEMM_REF(q5_K, vec_dot_q5_K_q8_K_ref)
+GEMM_REF(q6_K, vec_dot_q6_K_q8_K_ref)
+
+/* ------------------------------- matmul ------------------------------- */
 
 static const char *type_name(uint32_t type)
 {
@@ -39,7 +85,8 @@ static size_t type_align(uint32_t type)
 static int matmul_check(uint32_t wtype, int64_t n_in, int64_t n_out, int64_t n_tok, const void *w,
                         uint32_t *act_type, size_t *w_row, size_t *act_row)
 {
-    if (wtype >= GGML_TYPE_COUNT || !kern.types[wtype].vec_dot || !ggml_type_traits_get(wtype))
+    if (wtype >= GGML_TYPE_COUNT || !kern.types[wtype].vec_dot || !kern.types[wtype].gemm ||
+        !ggml_type_traits_get(wtype))
         return infer_error(INFER_ERR_UNSUPPORTED, "unsupported tensor type %s for matmul", type_name(wtype));
     const uint32_t at = kern.types[wtype].vec_dot_type;
     const struct ggml_type_traits *wt = ggml_type_traits_get(wtype), *ta = ggml_type_traits_get(at);
@@ -92,6 +139,72 @@ int matmul_act_quantize(void *xq, uint32_t wtype, const float *x, int64_t n_in, 
     return INFER_OK;
 }
 
+/* Everything one matmul_q needs, shared by the threads. */
+struct mm {
+    const char *w, *a;
+    float *y;
+    int64_t n_in, n_out, n_tok;
+    size_t w_row, a_row;
+    vec_dot_fn dot;
+    gemm_fn gemm;
+    gemm_many_fn many;
+};
+
+/* Outputs of rows [o0, o1) for tokens [t0, t1): full tiles with gemm, the
+ * rows after the last full tile with vec_dot. */
+static void mm_rows(const struct mm *m, int64_t o0, int64_t o1, int64_t t0, int64_t t1)
+{
+    const int64_t o_tiles = o0 + (o1 - o0) / GEMM_ROWS * GEMM_ROWS;
+    for (int64_t t = t0; t < t1; t += GEMM_TOKS) {
+        const int nt = (int)(t1 - t < GEMM_TOKS ? t1 - t : GEMM_TOKS);
+        const char *a = m->a + (size_t)t * m->a_row;
+        float *y = m->y + t * m->n_out;
+        for (int64_t o = o0; o < o_tiles; o += GEMM_ROWS)
+            m->gemm(m->n_in, m->w + (size_t)o * m->w_row, m->w_row, a, m->a_row, y + o, (size_t)m->n_out, nt);
+        for (int64_t o = o_tiles; o < o1; o++)
+            for (int k = 0; k < nt; k++)
+                y[k * m->n_out + o] = m->dot(m->n_in, m->w + (size_t)o * m->w_row, a + (size_t)k * m->a_row);
+    }
+}
+
+/* The share of thread ith of nth. */
+static void mm_thread(const struct mm *m, int ith, int nth)
+{
+    if (m->many) { /* one range of rows, tokens in chunks */
+        const int64_t n_units = (m->n_out + MATMUL_MANY_ROWS - 1) / MATMUL_MANY_ROWS;
+        const int64_t k0 = n_units * ith / nth, k1 = n_units * (ith + 1) / nth;
+        const int64_t o0 = k0 * MATMUL_MANY_ROWS;
+        const int64_t o1 = k1 * MATMUL_MANY_ROWS < m->n_out ? k1 * MATMUL_MANY_ROWS : m->n_out;
+        for (int64_t t0 = 0; t0 < m->n_tok && o0 < o1; t0 += MATMUL_MANY_TOK) {
+            const int64_t nt = m->n_tok - t0 < MATMUL_MANY_TOK ? m->n_tok - t0 : MATMUL_MANY_TOK;
+            if (m->many(m->n_in, m->w + (size_t)o0 * m->w_row, m->w_row, o1 - o0, m->a + (size_t)t0 * m->a_row,
+                        m->a_row, nt, m->y + t0 * m->n_out + o0, (size_t)m->n_out) != 0)
+                mm_rows(m, o0, o1, t0, t0 + nt);
+        }
+        return;
+    }
+    if (m->n_tok == 1) { /* GEMV: one contiguous range of whole tiles per thread */
+        const int64_t n_tiles = (m->n_out + GEMM_ROWS - 1) / GEMM_ROWS;
+        const int64_t k0 = n_tiles * ith / nth, k1 = n_tiles * (ith + 1) / nth;
+        const int64_t o0 = k0 * GEMM_ROWS, o1 = k1 * GEMM_ROWS < m->n_out ? k1 * GEMM_ROWS : m->n_out;
+        if (o0 < o1)
+            mm_rows(m, o0, o1, 0, 1);
+        return;
+    }
+    int64_t rb = MATMUL_BLOCK_BYTES / (int64_t)m->w_row / GEMM_ROWS * GEMM_ROWS;
+    if (rb < GEMM_ROWS)
+        rb = GEMM_ROWS;
+    const int64_t n_rb = (m->n_out + rb - 1) / rb, n_tb = (m->n_tok + MATMUL_TOK_BLOCK - 1) / MATMUL_TOK_BLOCK;
+    const int64_t n_units = n_rb * n_tb;
+    const int64_t u0 = n_units * ith / nth, u1 = n_units * (ith + 1) / nth;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t o0 = u / n_tb * rb, t0 = u % n_tb * MATMUL_TOK_BLOCK;
+        const int64_t o1 = o0 + rb < m->n_out ? o0 + rb : m->n_out;
+        const int64_t t1 = t0 + MATMUL_TOK_BLOCK < m->n_tok ? t0 + MATMUL_TOK_BLOCK : m->n_tok;
+        mm_rows(m, o0, o1, t0, t1);
+    }
+}
+
 int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok)
 {
     uint32_t at;
@@ -104,21 +217,22 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
     if (!y || !w || !xq)
         return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
 
-    const vec_dot_fn dot = kern.types[wtype].vec_dot;
-    const char *wb = w, *ab = xq;
-    const int64_t n_chunks = (n_out + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
+    const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
+    const struct mm m = {
+        .w = w, .a = xq, .y = y, .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .w_row = w_row,
+        .a_row = act_row, .dot = kern.types[wtype].vec_dot, .gemm = kern.types[wtype].gemm,
+        .many = n_tok >= many_min ? kern.types[wtype].gemm_many : NULL,
+    };
     const double work = (double)n_in * (double)n_out * (double)n_tok;
-#pragma omp parallel for schedule(static) if (n_chunks > 1 && work >= MATMUL_PARALLEL_MIN)
-    for (int64_t c = 0; c < n_chunks; c++) {
-        const int64_t o0 = c * MATMUL_CHUNK;
-        const int64_t o1 = o0 + MATMUL_CHUNK < n_out ? o0 + MATMUL_CHUNK : n_out;
-        for (int64_t t = 0; t < n_tok; t++) {
-            const char *a = ab + (size_t)t * act_row;
-            float *yt = y + t * n_out;
-            for (int64_t o = o0; o < o1; o++)
-                yt[o] = dot(n_in, wb + (size_t)o * w_row, a);
-        }
+#ifdef _OPENMP
+    if (work >= MATMUL_PARALLEL_MIN && n_out > GEMM_ROWS && !omp_in_parallel()) {
+#pragma omp parallel
+        mm_thread(&m, omp_get_thread_num(), omp_get_num_threads());
+        return INFER_OK;
     }
+#endif
+    (void)work;
+    mm_thread(&m, 0, 1);
     return INFER_OK;
 }
 

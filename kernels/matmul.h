@@ -6,8 +6,17 @@
  * n_out, i.e. n_out rows of n_in elements of type wtype, each row
  * ggml_row_size(wtype, n_in) bytes.  matmul converts every activation row once
  * to the weight type's vec_dot_type (Q8_0, Q8_1, Q8_K, F16, BF16 or F32; see
- * quants.h) and then computes each output as kern.types[wtype].vec_dot, rows
- * split across OpenMP's thread pool.
+ * quants.h) and then computes the outputs with kern.types[wtype].gemm in
+ * tiles of GEMM_ROWS rows x up to GEMM_TOKS tokens (vec_dot for the last
+ * rows), rows split across OpenMP's thread pool.  One token (decode) is a
+ * GEMV: each thread streams one contiguous range of rows once.  Several
+ * tokens (prefill) are a GEMM: blocks of rows small enough to stay in cache
+ * are swept by tiles of tokens, so each weight block is read from memory once
+ * per block of tokens and unpacked once per tile; from the table's
+ * many_min_tok tokens on, types with a gemm_many kernel use it instead
+ * (weights unpacked once per call, vector lanes holding tokens).  Every
+ * output has the bits of the active table's vec_dot, whatever the path,
+ * thread count or batch size.
  *
  * Functions return 0 (INFER_OK) or an infer_status with the message set
  * (infer_error); on error the outputs are left unspecified but nothing is
@@ -35,11 +44,27 @@ int matmul(float *y, const void *w, uint32_t wtype, const float *x, int64_t n_in
  *   matmul_act_size   bytes of n_tok converted rows (0 if wtype is
  *                     unsupported or n_in is invalid for it);
  *   matmul_act_quantize  convert x (n_tok, n_in) into xq (that many bytes);
- *   matmul_q          as matmul, from converted activations xq.
+ *   matmul_q          as matmul, from converted activations xq, which must
+ *                     come from matmul_act_quantize (the SIMD kernels rely
+ *                     on its Q8 values lying in [-127, 127]).
  * Same error contract as matmul. */
 size_t matmul_act_size(uint32_t wtype, int64_t n_in, int64_t n_tok);
 int matmul_act_quantize(void *xq, uint32_t wtype, const float *x, int64_t n_in, int64_t n_tok);
 int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok);
+
+/* The reference gemm tiles (dispatch.h, gemm_fn): loops over the reference
+ * vec_dot of each type, the specification of every SIMD gemm. */
+void gemm_f32_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_f16_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_bf16_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q4_0_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q4_1_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q5_0_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q5_1_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q8_0_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q4_K_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q5_K_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q6_K_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
 
 /* Dequantize one row of n elements of `type` into dst (n floats).
  * Errors: INFER_ERR_UNSUPPORTED ("unsupported tensor type X") when the type

@@ -1,30 +1,247 @@
 /*
- * cmd_chat.c - `infer chat`: interactive chat with a model.
+ * cmd_chat.c - `infer chat`: an interactive conversation with a model.
  *
- * Generation arrives with the forward-pass issue; for now this validates the
- * model and says so plainly.
+ * Each turn renders the whole conversation with the model's chat template
+ * and hands the tokens to the session, which keeps the longest common prefix
+ * it already holds: the history is not recomputed, only the new turn.
+ * On a terminal, lines are read with libedit (editing, history); otherwise
+ * each input line is one user message and each answer is printed on its own
+ * line, so the command can be scripted.
  */
 #include "cli.h"
 
+#include <editline/readline.h>
+#include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+struct convo {
+    infer_chat_msg *msgs;
+    char **owned; /* contents, owned */
+    size_t n, cap;
+};
+
+static int convo_add(struct convo *c, const char *role, const char *content)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        infer_chat_msg *m = realloc(c->msgs, cap * sizeof(*m));
+        if (!m)
+            return -1;
+        c->msgs = m;
+        char **o = realloc(c->owned, cap * sizeof(*o));
+        if (!o)
+            return -1;
+        c->owned = o;
+        c->cap = cap;
+    }
+    char *dup = strdup(content);
+    if (!dup)
+        return -1;
+    c->owned[c->n] = dup;
+    c->msgs[c->n].role = role;
+    c->msgs[c->n].content = dup;
+    c->n++;
+    return 0;
+}
+
+static void convo_clear(struct convo *c, const char *system)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free(c->owned[i]);
+    c->n = 0;
+    if (system && *system)
+        convo_add(c, "system", system);
+}
+
+static void convo_free(struct convo *c)
+{
+    convo_clear(c, NULL);
+    free(c->msgs);
+    free(c->owned);
+}
+
+static void print_help(void)
+{
+    printf("commands:\n"
+           "  /help           this help\n"
+           "  /reset          forget the conversation (keeps the system prompt)\n"
+           "  /system TEXT    set the system prompt and start over\n"
+           "  /stats          timings and reuse figures of this session\n"
+           "  /quit           leave (also Ctrl-D)\n"
+           "Ctrl-C stops the current answer.\n");
+}
+
+static void print_stats(infer_session *s)
+{
+    infer_session_stats st;
+    infer_session_get_stats(s, &st);
+    printf("context: %lld of %d tokens in use\n", (long long)infer_session_n_tokens(s), infer_session_n_ctx(s));
+    printf("prompt:  %lld tokens evaluated in %.3f s (%.1f tok/s), %lld reused from earlier turns\n",
+           (long long)st.n_prompt_tokens, st.prompt_seconds,
+           st.prompt_seconds > 0 ? (double)st.n_prompt_tokens / st.prompt_seconds : 0.0,
+           (long long)st.n_reused_tokens);
+    printf("decode:  %lld tokens in %.3f s (%.1f tok/s)\n", (long long)st.n_decode_tokens, st.decode_seconds,
+           st.decode_seconds > 0 ? (double)st.n_decode_tokens / st.decode_seconds : 0.0);
+    printf("last turn: %lld prompt tokens, %lld reused, first token after %.3f s\n",
+           (long long)st.last_prompt_tokens, (long long)st.last_reused_tokens, st.last_ttft);
+    infer_cache_metrics cm;
+    infer_engine_get_metrics(infer_session_engine(s), &cm);
+    cli_print_cache_metrics(stdout, &cm);
+}
+
+/* One user turn: render, evaluate, stream the answer; returns 0, or 1 on error. */
+static int turn(infer_model *m, infer_session *s, infer_sampler *smp, infer_chat_family fam, struct convo *c,
+                const char *user, int n_predict, bool tty)
+{
+    if (convo_add(c, "user", user))
+        return 1;
+    char *prompt = infer_chat_format(fam, c->msgs, c->n, true);
+    if (!prompt) {
+        c->n--;
+        free(c->owned[c->n]);
+        fprintf(stderr, "error: %s\n", infer_last_error());
+        return 1;
+    }
+    size_t len = strlen(prompt);
+    int64_t cap = (int64_t)len + 16;
+    int32_t *toks = malloc((size_t)cap * sizeof(int32_t));
+    int64_t n = toks ? infer_model_tokenize(m, prompt, len, true, true, toks, cap) : -1;
+    free(prompt);
+    if (n < 0 || n > infer_session_n_ctx(s) - 1) {
+        if (n < 0)
+            fprintf(stderr, "error: %s\n", infer_last_error());
+        else
+            fprintf(stderr, "error: the conversation (%lld tokens) no longer fits the context of %d; /reset to start "
+                            "over or raise -c\n", (long long)n, infer_session_n_ctx(s));
+        free(toks);
+        c->n--;
+        free(c->owned[c->n]);
+        return 1;
+    }
+    cli_interrupted = 0;
+    infer_status st = infer_session_set_tokens(s, toks, n, NULL);
+    free(toks);
+    if (st != INFER_OK) {
+        fprintf(stderr, "error: %s\n", infer_last_error());
+        c->n--;
+        free(c->owned[c->n]);
+        return 1;
+    }
+    char *answer = NULL;
+    int n_gen = cli_generate(m, s, smp, n_predict, stdout, &answer, NULL);
+    if (cli_interrupted && tty)
+        printf(" [stopped]");
+    printf("\n");
+    fflush(stdout);
+    convo_add(c, "assistant", answer ? answer : "");
+    free(answer);
+    return n_gen < 0;
+}
 
 int cmd_chat(int argc, char **argv)
 {
-    const char *m = NULL;
-    for (int i = 1; i < argc - 1; i++)
-        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model"))
-            m = argv[i + 1];
-    const char *path = cli_model_path(m);
-    if (!path)
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"n-predict", required_argument, 0, 'n'},
+        {"ctx-size", required_argument, 0, 'c'}, {"batch-size", required_argument, 0, 'b'},
+        {"threads", required_argument, 0, 't'}, {"seed", required_argument, 0, 's'},
+        {"temp", required_argument, 0, OPT_TEMP}, {"top-k", required_argument, 0, OPT_TOP_K},
+        {"top-p", required_argument, 0, OPT_TOP_P}, {"min-p", required_argument, 0, OPT_MIN_P},
+        {"repeat-penalty", required_argument, 0, OPT_REPEAT_PENALTY},
+        {"repeat-last-n", required_argument, 0, OPT_REPEAT_LAST_N},
+        {"kv-block", required_argument, 0, OPT_KV_BLOCK}, {"mlock", no_argument, 0, OPT_MLOCK}, CLI_CACHE_LONGOPTS,
+        {"system", required_argument, 0, OPT_SYSTEM}, {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    struct cli_gen g;
+    cli_gen_defaults(&g);
+    const char *system = NULL, *tmpl = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:n:c:b:t:s:h", opts, NULL)) != -1) {
+        if (c == OPT_SYSTEM) system = optarg;
+        else if (c == OPT_CHAT_TEMPLATE) tmpl = optarg;
+        else if (c == 'h') {
+            printf("usage: infer chat [-m MODEL] [--system TEXT] [--chat-template NAME] [options]\n\n%s"
+                   "      --system TEXT       system prompt\n"
+                   "      --chat-template N   chatml, gemma, llama3, llama2, mistral, phi3, ... (default: "
+                   "from the model)\n",
+                   cli_gen_help());
+            return 0;
+        } else if (cli_gen_option(&g, c, optarg))
+            return 2;
+    }
+    bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    g.quiet = !tty;
+    infer_model *m;
+    infer_session *s;
+    infer_sampler *smp;
+    if (cli_load(&g, &m, &s, &smp))
         return 1;
-    infer_gguf *g;
-    if (infer_gguf_open(&g, path, 0) != INFER_OK)
-        return cli_fail(NULL);
-    infer_residency r;
-    infer_gguf_residency(g, &r);
-    fprintf(stderr, "loaded %s (%s, %.1f%% resident, %.3f ms)\n", path,
-            infer_gguf_get_str(g, "general.architecture", "?"), r.percent, infer_gguf_load_seconds(g) * 1e3);
-    fprintf(stderr, "infer chat: text generation is not implemented yet (see README, 'Status')\n");
-    infer_gguf_close(g);
-    return 1;
+    bool warned = false;
+    infer_chat_family fam = infer_chat_detect(infer_model_gguf(m), tmpl, &warned);
+    if (warned)
+        fprintf(stderr, "warning: %s\n", infer_last_error());
+    /* generation also stops on the family's end-of-turn tokens */
+    for (const char *const *mk = infer_chat_eot_markers(fam); mk && *mk; mk++)
+        infer_model_add_eog(m, *mk);
+    if (tty)
+        fprintf(stderr, "chat template: %s. Type /help for commands, Ctrl-D to quit.\n",
+                infer_chat_family_name(fam));
+
+    struct convo conv = {0};
+    convo_clear(&conv, system);
+    cli_install_sigint();
+    char *line = NULL;
+    size_t line_cap = 0;
+    int rc = 0;
+    for (;;) {
+        char *in;
+        if (tty) {
+            cli_interrupted = 0;
+            in = readline("> ");
+            if (!in)
+                break;
+            if (*in)
+                add_history(in);
+        } else {
+            ssize_t r = getline(&line, &line_cap, stdin);
+            if (r < 0)
+                break;
+            line[strcspn(line, "\r\n")] = '\0';
+            in = line;
+        }
+        if (!strcmp(in, "/quit") || !strcmp(in, "/exit")) {
+            if (tty)
+                free(in);
+            break;
+        } else if (!strcmp(in, "/help")) {
+            print_help();
+        } else if (!strcmp(in, "/reset")) {
+            convo_clear(&conv, system);
+            printf("conversation reset\n");
+        } else if (!strncmp(in, "/system", 7) && (in[7] == ' ' || in[7] == '\0')) {
+            static char *sys_owned;
+            free(sys_owned);
+            sys_owned = strdup(in[7] ? in + 8 : "");
+            system = sys_owned;
+            convo_clear(&conv, system);
+            printf("system prompt set; conversation reset\n");
+        } else if (!strcmp(in, "/stats")) {
+            print_stats(s);
+        } else if (in[0] == '/') {
+            printf("unknown command '%s'; /help lists them\n", in);
+        } else if (*in) {
+            if (turn(m, s, smp, fam, &conv, in, g.n_predict, tty) && !tty)
+                rc = 1;
+        }
+        if (tty)
+            free(in);
+    }
+    free(line);
+    convo_free(&conv);
+    infer_sampler_free(smp);
+    infer_session_free(s);
+    infer_model_free(m);
+    return rc;
 }

@@ -234,10 +234,8 @@ int cmd_cold(int argc, char **argv)
     infer_gguf_close(g);
     if (infer_file_cold(path) != INFER_OK)
         return cli_fail(NULL);
-    if (infer_gguf_open(&g, path, 0) != INFER_OK)
+    if (infer_file_residency(path, &after) != INFER_OK)
         return cli_fail(NULL);
-    infer_gguf_residency(g, &after);
-    infer_gguf_close(g);
     printf("cold %s: %.1f%% -> %.1f%% resident\n", path, before.percent, after.percent);
     return 0;
 }
@@ -246,6 +244,6 @@ int cmd_cpu(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("%s\n", infer_build_info());
+    printf("%s\n\n%s", infer_build_info(), infer_kernel_report());
     return 0;
 }

@@ -16,12 +16,20 @@ struct command {
     const char *help;
 };
 
+int cmd_serve(int argc, char **argv); /* cmd_serve.c */
+
 static const struct command commands[] = {
     {"info", cmd_info, "show a model's metadata, tensors and page-cache residency"},
     {"warm", cmd_warm, "bring a model file into the page cache"},
     {"cold", cmd_cold, "drop a model file from the page cache"},
     {"cpu", cmd_cpu, "show CPU features and the kernels chosen"},
+    {"run", cmd_run, "generate a continuation of a prompt"},
     {"chat", cmd_chat, "interactive chat with a model"},
+    {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"detokenize", cmd_detokenize, "print the text of token ids"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
+    {"bench", cmd_bench, "benchmarks: prefix-cache scenarios (--prefix)"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

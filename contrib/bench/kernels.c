@@ -1,0 +1,393 @@
+/*
+ * kernels.c - micro-benchmark of the matmul kernels, per variant and type
+ * (built as contrib/bench/bench-kernels; not a test).
+ *
+ * Method (printed with the figures):
+ *   GEMV   one token, n_out x n_in weights, the decode case (K-quants,
+ *          whose rows are multiples of 256, take 2048x640 as 640x2048).  "hot": the same
+ *          matrix every call (it may sit in L2/L3); "cold": calls rotate over
+ *          copies of the matrix totalling at least -m MiB, so weights come
+ *          from memory as in decode of a model larger than the caches.
+ *          GB/s = weight bytes / time.
+ *   GEMM   -n tokens (default 512) against the same matrix, the prefill case.
+ *          GMAC/s = n_in * n_out * n_tok / time.
+ *   Times are medians of -r repetitions (after one warm-up call) with the
+ *   OpenMP thread count of the run (-t, default OMP_NUM_THREADS or all
+ *   cores).  Activation quantization is included (it is part of matmul).
+ *   "read" is a plain OpenMP sum over the cold buffer: the machine's read
+ *   bandwidth, the ceiling for cold GEMV.  With -c, times are CPU seconds of
+ *   the process instead of wall time (divide by the thread count; useful on a
+ *   shared, oversubscribed machine, meaningful with -t 1).
+ *
+ *   attention  (-T attn) Gemma 3 270M's shape, decode at position 1023 and
+ *          prefill of -n tokens, per variant.
+ *
+ * Usage: bench-kernels [-t threads] [-r reps] [-n n_tok] [-m MiB]
+ *                      [-v variant,...] [-T type,...] [-q (quick: small shapes)]
+ *                      [-c (CPU time instead of wall time)] [-s NOUTxNIN (one shape)]
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "infer.h"
+
+#include "../../kernels/dispatch.h"
+#include "../../kernels/matmul.h"
+#include "../../kernels/quants.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the whole process (all threads). */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int use_cpu_time;
+
+static uint64_t rng = 0x853c49e6748fea9bull;
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Random valid rows: random bytes, then finite fp16 scales / float values. */
+static void fill_weights(uint32_t type, uint8_t *w, int64_t n_rows, int64_t n_in)
+{
+    const struct ggml_type_traits *t = ggml_type_traits_get(type);
+    const size_t bytes = ggml_row_size(type, n_in) * (size_t)n_rows;
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        const uint64_t v = next();
+        memcpy(w + i, &v, 8);
+    }
+    const int64_t n_el = n_rows * n_in;
+    if (type == GGML_TYPE_F32) {
+        for (int64_t i = 0; i < n_el; i++)
+            ((float *)w)[i] = (float)((int)(next() % 2001) - 1000) * 1e-4f;
+        return;
+    }
+    if (type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) {
+        for (int64_t i = 0; i < n_el; i++) {
+            const float v = (float)((int)(next() % 2001) - 1000) * 1e-4f;
+            ((uint16_t *)w)[i] = type == GGML_TYPE_F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+        }
+        return;
+    }
+    int off[2] = {-1, -1};
+    switch (type) {
+    case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: off[0] = 0; break;
+    case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: off[0] = 0, off[1] = 2; break;
+    case GGML_TYPE_Q6_K: off[0] = 208; break;
+    default: break;
+    }
+    const int64_t nb = n_el / t->block_size;
+    const uint16_t h = fp32_to_fp16(0.01f);
+    for (int64_t b = 0; b < nb; b++)
+        for (int k = 0; k < 2; k++)
+            if (off[k] >= 0)
+                memcpy(w + (size_t)b * t->type_size + off[k], &h, 2);
+}
+
+struct shape {
+    int64_t n_out, n_in;
+};
+
+/* A K-quant row must be whole super-blocks: 2048x640 becomes 640x2048. */
+static struct shape fit(uint32_t type, struct shape s)
+{
+    if (s.n_in % ggml_type_traits_get(type)->block_size != 0) {
+        const int64_t t = s.n_in;
+        s.n_in = s.n_out;
+        s.n_out = t;
+    }
+    return s;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct opts {
+    int reps, n_tok, quick;
+    size_t cold_bytes;
+    const char *variants, *types, *shape;
+};
+
+static int listed(const char *list, const char *name)
+{
+    if (!list)
+        return 1;
+    const size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncasecmp(p, name, n) == 0)
+            return 1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* Median seconds of one matmul over `copies` rotating weight copies. */
+static double time_matmul(uint32_t type, uint8_t *w, size_t mat_bytes, int copies, const float *x, float *y,
+                          int64_t n_in, int64_t n_out, int64_t n_tok, int reps)
+{
+    double t[64];
+    if (reps > 64)
+        reps = 64;
+    if (matmul(y, w, type, x, n_in, n_out, n_tok) != 0) { /* warm-up */
+        fprintf(stderr, "matmul failed: %s\n", infer_last_error());
+        exit(1);
+    }
+    for (int r = 0; r < reps; r++) {
+        const uint8_t *wr = w + (size_t)((r + 1) % copies) * mat_bytes;
+        const double t0 = use_cpu_time ? cpu_now() : now();
+        matmul(y, wr, type, x, n_in, n_out, n_tok);
+        t[r] = (use_cpu_time ? cpu_now() : now()) - t0;
+    }
+    return median(t, reps);
+}
+
+static double read_bandwidth(const uint8_t *buf, size_t bytes, int reps)
+{
+    double t[64], best;
+    uint64_t sink = 0;
+    if (reps > 64)
+        reps = 64;
+    for (int r = 0; r < reps; r++) {
+        const double t0 = now();
+        uint64_t s = 0;
+        const uint64_t *p = (const uint64_t *)buf;
+        const int64_t n = (int64_t)(bytes / 8);
+#pragma omp parallel for reduction(+ : s) schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            s += p[i];
+        t[r] = now() - t0;
+        sink += s;
+    }
+    best = median(t, reps);
+    if (sink == 42)
+        printf("(sink)\n");
+    return (double)bytes / best / 1e9;
+}
+
+/* Attention over F16 K/V blocks (Gemma 3 270M shape: 4 query heads, 1 KV
+ * head of 256): decode (one token at position 1023) and prefill (-n tokens
+ * at positions 0..n-1), per variant.  "-T attn" selects it alone. */
+static void bench_attention(const struct opts *o)
+{
+    const int nh = 4, nkv = 1, hd = 256, bt = 32, n_ctx = 1024 > o->n_tok ? 1024 : o->n_tok;
+    const int n_blocks = (n_ctx + bt - 1) / bt;
+    const size_t head_bytes = (size_t)bt * hd * 2, block_bytes = 2 * (size_t)nkv * head_bytes;
+    uint8_t *arena = malloc(block_bytes * (size_t)n_blocks);
+    int32_t *table = malloc((size_t)n_blocks * sizeof(int32_t));
+    const int64_t n_tok = o->n_tok;
+    const int32_t **tables = malloc((size_t)n_tok * sizeof(*tables));
+    int64_t *pos = malloc((size_t)n_tok * sizeof(int64_t));
+    float *q = malloc((size_t)n_tok * nh * hd * sizeof(float)), *out = malloc((size_t)n_tok * nh * hd * sizeof(float));
+    if (!arena || !table || !tables || !pos || !q || !out) {
+        fprintf(stderr, "out of memory for the attention benchmark\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < block_bytes * (size_t)n_blocks / 2; i++)
+        ((uint16_t *)arena)[i] = fp32_to_fp16((float)((int)(next() % 2001) - 1000) * 1e-3f);
+    for (int b = 0; b < n_blocks; b++)
+        table[b] = b;
+    for (int64_t i = 0; i < n_tok * nh * hd; i++)
+        q[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
+    struct attn_kv kv = {
+        .base = arena, .block_bytes = block_bytes, .k_off = 0, .v_off = (size_t)nkv * head_bytes,
+        .head_bytes = head_bytes, .block_tokens = bt, .blocks = tables, .pos = pos,
+    };
+    printf("\nattention, %d heads / %d KV heads of %d, F16 K/V in blocks of %d:\n", nh, nkv, hd, bt);
+    for (size_t v = 0; v < kernels_n_variants(); v++) {
+        struct kernel_table t;
+        if (!listed(o->variants, kernels_variant_name(v)) || kernels_variant_fill(v, &t) != 0)
+            continue;
+        for (int mode = 0; mode < 2; mode++) {
+            const int64_t nt = mode == 0 ? 1 : n_tok;
+            for (int64_t i = 0; i < nt; i++) {
+                tables[i] = table;
+                pos[i] = mode == 0 ? 1023 : i;
+            }
+            double tm[64];
+            const int reps = o->reps < 64 ? o->reps : 64;
+            t.attention(out, q, nt, &kv, nh, nkv, hd, 0.0625f, 0);
+            for (int r = 0; r < reps; r++) {
+                const double t0 = use_cpu_time ? cpu_now() : now();
+                t.attention(out, q, nt, &kv, nh, nkv, hd, 0.0625f, 0);
+                tm[r] = (use_cpu_time ? cpu_now() : now()) - t0;
+            }
+            printf("%-7s %-8s %5lld tokens %10.3f ms\n", t.name, mode == 0 ? "decode" : "prefill", (long long)nt,
+                   median(tm, reps) * 1e3);
+        }
+    }
+    free(arena);
+    free(table);
+    free(tables);
+    free(pos);
+    free(q);
+    free(out);
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {.reps = 7, .n_tok = 512, .quick = 0, .cold_bytes = (size_t)512 << 20};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-t") && v) {
+#ifdef _OPENMP
+            omp_set_num_threads(atoi(v));
+#endif
+            i++;
+        } else if (!strcmp(a, "-r") && v) {
+            o.reps = atoi(v), i++;
+        } else if (!strcmp(a, "-n") && v) {
+            o.n_tok = atoi(v), i++;
+        } else if (!strcmp(a, "-m") && v) {
+            o.cold_bytes = (size_t)atol(v) << 20, i++;
+        } else if (!strcmp(a, "-v") && v) {
+            o.variants = v, i++;
+        } else if (!strcmp(a, "-T") && v) {
+            o.types = v, i++;
+        } else if (!strcmp(a, "-q")) {
+            o.quick = 1;
+        } else if (!strcmp(a, "-c")) {
+            use_cpu_time = 1;
+        } else if (!strcmp(a, "-s") && v) {
+            o.shape = v, i++;
+        } else {
+            fprintf(stderr, "usage: %s [-t threads] [-r reps] [-n n_tok] [-m MiB] [-v variants] [-T types] [-q] [-c] [-s NOUTxNIN]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (o.reps < 1)
+        o.reps = 1;
+    int n_threads = 1;
+#ifdef _OPENMP
+    n_threads = omp_get_max_threads();
+#endif
+    char feats[256];
+    cpu_features_format(cpu_features_get(), feats, sizeof(feats));
+    printf("bench-kernels: %d threads, median of %d, GEMM n_tok %d, cold set %zu MiB, %s time\n", n_threads, o.reps,
+           o.n_tok, o.cold_bytes >> 20, use_cpu_time ? "process CPU" : "wall");
+    printf("cpu features: %s\n", feats);
+    printf("GEMV GB/s = weight bytes / time (hot: one matrix, cold: rotating copies); "
+           "GEMM GMAC/s = n_in*n_out*n_tok / time; activation quantization included\n");
+
+    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+                                     GGML_TYPE_Q6_K, GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_F32};
+    static const struct shape gemv_full[] = {{2048, 640}, {4096, 4096}}, gemv_quick[] = {{2048, 640}};
+    static const struct shape gemm_full[] = {{2048, 640}, {4096, 4096}}, gemm_quick[] = {{2048, 640}};
+    const struct shape *gv = o.quick ? gemv_quick : gemv_full, *gm = o.quick ? gemm_quick : gemm_full;
+    int n_gv = o.quick ? 1 : 2, n_gm = o.quick ? 1 : 2;
+    struct shape custom = {0, 0};
+    if (o.shape && sscanf(o.shape, "%" SCNd64 "x%" SCNd64, &custom.n_out, &custom.n_in) == 2 && custom.n_out > 0 &&
+        custom.n_in > 0) {
+        gv = gm = &custom;
+        n_gv = n_gm = 1;
+    }
+
+    uint8_t *cold = malloc(o.cold_bytes + 64);
+    if (!cold) {
+        fprintf(stderr, "out of memory for the cold set\n");
+        return 1;
+    }
+    memset(cold, 1, o.cold_bytes);
+    printf("read bandwidth (plain sum over %zu MiB): %.1f GB/s\n\n", o.cold_bytes >> 20,
+           read_bandwidth(cold, o.cold_bytes, o.reps));
+    printf("%-7s %-5s %-5s %-11s %-5s %10s %9s %9s\n", "variant", "type", "op", "n_out x n_in", "set", "time ms",
+           "GB/s", "GMAC/s");
+
+    int64_t max_in = 4096, max_out = 4096;
+    if (custom.n_in > max_in)
+        max_in = custom.n_in;
+    if (custom.n_out > max_out)
+        max_out = custom.n_out;
+    float *x = malloc((size_t)o.n_tok * (size_t)max_in * sizeof(float));
+    float *y = malloc((size_t)o.n_tok * (size_t)max_out * sizeof(float));
+    if (!x || !y) {
+        fprintf(stderr, "out of memory for activations\n");
+        return 1;
+    }
+    for (int64_t i = 0; i < (int64_t)o.n_tok * max_in; i++)
+        x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
+
+    for (size_t v = 0; v < kernels_n_variants(); v++) {
+        struct kernel_table t;
+        if (!listed(o.variants, kernels_variant_name(v)) || kernels_variant_fill(v, &t) != 0)
+            continue;
+        kern = t;
+        for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+            const uint32_t type = types[k];
+            const char *tn = ggml_type_traits_get(type)->name;
+            if (!listed(o.types, tn))
+                continue;
+            for (int s0 = 0; s0 < n_gv; s0++) {
+                const struct shape sh = fit(type, gv[s0]), *gvs = &sh;
+                const int s = 0;
+                const size_t mb = ggml_row_size(type, gvs[s].n_in) * (size_t)gvs[s].n_out;
+                int copies = (int)(o.cold_bytes / mb);
+                if (copies < 1)
+                    copies = 1;
+                fill_weights(type, cold, gvs[s].n_out, gvs[s].n_in);
+                for (int c = 1; c < copies; c++)
+                    memcpy(cold + (size_t)c * mb, cold, mb);
+                const double th = time_matmul(type, cold, mb, 1, x, y, gvs[s].n_in, gvs[s].n_out, 1, o.reps * 3);
+                const double tc = time_matmul(type, cold, mb, copies, x, y, gvs[s].n_in, gvs[s].n_out, 1, o.reps * 3);
+                const double macs = (double)gvs[s].n_in * gvs[s].n_out;
+                printf("%-7s %-5s %-5s %5lldx%-5lld %-5s %10.4f %9.2f %9.2f\n", t.name, tn, "gemv",
+                       (long long)gvs[s].n_out, (long long)gvs[s].n_in, "hot", th * 1e3, mb / th / 1e9, macs / th / 1e9);
+                printf("%-7s %-5s %-5s %5lldx%-5lld %-5s %10.4f %9.2f %9.2f\n", t.name, tn, "gemv",
+                       (long long)gvs[s].n_out, (long long)gvs[s].n_in, "cold", tc * 1e3, mb / tc / 1e9, macs / tc / 1e9);
+            }
+            for (int s0 = 0; s0 < n_gm; s0++) {
+                const struct shape sh = fit(type, gm[s0]), *gms = &sh;
+                const int s = 0;
+                const size_t mb = ggml_row_size(type, gms[s].n_in) * (size_t)gms[s].n_out;
+                fill_weights(type, cold, gms[s].n_out, gms[s].n_in);
+                const double macs = (double)gms[s].n_in * gms[s].n_out * o.n_tok;
+                /* the reference is slow: one timed call for big products */
+                const int reps = strcmp(t.name, "ref") == 0 && macs > 2e9 ? 1 : o.reps;
+                const double tm = time_matmul(type, cold, mb, 1, x, y, gms[s].n_in, gms[s].n_out, o.n_tok, reps);
+                printf("%-7s %-5s %-5s %5lldx%-5lld %-5s %10.3f %9.2f %9.2f\n", t.name, tn, "gemm",
+                       (long long)gms[s].n_out, (long long)gms[s].n_in, "hot", tm * 1e3, mb / tm / 1e9, macs / tm / 1e9);
+            }
+            fflush(stdout);
+        }
+    }
+    if (listed(o.types, "attn"))
+        bench_attention(&o);
+    free(cold);
+    free(x);
+    free(y);
+    return 0;
+}

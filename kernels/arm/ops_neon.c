@@ -1,0 +1,198 @@
+/*
+ * ops_neon.c - the f32 ops of the aarch64 variants (baseline NEON; all
+ * three use them): RMSNorm, softmax, SiLU, GELU and the
+ * vector helpers, 4 lanes at a time with a scalar tail.  RoPE stays the
+ * reference's.
+ *
+ * Contracts as ops.h.  The arithmetic is the reference's, operation by
+ * operation, with these differences:
+ *   - exp and tanh are sleef's Advanced SIMD versions (Sleef_expf4_u10advsimd,
+ *     Sleef_tanhf4_u10advsimd; error <= 1 ulp) instead of libm's, so
+ *     softmax, silu and gelu can differ from the reference by an ulp or two,
+ *     and gelu_ggml (rounded to fp16 afterwards) very rarely by one fp16 ulp;
+ *   - the double sums (rmsnorm, softmax) add in another order (a difference
+ *     far below float precision).
+ * vec_mul, vec_add and vec_scale give the reference's bits.
+ */
+#include "neon.h"
+
+#if defined(__aarch64__)
+
+#include <arm_neon.h>
+#include <math.h>
+#include <sleef.h>
+
+#include "../ops.h"
+
+/* Sum of the four float lanes of v into a pair of double lanes. */
+static inline float64x2_t add_f64(float64x2_t acc, float32x4_t v)
+{
+    return vaddq_f64(vaddq_f64(acc, vcvt_f64_f32(vget_low_f32(v))), vcvt_high_f64_f32(v));
+}
+
+static void rmsnorm_neon(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+    if (n <= 0)
+        return;
+    float64x2_t acc = vdupq_n_f64(0.0);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        acc = add_f64(acc, vmulq_f32(v, v));
+    }
+    double sum = vaddvq_f64(acc);
+    for (; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    i = 0;
+    if (w) {
+        for (; i + 4 <= n; i += 4)
+            vst1q_f32(out + i, vmulq_f32(vmulq_n_f32(vld1q_f32(x + i), scale), vld1q_f32(w + i)));
+        for (; i < n; i++)
+            out[i] = x[i] * scale * w[i];
+    } else {
+        for (; i + 4 <= n; i += 4)
+            vst1q_f32(out + i, vmulq_n_f32(vld1q_f32(x + i), scale));
+        for (; i < n; i++)
+            out[i] = x[i] * scale;
+    }
+}
+
+static void softmax_neon(float *x, int64_t n)
+{
+    if (n <= 0)
+        return;
+    float32x4_t mx = vdupq_n_f32(-INFINITY);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        mx = vmaxnmq_f32(mx, vld1q_f32(x + i));
+    float max = vmaxnmvq_f32(mx);
+    for (; i < n; i++)
+        max = fmaxf(max, x[i]);
+    const float32x4_t vmax = vdupq_n_f32(max);
+    float64x2_t acc = vdupq_n_f64(0.0);
+    for (i = 0; i + 4 <= n; i += 4) {
+        const float32x4_t e = Sleef_expf4_u10advsimd(vsubq_f32(vld1q_f32(x + i), vmax));
+        vst1q_f32(x + i, e);
+        acc = add_f64(acc, e);
+    }
+    double sum = vaddvq_f64(acc);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (i = 0; i + 4 <= n; i += 4)
+        vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
+    for (; i < n; i++)
+        x[i] *= inv;
+}
+
+static void silu_neon(float *x, int64_t n)
+{
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        vst1q_f32(x + i, vdivq_f32(v, vaddq_f32(one, Sleef_expf4_u10advsimd(vnegq_f32(v)))));
+    }
+    for (; i < n; i++)
+        x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+#define GELU_COEF_A 0.044715f
+#define SQRT_2_OVER_PI 0.79788456080286535587989211986876f
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) x (1 + a x^2))), in the reference's order. */
+static inline float32x4_t gelu4(float32x4_t x)
+{
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    const float32x4_t inner = vaddq_f32(one, vmulq_f32(vmulq_n_f32(x, GELU_COEF_A), x));
+    const float32x4_t t = Sleef_tanhf4_u10advsimd(vmulq_f32(vmulq_n_f32(x, SQRT_2_OVER_PI), inner));
+    return vmulq_f32(vmulq_n_f32(x, 0.5f), vaddq_f32(one, t));
+}
+
+static inline float gelu1(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + GELU_COEF_A * x * x)));
+}
+
+static void gelu_neon(float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(x + i, gelu4(vld1q_f32(x + i)));
+    for (; i < n; i++)
+        x[i] = gelu1(x[i]);
+}
+
+/* Round to fp16 and back (FCVTN / FCVTL: nearest even, as fp32_to_fp16). */
+static inline float32x4_t round_f16(float32x4_t v) { return vcvt_f32_f16(vcvt_f16_f32(v)); }
+
+/* As gelu_ggml_ref: 0 for x <= -10, x for x >= 10, else the fp16-rounded
+ * GELU of the fp16-rounded input. */
+static void gelu_ggml_neon(float *x, int64_t n)
+{
+    const float32x4_t lo = vdupq_n_f32(-10.0f), hi = vdupq_n_f32(10.0f), zero = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        float32x4_t g = round_f16(gelu4(round_f16(v)));
+        g = vbslq_f32(vcleq_f32(v, lo), zero, g);
+        g = vbslq_f32(vcgeq_f32(v, hi), v, g);
+        vst1q_f32(x + i, g);
+    }
+    for (; i < n; i++) {
+        const float v = x[i];
+        if (v <= -10.0f)
+            x[i] = 0.0f;
+        else if (v >= 10.0f)
+            x[i] = v;
+        else
+            x[i] = fp16_to_fp32(fp32_to_fp16(gelu1(fp16_to_fp32(fp32_to_fp16(v)))));
+    }
+}
+
+static void vec_mul_neon(float *out, const float *a, const float *b, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(out + i, vmulq_f32(vld1q_f32(a + i), vld1q_f32(b + i)));
+    for (; i < n; i++)
+        out[i] = a[i] * b[i];
+}
+
+static void vec_add_neon(float *out, const float *a, const float *b, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(out + i, vaddq_f32(vld1q_f32(a + i), vld1q_f32(b + i)));
+    for (; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+static void vec_scale_neon(float *x, int64_t n, float s)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), s));
+    for (; i < n; i++)
+        x[i] *= s;
+}
+
+void kernels_fill_ops_neon(struct kernel_table *t)
+{
+    t->rmsnorm = rmsnorm_neon;
+    t->softmax = softmax_neon;
+    t->silu = silu_neon;
+    t->gelu = gelu_neon;
+    t->gelu_ggml = gelu_ggml_neon;
+    t->vec_mul = vec_mul_neon;
+    t->vec_add = vec_add_neon;
+    t->vec_scale = vec_scale_neon;
+}
+
+#else
+typedef int ops_neon_empty; /* ISO C wants a declaration in every file */
+#endif /* __aarch64__ */

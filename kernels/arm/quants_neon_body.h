@@ -1,0 +1,393 @@
+/*
+ * quants_neon_body.h - the quantized dot products of the aarch64 variants,
+ * written once and compiled once per variant (see neon.h).
+ *
+ * The including file defines, before including this one:
+ *   NEON_FN(name)          the variant's name for a kernel (name##_neon, ...)
+ *   DOT_SMALL(acc, a, b)   acc (int32x4) + the 16 products a[i]*b[i] of two
+ *                          int8x16, spread over the 4 lanes in any way; a's
+ *                          values must lie in -64..64 (weights of 6 bits or
+ *                          fewer), b's are any int8
+ *   DOT_WIDE(acc, a, b)    the same for any int8 a and b
+ * and this file defines the kernels plus NEON_FN(fill_int_dots), which puts
+ * them into a table.
+ *
+ * Every type has one tile function, inlined twice: as vec_dot (one weight
+ * row, one activation row) and as gemm (GEMM_ROWS rows by up to GEMM_TOKS
+ * activation rows, dispatch.h).  A tile walks the blocks in order and, per
+ * block, unpacks each weight row once and dots it with every activation
+ * row; each (row, token) sum sees the same operations in the same order in
+ * both, so gemm gives exactly the bits of vec_dot.
+ *
+ * Each block's integer sum is exact whatever the order of the products, and
+ * the float work per block is the reference's (quants.c), in its order, with
+ * no contraction (-std=c11 implies -ffp-contract=off): every dot returns the
+ * reference's bits.  Layouts of the blocks: quants.h.
+ */
+#include <arm_neon.h>
+#include <string.h>
+
+#include "../dispatch.h"
+#include "../quants.h"
+
+#ifndef INFER_ARM_NEON_HELPERS
+#define INFER_ARM_NEON_HELPERS
+
+/* fp16 -> fp32 with the scalar FCVT of ARMv8-A: exact, as fp16_to_fp32. */
+static inline float neon_h2f(ggml_half h)
+{
+    __fp16 v;
+    memcpy(&v, &h, sizeof(v));
+    return (float)v;
+}
+
+/* Bytes i of the 16-byte mask vector: 1 << (i % 8), to test bit i % 8 of a
+ * byte broadcast over 8 lanes (Q5_0 / Q5_1 fifth bits). */
+static const uint8_t neon_bit_sel[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+
+/* 0xFF in lane i where bit i of qh (lanes 0..15) resp. bit 16 + i (the
+ * second vector) is set. */
+static inline void neon_q5_bits(const uint8_t qh_bytes[4], uint8x16_t *lo, uint8x16_t *hi)
+{
+    uint32_t qh;
+    memcpy(&qh, qh_bytes, sizeof(qh)); /* little-endian, as the format */
+    const uint8x8_t b = vcreate_u8((uint64_t)qh);
+    const uint8x16_t sel = vld1q_u8(neon_bit_sel);
+    *lo = vtstq_u8(vcombine_u8(vdup_lane_u8(b, 0), vdup_lane_u8(b, 1)), sel);
+    *hi = vtstq_u8(vcombine_u8(vdup_lane_u8(b, 2), vdup_lane_u8(b, 3)), sel);
+}
+
+/* The eight 6-bit scales and mins of a Q4_K/Q5_K block (k_scale_min in
+ * quants.h), four at a time on 32-bit words: bytes 0-3 hold the low six bits
+ * of scales 0-3, bytes 4-7 those of mins 0-3, and bytes 8-11 the low four
+ * bits of scales (low nibble) and mins (high nibble) 4-7, whose top two bits
+ * are the top bits of bytes 0-3 (scales) and 4-7 (mins). */
+static inline void neon_k_scales(const uint8_t scales[12], uint8_t sc[8], uint8_t m[8])
+{
+    uint32_t w[3];
+    memcpy(w, scales, sizeof(w));
+    const uint32_t sc03 = w[0] & 0x3f3f3f3fu, m03 = w[1] & 0x3f3f3f3fu;
+    const uint32_t sc47 = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 6) & 0x03030303u) << 4;
+    const uint32_t m47 = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 6) & 0x03030303u) << 4;
+    memcpy(sc, &sc03, 4);
+    memcpy(sc + 4, &sc47, 4);
+    memcpy(m, &m03, 4);
+    memcpy(m + 4, &m47, 4);
+}
+
+/* sum_j m[j] * (sum of the 32 activations of sub-block j), from bsums;
+ * mm holds the eight mins widened to int16. */
+static inline int32_t neon_k_summ(const block_q8_K *y, int16x8_t mm)
+{
+    const int16x8_t s = vpaddq_s16(vld1q_s16(y->bsums), vld1q_s16(y->bsums + 8));
+    return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(s), vget_low_s16(mm)), s, mm));
+}
+
+/* 16 x 16 -> 32-bit products of a Q6_K block's scales and a Q8_K block's
+ * bsums, summed: sum_g sc[g] * bsums[g]; sc0/sc1 are the scales widened. */
+static inline int32_t neon_q6_corr(const block_q8_K *y, int16x8_t sc0, int16x8_t sc1)
+{
+    const int16x8_t bs0 = vld1q_s16(y->bsums), bs1 = vld1q_s16(y->bsums + 8);
+    int32x4_t c = vmull_s16(vget_low_s16(sc0), vget_low_s16(bs0));
+    c = vmlal_high_s16(c, sc0, bs0);
+    c = vmlal_s16(c, vget_low_s16(sc1), vget_low_s16(bs1));
+    c = vmlal_high_s16(c, sc1, bs1);
+    return vaddvq_s32(c);
+}
+
+#define NEON_INLINE static inline __attribute__((always_inline))
+
+#endif /* INFER_ARM_NEON_HELPERS */
+
+/* s[r * GEMM_TOKS + t] += dot(weight row r, activation row t) for r < nr,
+ * t < nt; the rows are w_row / a_row bytes apart. */
+#define TILE_ARGS                                                                                     \
+    int64_t n, const char *w, size_t w_row, const char *a, size_t a_row, float *restrict s, const int nr, \
+        const int nt
+
+/* vec_dot and gemm from a tile; the gemm's full tiles (nt == GEMM_TOKS) get
+ * constant loop bounds. */
+#define NEON_VEC_DOT_GEMM(T, DOT)                                                                          \
+    static float NEON_FN(DOT)(int64_t n, const void *w, const void *a)                                     \
+    {                                                                                                      \
+        float s[1] = {0.0f};                                                                               \
+        NEON_FN(tile_##T)(n, w, 0, a, 0, s, 1, 1);                                                        \
+        return s[0];                                                                                       \
+    }                                                                                                      \
+    static void NEON_FN(gemm_##T)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row,     \
+                                  float *y, size_t ys, int nt)                                             \
+    {                                                                                                      \
+        float s[GEMM_ROWS * GEMM_TOKS] = {0.0f};                                                           \
+        if (nt == GEMM_TOKS)                                                                               \
+            NEON_FN(tile_##T)(n, w, w_row, a, a_row, s, GEMM_ROWS, GEMM_TOKS);                             \
+        else                                                                                               \
+            NEON_FN(tile_##T)(n, w, w_row, a, a_row, s, GEMM_ROWS, nt);                                    \
+        for (int t = 0; t < nt; t++)                                                                       \
+            for (int r = 0; r < GEMM_ROWS; r++)                                                            \
+                y[(size_t)t * ys + (size_t)r] = s[r * GEMM_TOKS + t];                                      \
+    }
+
+/* ============================ Q4_0 / Q4_1 ============================ */
+
+NEON_INLINE void NEON_FN(tile_q4_0)(TILE_ARGS)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    const int8x16_t s8 = vdupq_n_s8(8);
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        for (int r = 0; r < nr; r++) {
+            const block_q4_0 *x = (const block_q4_0 *)(w + r * w_row) + b;
+            const uint8x16_t q = vld1q_u8(x->qs);
+            const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), s8);
+            const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), s8);
+            const float dx = neon_h2f(x->d);
+            for (int t = 0; t < nt; t++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + t * a_row) + b;
+                int32x4_t acc = DOT_SMALL(vdupq_n_s32(0), lo, vld1q_s8(y->qs));
+                acc = DOT_SMALL(acc, hi, vld1q_s8(y->qs + 16));
+                s[r * GEMM_TOKS + t] += (float)vaddvq_s32(acc) * dx * neon_h2f(y->d);
+            }
+        }
+    }
+}
+NEON_VEC_DOT_GEMM(q4_0, vec_dot_q4_0_q8_0)
+
+NEON_INLINE void NEON_FN(tile_q4_1)(TILE_ARGS)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    for (int64_t b = 0; b < n / QK8_1; b++) {
+        for (int r = 0; r < nr; r++) {
+            const block_q4_1 *x = (const block_q4_1 *)(w + r * w_row) + b;
+            const uint8x16_t q = vld1q_u8(x->qs);
+            const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, m4));
+            const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
+            const float dx = neon_h2f(x->d), mx = neon_h2f(x->m);
+            for (int t = 0; t < nt; t++) {
+                const block_q8_1 *y = (const block_q8_1 *)(a + t * a_row) + b;
+                int32x4_t acc = DOT_SMALL(vdupq_n_s32(0), lo, vld1q_s8(y->qs));
+                acc = DOT_SMALL(acc, hi, vld1q_s8(y->qs + 16));
+                s[r * GEMM_TOKS + t] += (dx * neon_h2f(y->d)) * (float)vaddvq_s32(acc) + mx * neon_h2f(y->s);
+            }
+        }
+    }
+}
+NEON_VEC_DOT_GEMM(q4_1, vec_dot_q4_1_q8_1)
+
+/* ============================ Q5_0 / Q5_1 ============================ */
+
+/* q - 16 = nibble - (fifth bit clear ? 16 : 0) */
+NEON_INLINE void NEON_FN(tile_q5_0)(TILE_ARGS)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), v16 = vdupq_n_u8(16);
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        for (int r = 0; r < nr; r++) {
+            const block_q5_0 *x = (const block_q5_0 *)(w + r * w_row) + b;
+            uint8x16_t set_lo, set_hi;
+            neon_q5_bits(x->qh, &set_lo, &set_hi);
+            const uint8x16_t q = vld1q_u8(x->qs);
+            const int8x16_t lo = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
+            const int8x16_t hi = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
+            const float dx = neon_h2f(x->d);
+            for (int t = 0; t < nt; t++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + t * a_row) + b;
+                int32x4_t acc = DOT_SMALL(vdupq_n_s32(0), lo, vld1q_s8(y->qs));
+                acc = DOT_SMALL(acc, hi, vld1q_s8(y->qs + 16));
+                s[r * GEMM_TOKS + t] += (dx * neon_h2f(y->d)) * (float)vaddvq_s32(acc);
+            }
+        }
+    }
+}
+NEON_VEC_DOT_GEMM(q5_0, vec_dot_q5_0_q8_0)
+
+NEON_INLINE void NEON_FN(tile_q5_1)(TILE_ARGS)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), v16 = vdupq_n_u8(16);
+    for (int64_t b = 0; b < n / QK8_1; b++) {
+        for (int r = 0; r < nr; r++) {
+            const block_q5_1 *x = (const block_q5_1 *)(w + r * w_row) + b;
+            uint8x16_t set_lo, set_hi;
+            neon_q5_bits(x->qh, &set_lo, &set_hi);
+            const uint8x16_t q = vld1q_u8(x->qs);
+            const int8x16_t lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q, m4), vandq_u8(v16, set_lo)));
+            const int8x16_t hi = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(v16, set_hi)));
+            const float dx = neon_h2f(x->d), mx = neon_h2f(x->m);
+            for (int t = 0; t < nt; t++) {
+                const block_q8_1 *y = (const block_q8_1 *)(a + t * a_row) + b;
+                int32x4_t acc = DOT_SMALL(vdupq_n_s32(0), lo, vld1q_s8(y->qs));
+                acc = DOT_SMALL(acc, hi, vld1q_s8(y->qs + 16));
+                s[r * GEMM_TOKS + t] += (dx * neon_h2f(y->d)) * (float)vaddvq_s32(acc) + mx * neon_h2f(y->s);
+            }
+        }
+    }
+}
+NEON_VEC_DOT_GEMM(q5_1, vec_dot_q5_1_q8_1)
+
+/* ================================ Q8_0 ================================ */
+
+NEON_INLINE void NEON_FN(tile_q8_0)(TILE_ARGS)
+{
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *x = (const block_q8_0 *)(w + r * w_row) + b;
+            const int8x16_t q0 = vld1q_s8(x->qs), q1 = vld1q_s8(x->qs + 16);
+            const float dx = neon_h2f(x->d);
+            for (int t = 0; t < nt; t++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + t * a_row) + b;
+                int32x4_t acc = DOT_WIDE(vdupq_n_s32(0), q0, vld1q_s8(y->qs));
+                acc = DOT_WIDE(acc, q1, vld1q_s8(y->qs + 16));
+                s[r * GEMM_TOKS + t] += (float)vaddvq_s32(acc) * (dx * neon_h2f(y->d));
+            }
+        }
+    }
+}
+NEON_VEC_DOT_GEMM(q8_0, vec_dot_q8_0_q8_0)
+
+/* ============================ Q4_K / Q5_K ============================ */
+
+/* The 256 quants of a Q4_K/Q5_K block as 16 vectors: v[4c], v[4c+1] are
+ * sub-block 2c, v[4c+2], v[4c+3] sub-block 2c+1.  Per activation row,
+ *   isum = sum_j sc[j] * (q . p over sub-block j)
+ * is kept as a vector of partial sums (vmlaq_n by the scale), reduced once,
+ * and the block adds d_x d_y isum - dmin_x d_y summ, as the reference. */
+NEON_INLINE void NEON_FN(k_block)(const int8x16_t v[16], const uint8_t sc[8], int16x8_t mins, float d, float dmin,
+                                  const block_q8_K *y, float *restrict s)
+{
+    const int32x4_t zero = vdupq_n_s32(0);
+    const int8_t *p = y->qs;
+    int32x4_t acc = zero;
+    for (int c = 0; c < 4; c++, p += 64) {
+        int32x4_t lo = DOT_SMALL(zero, v[4 * c], vld1q_s8(p));
+        lo = DOT_SMALL(lo, v[4 * c + 1], vld1q_s8(p + 16));
+        int32x4_t hi = DOT_SMALL(zero, v[4 * c + 2], vld1q_s8(p + 32));
+        hi = DOT_SMALL(hi, v[4 * c + 3], vld1q_s8(p + 48));
+        acc = vmlaq_n_s32(acc, lo, sc[2 * c]);
+        acc = vmlaq_n_s32(acc, hi, sc[2 * c + 1]);
+    }
+    const int32_t summ = neon_k_summ(y, mins);
+    *s += (d * y->d) * (float)vaddvq_s32(acc);
+    *s -= (dmin * y->d) * (float)summ;
+}
+
+NEON_INLINE void NEON_FN(tile_q4_K)(TILE_ARGS)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        for (int r = 0; r < nr; r++) {
+            const block_q4_K *x = (const block_q4_K *)(w + r * w_row) + b;
+            uint8_t sc[8], m[8];
+            neon_k_scales(x->scales, sc, m);
+            const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
+            int8x16_t v[16];
+            for (int c = 0; c < 4; c++) {
+                const uint8x16_t q0 = vld1q_u8(x->qs + 32 * c), q1 = vld1q_u8(x->qs + 32 * c + 16);
+                v[4 * c] = vreinterpretq_s8_u8(vandq_u8(q0, m4));
+                v[4 * c + 1] = vreinterpretq_s8_u8(vandq_u8(q1, m4));
+                v[4 * c + 2] = vreinterpretq_s8_u8(vshrq_n_u8(q0, 4));
+                v[4 * c + 3] = vreinterpretq_s8_u8(vshrq_n_u8(q1, 4));
+            }
+            const float d = neon_h2f(x->d), dmin = neon_h2f(x->dmin);
+            for (int t = 0; t < nt; t++)
+                NEON_FN(k_block)(v, sc, mins, d, dmin, (const block_q8_K *)(a + t * a_row) + b,
+                                 &s[r * GEMM_TOKS + t]);
+        }
+    }
+}
+NEON_VEC_DOT_GEMM(q4_K, vec_dot_q4_K_q8_K)
+
+/* The fifth bits of sub-blocks 2c and 2c+1 are bits 2c and 2c+1 of qh[l]. */
+NEON_INLINE void NEON_FN(tile_q5_K)(TILE_ARGS)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1), two = vdupq_n_u8(2);
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        for (int r = 0; r < nr; r++) {
+            const block_q5_K *x = (const block_q5_K *)(w + r * w_row) + b;
+            uint8_t sc[8], m[8];
+            neon_k_scales(x->scales, sc, m);
+            const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
+            uint8x16_t h0 = vld1q_u8(x->qh), h1 = vld1q_u8(x->qh + 16);
+            int8x16_t v[16];
+            for (int c = 0; c < 4; c++) {
+                const uint8x16_t q0 = vld1q_u8(x->qs + 32 * c), q1 = vld1q_u8(x->qs + 32 * c + 16);
+                v[4 * c] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q0, m4), vshlq_n_u8(vandq_u8(h0, one), 4)));
+                v[4 * c + 1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q1, m4), vshlq_n_u8(vandq_u8(h1, one), 4)));
+                v[4 * c + 2] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q0, 4), vshlq_n_u8(vandq_u8(h0, two), 3)));
+                v[4 * c + 3] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q1, 4), vshlq_n_u8(vandq_u8(h1, two), 3)));
+                h0 = vshrq_n_u8(h0, 2);
+                h1 = vshrq_n_u8(h1, 2);
+            }
+            const float d = neon_h2f(x->d), dmin = neon_h2f(x->dmin);
+            for (int t = 0; t < nt; t++)
+                NEON_FN(k_block)(v, sc, mins, d, dmin, (const block_q8_K *)(a + t * a_row) + b,
+                                 &s[r * GEMM_TOKS + t]);
+        }
+    }
+}
+NEON_VEC_DOT_GEMM(q5_K, vec_dot_q5_K_q8_K)
+
+/* ================================ Q6_K ================================ */
+
+/* The quants are used unsigned (0..63) and the offset of 32 comes back
+ * through the activation sums:
+ *     sum_g sc[g] sum_i (q_i - 32) p_i = sum_g sc[g] sum_i q_i p_i - 32 sum_g sc[g] bsums[g].
+ * Element 128h + 32k + l (see vec_dot_q6_K_q8_K_ref): low nibble of
+ * ql[64h + l] (k = 0) or ql[64h + 32 + l] (k = 1), high nibbles of the same
+ * for k = 2, 3; top bits 2k, 2k+1 of qh[32h + l]; scale 8h + 2k + l/16.
+ * v[8h + g] holds elements 128h + 16g .. +15, of scale sc[8h + g]. */
+NEON_INLINE void NEON_FN(tile_q6_K)(TILE_ARGS)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03), m30 = vdupq_n_u8(0x30);
+    const uint8x16_t mc = vdupq_n_u8(0x0C), mc0 = vdupq_n_u8(0xC0);
+    const int32x4_t zero = vdupq_n_s32(0);
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        for (int r = 0; r < nr; r++) {
+            const block_q6_K *x = (const block_q6_K *)(w + r * w_row) + b;
+            int8x16_t v[16];
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+                const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
+                const uint8x16_t l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
+                const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
+                int8x16_t *o = v + 8 * h;
+                o[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h0, m3), 4)));
+                o[1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(h1, m3), 4)));
+                o[2] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(h0, mc), 2)));
+                o[3] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l3, m4), vshlq_n_u8(vandq_u8(h1, mc), 2)));
+                o[4] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30)));
+                o[5] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30)));
+                o[6] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l2, 4), vshrq_n_u8(vandq_u8(h0, mc0), 2)));
+                o[7] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l3, 4), vshrq_n_u8(vandq_u8(h1, mc0), 2)));
+            }
+            const int8x16_t scv = vld1q_s8(x->scales);
+            const int16x8_t sc0 = vmovl_s8(vget_low_s8(scv)), sc1 = vmovl_high_s8(scv);
+            const int8_t *sc = x->scales;
+            const float d = neon_h2f(x->d);
+            for (int t = 0; t < nt; t++) {
+                const block_q8_K *y = (const block_q8_K *)(a + t * a_row) + b;
+                int32x4_t acc = zero;
+                for (int g = 0; g < 16; g++)
+                    acc = vmlaq_n_s32(acc, DOT_SMALL(zero, v[g], vld1q_s8(y->qs + 16 * g)), sc[g]);
+                const int32_t isum = vaddvq_s32(acc) - 32 * neon_q6_corr(y, sc0, sc1);
+                s[r * GEMM_TOKS + t] += (d * y->d) * (float)isum;
+            }
+        }
+    }
+}
+NEON_VEC_DOT_GEMM(q6_K, vec_dot_q6_K_q8_K)
+
+/* Install this variant's integer dot products and gemm tiles. */
+static void NEON_FN(fill_int_dots)(struct kernel_table *t)
+{
+#define SET(TYPE, T, DOT)                                   \
+    do {                                                    \
+        t->types[GGML_TYPE_##TYPE].vec_dot = NEON_FN(DOT);  \
+        t->types[GGML_TYPE_##TYPE].gemm = NEON_FN(gemm_##T); \
+    } while (0)
+    SET(Q4_0, q4_0, vec_dot_q4_0_q8_0);
+    SET(Q4_1, q4_1, vec_dot_q4_1_q8_1);
+    SET(Q5_0, q5_0, vec_dot_q5_0_q8_0);
+    SET(Q5_1, q5_1, vec_dot_q5_1_q8_1);
+    SET(Q8_0, q8_0, vec_dot_q8_0_q8_0);
+    SET(Q4_K, q4_K, vec_dot_q4_K_q8_K);
+    SET(Q5_K, q5_K, vec_dot_q5_K_q8_K);
+    SET(Q6_K, q6_K, vec_dot_q6_K_q8_K);
+#undef SET
+}

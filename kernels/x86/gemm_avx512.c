@@ -1,0 +1,443 @@
+/*
+ * gemm_avx512.c - the many-token matmul of the avx512 variant (gemm_many in
+ * dispatch.h): prefill with AVX-512 VNNI, for Q4_0, Q5_0, Q8_0 (x Q8_0) and
+ * Q4_K, Q5_K, Q6_K (x Q8_K).  Compiled with the avx512 variant's flags.
+ *
+ * Layout: vector lanes are tokens.  The activations of the call are
+ * transposed once into groups of LT = 16 tokens: for every block, vector k
+ * holds bytes 4k..4k+3 of each token (biased to unsigned, a + 128).  The
+ * weights of a tile of LR rows are unpacked once into signed bytes, and
+ *     vpdpbusd(acc, act[k], broadcast(4 weight bytes))
+ * adds those four products for 16 tokens at once, so a block's integer sum
+ * lands in one lane per token with no horizontal reduction.  The bias is
+ * removed exactly: acc starts at -128 * sum(w), computed when unpacking.
+ *
+ * Every lane then does the reference's float steps in its order (quants.c:
+ * (float)sumi * d_x * d_y for Q4_0, (d_x * d_y) * sumi for Q5_0/Q8_0,
+ * (d_x d_y) isum - (dmin_x d_y) summ for the K-quants, block after block),
+ * so the results are bit-identical to vec_dot, as gemm_many must be.
+ * K-quants: the sub-block sums are scaled by their 6-bit (Q6_K: 8-bit
+ * signed) scales with vpmulld, the minimums through vpmaddwd on pairs of
+ * 32-element sums of the activations (Q8_K bsums).
+ *
+ * Cost model: unpacking is O(rows * n) once per call, transposing O(tokens
+ * * n) once per call; the rest is 8 (Q8_0-like) or 64+ (K) vpdpbusd per
+ * block for LR rows x 16 tokens plus a few float ops per block and lane.
+ */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../dispatch.h"
+#include "../quants.h"
+
+#define INLINE static inline __attribute__((always_inline))
+/* Fully unroll the short constant loops of the kernels, so that their
+ * vector arrays live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
+
+#define LT 16 /* tokens per group: the lanes of a vector */
+#define LR 8  /* weight rows per tile */
+
+INLINE float h2f(ggml_half h) { return _cvtsh_ss(h); }
+
+INLINE uint16_t ld16(const void *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+INLINE uint32_t ld32(const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Sum of the 32 unsigned bytes of v. */
+INLINE int sum_u8(__m256i v)
+{
+    const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return (int)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1));
+}
+
+/* ------------------------- transposed activations ------------------------- */
+
+/* One Q8_0 block of a group of LT tokens: q[k][t] = bytes 4k..4k+3 of token
+ * t, each + 128; d[t] its scale (0 for padding tokens). */
+struct act32 {
+    uint32_t q[8][LT];
+    float d[LT];
+};
+
+/* One Q8_K super-block of a group: as act32, plus bs[k][t] = the int16 pair
+ * (sum of elements 64k..64k+31, sum of 64k+32..64k+63) of token t. */
+struct actK {
+    uint32_t q[64][LT];
+    float d[LT];
+    uint32_t bs[4][LT];
+};
+
+_Static_assert(sizeof(struct act32) % 64 == 0 && sizeof(struct actK) % 64 == 0, "vector-aligned groups");
+
+static void act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
+{
+    const int64_t ng = (n_tok + LT - 1) / LT;
+    for (int64_t g = 0; g < ng; g++) {
+        for (int t = 0; t < LT; t++) {
+            const int64_t tok = g * LT + t;
+            for (int64_t b = 0; b < nb; b++) {
+                struct act32 *ag = A + g * nb + b;
+                if (tok >= n_tok) {
+                    for (int k = 0; k < 8; k++)
+                        ag->q[k][t] = 0x80808080u;
+                    ag->d[t] = 0.0f;
+                    continue;
+                }
+                const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)tok * a_row) + b;
+                for (int k = 0; k < 8; k++)
+                    ag->q[k][t] = ld32(ab->qs + 4 * k) ^ 0x80808080u;
+                ag->d[t] = h2f(ld16(&ab->d));
+            }
+        }
+    }
+}
+
+static void actK_pack(struct actK *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
+{
+    const int64_t ng = (n_tok + LT - 1) / LT;
+    for (int64_t g = 0; g < ng; g++) {
+        for (int t = 0; t < LT; t++) {
+            const int64_t tok = g * LT + t;
+            for (int64_t b = 0; b < nb; b++) {
+                struct actK *ag = A + g * nb + b;
+                if (tok >= n_tok) {
+                    for (int k = 0; k < 64; k++)
+                        ag->q[k][t] = 0x80808080u;
+                    ag->d[t] = 0.0f;
+                    for (int k = 0; k < 4; k++)
+                        ag->bs[k][t] = 0;
+                    continue;
+                }
+                const block_q8_K *yb = (const block_q8_K *)(a + (size_t)tok * a_row) + b;
+                for (int k = 0; k < 64; k++)
+                    ag->q[k][t] = ld32(yb->qs + 4 * k) ^ 0x80808080u;
+                ag->d[t] = yb->d;
+                for (int k = 0; k < 4; k++) {
+                    const int lo = yb->bsums[4 * k] + yb->bsums[4 * k + 1];
+                    const int hi = yb->bsums[4 * k + 2] + yb->bsums[4 * k + 3];
+                    ag->bs[k][t] = (uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16;
+                }
+            }
+        }
+    }
+}
+
+/* ---------------------------- unpacked weights ---------------------------- */
+
+/* Per row and block (Q4_0, Q5_0, Q8_0): -128 * sum(w), and the scale. */
+struct meta32 {
+    int32_t corr;
+    float d;
+};
+
+/* Per row and super-block (K-quants): -128 * sum_j sc_j sum_{i in j} w_i,
+ * the sub-block scales, the minimum pairs (m_2k | m_2k+1 << 16), d, dmin. */
+struct metaK {
+    int32_t corr;
+    int32_t sc[16];
+    uint32_t mp[4];
+    float d, dmin;
+};
+
+/* The 32 weights of a Q4_0/Q5_0/Q8_0 block as signed bytes, and their sum. */
+INLINE __m256i unpack32(const int type, const uint8_t *blk, int *sum)
+{
+    if (type == GGML_TYPE_Q8_0) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        *sum = sum_u8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80))) - 128 * 32;
+        return w;
+    }
+    const __m128i qs = _mm_loadu_si128((const __m128i *)(blk + (type == GGML_TYPE_Q5_0 ? 6 : 2)));
+    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+    int off = 8;
+    if (type == GGML_TYPE_Q5_0) {
+        u = _mm256_mask_add_epi8(u, (__mmask32)ld32(blk + 2), u, _mm256_set1_epi8(16));
+        off = 16;
+    }
+    *sum = sum_u8(u) - off * 32;
+    return _mm256_sub_epi8(u, _mm256_set1_epi8((char)off));
+}
+
+INLINE size_t bbytes32(const int type)
+{
+    return type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
+                                                                               : sizeof(block_q8_0);
+}
+
+INLINE size_t kbytes(const int type)
+{
+    return type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : type == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
+                                                                               : sizeof(block_q6_K);
+}
+
+static void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t *w, struct meta32 *meta)
+{
+    const size_t bs = bbytes32(type);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + (size_t)b * bs;
+        int sum;
+        _mm256_storeu_si256((__m256i *)(w + 32 * b), unpack32(type, blk, &sum));
+        meta[b].corr = -128 * sum;
+        meta[b].d = h2f(ld16(blk));
+    }
+}
+
+static void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t *w, struct metaK *meta)
+{
+    const size_t bs = kbytes(type);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + (size_t)b * bs;
+        uint8_t *wb = w + 256 * b;
+        struct metaK *mt = meta + b;
+        int64_t c_sum = 0;
+        if (type == GGML_TYPE_Q6_K) {
+            const block_q6_K *x = (const block_q6_K *)blk;
+            const __m256i m2 = _mm256_set1_epi8(0x30);
+            for (int h = 0; h < 2; h++) {
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+                for (int j = 0; j < 4; j++) {
+                    const __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (j & 1)));
+                    const __m256i lo4 = j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+                    const __m256i hi2 = j == 0 ? _mm256_slli_epi16(qh, 4)
+                                        : j == 1 ? _mm256_slli_epi16(qh, 2)
+                                        : j == 2 ? qh
+                                                 : _mm256_srli_epi16(qh, 2);
+                    const __m256i u = _mm256_or_si256(lo4, _mm256_and_si256(hi2, m2)); /* q + 32 */
+                    _mm256_storeu_si256((__m256i *)(wb + 128 * h + 32 * j),
+                                        _mm256_sub_epi8(u, _mm256_set1_epi8(32)));
+                    /* sums of the two 16-element sub-blocks 8h + 2j, 8h + 2j + 1 */
+                    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+                    const int s0 = _mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 2) - 32 * 16;
+                    const int s1 = _mm256_extract_epi32(s, 4) + _mm256_extract_epi32(s, 6) - 32 * 16;
+                    const int j0 = 8 * h + 2 * j;
+                    c_sum += (int64_t)x->scales[j0] * s0 + (int64_t)x->scales[j0 + 1] * s1;
+                }
+            }
+            for (int j = 0; j < 16; j++)
+                mt->sc[j] = x->scales[j];
+            mt->d = h2f(ld16(&x->d));
+            mt->dmin = 0.0f;
+            memset(mt->mp, 0, sizeof(mt->mp));
+        } else {
+            uint8_t sc[8], m[8];
+            const uint8_t *scales = blk + 4;
+            for (int j = 0; j < 8; j++)
+                k_scale_min(j, scales, &sc[j], &m[j]);
+            const uint8_t *qs = type == GGML_TYPE_Q4_K ? ((const block_q4_K *)blk)->qs : ((const block_q5_K *)blk)->qs;
+            __m256i qh = _mm256_setzero_si256();
+            if (type == GGML_TYPE_Q5_K)
+                qh = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)blk)->qh);
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (type == GGML_TYPE_Q5_K) {
+                    const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+                    lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qh, b0), lo, _mm256_set1_epi8(16));
+                    hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, b1), hi, _mm256_set1_epi8(16));
+                }
+                _mm256_storeu_si256((__m256i *)(wb + 64 * c), lo);
+                _mm256_storeu_si256((__m256i *)(wb + 64 * c + 32), hi);
+                c_sum += (int64_t)sc[2 * c] * sum_u8(lo) + (int64_t)sc[2 * c + 1] * sum_u8(hi);
+            }
+            for (int j = 0; j < 8; j++)
+                mt->sc[j] = sc[j];
+            for (int k = 0; k < 4; k++)
+                mt->mp[k] = (uint32_t)m[2 * k] | (uint32_t)m[2 * k + 1] << 16;
+            mt->d = h2f(ld16(blk));
+            mt->dmin = h2f(ld16(blk + 2));
+        }
+        mt->corr = (int32_t)(-128 * c_sum);
+    }
+}
+
+/* ------------------------------ the kernels ------------------------------ */
+
+/* LT lanes -> y[t * ys] for the first nt tokens. */
+INLINE void store_lanes(float *y, size_t ys, __m512 v, int nt)
+{
+    float tmp[LT];
+    _mm512_storeu_ps(tmp, v);
+    for (int t = 0; t < nt; t++)
+        y[(size_t)t * ys] = tmp[t];
+}
+
+/* LR unpacked rows (w: row r at r * n bytes; meta: row r at r * nb) against
+ * all token groups; rows >= nr are not stored. */
+INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta32 *meta, const struct act32 *A,
+                  int64_t n_tok, int nr, float *y, size_t ys)
+{
+    const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
+    for (int64_t g = 0; g < ng; g++) {
+        __m512 facc[LR];
+        UNROLL
+        for (int r = 0; r < LR; r++)
+            facc[r] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const struct act32 *ag = A + g * nb + b;
+            __m512i av[8];
+            UNROLL
+            for (int k = 0; k < 8; k++)
+                av[k] = _mm512_load_si512((const void *)ag->q[k]);
+            const __m512 dy = _mm512_load_ps(ag->d);
+            UNROLL
+            for (int r = 0; r < LR; r++) {
+                const struct meta32 *mt = meta + (size_t)r * (size_t)nb + b;
+                const uint32_t *wr = (const uint32_t *)(w + (size_t)r * (size_t)n + 32 * b);
+                __m512i acc = _mm512_set1_epi32(mt->corr);
+                UNROLL
+                for (int k = 0; k < 8; k++)
+                    acc = _mm512_dpbusd_epi32(acc, av[k], _mm512_set1_epi32((int)wr[k]));
+                const __m512 f = _mm512_cvtepi32_ps(acc), dx = _mm512_set1_ps(mt->d);
+                if (type == GGML_TYPE_Q4_0)
+                    facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(f, dx), dy));
+                else
+                    facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(dx, dy), f));
+            }
+        }
+        const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
+        for (int r = 0; r < nr; r++)
+            store_lanes(y + (size_t)(g * LT) * ys + (size_t)r, ys, facc[r], nt);
+    }
+}
+
+INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK *meta, const struct actK *A,
+                 int64_t n_tok, int nr, float *y, size_t ys)
+{
+    const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
+    const int n_sub = type == GGML_TYPE_Q6_K ? 16 : 8, per_sub = 64 / n_sub; /* dwords per sub-block */
+    for (int64_t g = 0; g < ng; g++) {
+        __m512 facc[LR];
+        UNROLL
+        for (int r = 0; r < LR; r++)
+            facc[r] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const struct actK *ag = A + g * nb + b;
+            __m512i isum[LR];
+            UNROLL
+            for (int r = 0; r < LR; r++)
+                isum[r] = _mm512_set1_epi32(meta[(size_t)r * (size_t)nb + b].corr);
+            for (int j = 0; j < n_sub; j++) {
+                __m512i av[8];
+                UNROLL
+                for (int k = 0; k < per_sub; k++)
+                    av[k] = _mm512_load_si512((const void *)ag->q[per_sub * j + k]);
+                UNROLL
+                for (int r = 0; r < LR; r++) {
+                    const uint32_t *wr = (const uint32_t *)(w + (size_t)r * (size_t)n + 256 * b) + per_sub * j;
+                    __m512i acc = _mm512_setzero_si512();
+                    UNROLL
+                    for (int k = 0; k < per_sub; k++)
+                        acc = _mm512_dpbusd_epi32(acc, av[k], _mm512_set1_epi32((int)wr[k]));
+                    const int32_t sc = meta[(size_t)r * (size_t)nb + b].sc[j];
+                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc, _mm512_set1_epi32(sc)));
+                }
+            }
+            const __m512 dy = _mm512_load_ps(ag->d);
+            UNROLL
+            for (int r = 0; r < LR; r++) {
+                const struct metaK *mt = meta + (size_t)r * (size_t)nb + b;
+                facc[r] = _mm512_add_ps(facc[r],
+                                        _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->d), dy), _mm512_cvtepi32_ps(isum[r])));
+                if (type != GGML_TYPE_Q6_K) {
+                    __m512i summ = _mm512_setzero_si512();
+                    UNROLL
+                    for (int k = 0; k < 4; k++)
+                        summ = _mm512_add_epi32(summ, _mm512_madd_epi16(_mm512_load_si512((const void *)ag->bs[k]),
+                                                                        _mm512_set1_epi32((int)mt->mp[k])));
+                    facc[r] = _mm512_sub_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->dmin), dy),
+                                                                   _mm512_cvtepi32_ps(summ)));
+                }
+            }
+        }
+        const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
+        for (int r = 0; r < nr; r++)
+            store_lanes(y + (size_t)(g * LT) * ys + (size_t)r, ys, facc[r], nt);
+    }
+}
+
+/* Round up to a multiple of 64 bytes. */
+static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
+                size_t a_row, int64_t n_tok, float *y, size_t ys)
+{
+    const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K;
+    const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
+    const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
+    const size_t w_bytes = up64((size_t)LR * (size_t)n);
+    const size_t meta_bytes = up64((size_t)(LR * nb) * (k ? sizeof(struct metaK) : sizeof(struct meta32)));
+    uint8_t *scratch = aligned_alloc(64, act_bytes + w_bytes + meta_bytes);
+    if (!scratch)
+        return -1;
+    void *act = scratch, *meta = scratch + act_bytes + w_bytes;
+    uint8_t *w = scratch + act_bytes;
+    const uint8_t *wb = wv;
+    if (k)
+        actK_pack(act, av, a_row, n_tok, nb);
+    else
+        act32_pack(act, av, a_row, n_tok, nb);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += LR) {
+        const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+        for (int r = 0; r < LR; r++) {
+            uint8_t *wr = w + (size_t)r * (size_t)n;
+            if (r >= nr) { /* padding rows: zero weights, scales and corrections */
+                memset(wr, 0, (size_t)n);
+                memset((char *)meta + (size_t)(r * nb) * (k ? sizeof(struct metaK) : sizeof(struct meta32)), 0,
+                       (size_t)nb * (k ? sizeof(struct metaK) : sizeof(struct meta32)));
+                continue;
+            }
+            const uint8_t *row = wb + (size_t)(r0 + r) * w_row;
+            if (k)
+                unpack_rowK(type, row, nb, wr, (struct metaK *)meta + r * nb);
+            else
+                unpack_row32(type, row, nb, wr, (struct meta32 *)meta + r * nb);
+        }
+        if (k)
+            runK(type, n, w, meta, act, n_tok, nr, y + r0, ys);
+        else
+            run32(type, n, w, meta, act, n_tok, nr, y + r0, ys);
+    }
+    free(scratch);
+    return 0;
+}
+
+#define DEFINE_MANY(NAME, TYPE)                                                                               \
+    static int NAME(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,       \
+                    int64_t n_tok, float *y, size_t ys)                                                       \
+    {                                                                                                         \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys);                                       \
+    }
+
+DEFINE_MANY(many_q4_0, GGML_TYPE_Q4_0)
+DEFINE_MANY(many_q5_0, GGML_TYPE_Q5_0)
+DEFINE_MANY(many_q8_0, GGML_TYPE_Q8_0)
+DEFINE_MANY(many_q4_K, GGML_TYPE_Q4_K)
+DEFINE_MANY(many_q5_K, GGML_TYPE_Q5_K)
+DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K)
+
+/* Measured (contrib/bench): with 16 lanes, gemm_many overtakes the gemm
+ * tiles from about 10 tokens. */
+void kernels_fill_gemm_avx512(struct kernel_table *t)
+{
+    t->many_min_tok = 10;
+    t->types[GGML_TYPE_Q4_0].gemm_many = many_q4_0;
+    t->types[GGML_TYPE_Q5_0].gemm_many = many_q5_0;
+    t->types[GGML_TYPE_Q8_0].gemm_many = many_q8_0;
+    t->types[GGML_TYPE_Q4_K].gemm_many = many_q4_K;
+    t->types[GGML_TYPE_Q5_K].gemm_many = many_q5_K;
+    t->types[GGML_TYPE_Q6_K].gemm_many = many_q6_K;
+}

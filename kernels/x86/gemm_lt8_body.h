@@ -1,0 +1,452 @@
+/*
+ * gemm_lt8_body.h - the many-token matmul (gemm_many, dispatch.h) in 256-bit
+ * vectors, included by gemm_avx2.c (GEMM_VNNI 0: vpmaddubsw) and
+ * gemm_avxvnni.c (GEMM_VNNI 1: AVX-VNNI vpdpbusd), each compiled with its
+ * variant's flags.  The 512-bit version is gemm_avx512.c; the layout is the
+ * same with LT = 8 tokens per vector:
+ *
+ *   activations, transposed once per call: for each block of a group of 8
+ *     tokens, vector k holds bytes 4k..4k+3 of each token (signed, as
+ *     quantized), plus each token's scale and the sums the corrections need;
+ *   weights, unpacked once per tile of LR rows into unsigned bytes u (the
+ *     quant as stored, or w + 128 for Q8_0) with per-block metadata;
+ *   the unsigned weights are broadcast four bytes at a time and multiplied
+ *     by the activation vectors, so each token's block sum lands in its own
+ *     lane: no horizontal sums.  The offset of u is removed exactly with the
+ *     activation sums (Q4_0: sumi = sum u a - 8 sum a; Q6_K: - 32 sum_j sc_j
+ *     bsum_j).
+ *
+ * vpmaddubsw adds pairs into int16 without overflow while 2 * 127 * u_max
+ * times the number of groups summed stays below 2^15: 8 groups for 4-bit
+ * quants, 4 for 5-bit, 2 for 6-bit.  Q8_0 (u up to 255) needs vpdpbusd, so
+ * without VNNI it keeps the gemm tile path.
+ *
+ * Every lane does the reference's float steps in its order, so the results
+ * are vec_dot's bits (as gemm_many must give).
+ */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../dispatch.h"
+#include "../quants.h"
+
+#ifndef GEMM_VNNI
+#error "define GEMM_VNNI (0: AVX2 maddubs, 1: AVX-VNNI) before including gemm_lt8_body.h"
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+#define LT 8 /* tokens per group: the lanes of a vector */
+#define LR 4 /* weight rows per tile (16 vector registers) */
+
+INLINE float h2f(ggml_half h) { return _cvtsh_ss(h); }
+
+INLINE uint16_t ld16(const void *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+INLINE uint32_t ld32(const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Sum of the 32 unsigned bytes of v. */
+INLINE int sum_u8(__m256i v)
+{
+    const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return (int)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1));
+}
+
+/* ------------------------- transposed activations ------------------------- */
+
+struct act32 {
+    uint32_t q[8][LT];
+    int32_t corr[LT]; /* -K * sum of the token's block (K: the weights' offset) */
+    float d[LT];
+};
+
+struct actK {
+    uint32_t q[64][LT];
+    uint32_t bsp[8][LT]; /* int16 pairs (bsums[2k], bsums[2k+1]) */
+    float d[LT];
+};
+
+/* Sum of the 32 signed activation bytes of a Q8_0 block. */
+INLINE int sum_s8(const int8_t *q)
+{
+    const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)q), _mm256_set1_epi8((char)0x80));
+    return sum_u8(v) - 128 * 32;
+}
+
+static void act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb, int koff)
+{
+    const int64_t ng = (n_tok + LT - 1) / LT;
+    for (int64_t g = 0; g < ng; g++) {
+        for (int t = 0; t < LT; t++) {
+            const int64_t tok = g * LT + t;
+            for (int64_t b = 0; b < nb; b++) {
+                struct act32 *ag = A + g * nb + b;
+                if (tok >= n_tok) {
+                    for (int k = 0; k < 8; k++)
+                        ag->q[k][t] = 0;
+                    ag->corr[t] = 0;
+                    ag->d[t] = 0.0f;
+                    continue;
+                }
+                const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)tok * a_row) + b;
+                for (int k = 0; k < 8; k++)
+                    ag->q[k][t] = ld32(ab->qs + 4 * k);
+                ag->corr[t] = -koff * sum_s8(ab->qs);
+                ag->d[t] = h2f(ld16(&ab->d));
+            }
+        }
+    }
+}
+
+static void actK_pack(struct actK *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
+{
+    const int64_t ng = (n_tok + LT - 1) / LT;
+    for (int64_t g = 0; g < ng; g++) {
+        for (int t = 0; t < LT; t++) {
+            const int64_t tok = g * LT + t;
+            for (int64_t b = 0; b < nb; b++) {
+                struct actK *ag = A + g * nb + b;
+                if (tok >= n_tok) {
+                    for (int k = 0; k < 64; k++)
+                        ag->q[k][t] = 0;
+                    for (int k = 0; k < 8; k++)
+                        ag->bsp[k][t] = 0;
+                    ag->d[t] = 0.0f;
+                    continue;
+                }
+                const block_q8_K *yb = (const block_q8_K *)(a + (size_t)tok * a_row) + b;
+                for (int k = 0; k < 64; k++)
+                    ag->q[k][t] = ld32(yb->qs + 4 * k);
+                for (int k = 0; k < 8; k++)
+                    ag->bsp[k][t] = (uint32_t)(uint16_t)yb->bsums[2 * k] | (uint32_t)(uint16_t)yb->bsums[2 * k + 1] << 16;
+                ag->d[t] = yb->d;
+            }
+        }
+    }
+}
+
+/* ---------------------------- unpacked weights ---------------------------- */
+
+struct meta32 {
+    float d;
+};
+
+/* Per row and super-block: scales, the int16 pairs multiplying the bsum
+ * pairs (Q4_K/Q5_K: (m_j, m_j), the minimum of sub-block j; Q6_K:
+ * (sc_2k, sc_2k+1)), d and dmin. */
+struct metaK {
+    int32_t sc[16];
+    uint32_t mp[8];
+    float d, dmin;
+};
+
+/* The weights of a Q4_0 / Q5_0 / Q8_0 block as unsigned bytes u = w + K. */
+INLINE __m256i unpack32(const int type, const uint8_t *blk)
+{
+    if (type == GGML_TYPE_Q8_0)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+    const __m128i qs = _mm_loadu_si128((const __m128i *)(blk + (type == GGML_TYPE_Q5_0 ? 6 : 2)));
+    const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+    if (type == GGML_TYPE_Q4_0)
+        return u;
+    /* Q5_0: bit j of qh is the fifth bit of element j */
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                          3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)ld32(blk + 2)), shuf);
+    h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bits), bits);
+    return _mm256_or_si256(u, _mm256_and_si256(h, _mm256_set1_epi8(16)));
+}
+
+INLINE int koff32(const int type) { return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : 128; }
+
+INLINE size_t bbytes32(const int type)
+{
+    return type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
+                                                                               : sizeof(block_q8_0);
+}
+
+INLINE size_t kbytes(const int type)
+{
+    return type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : type == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
+                                                                               : sizeof(block_q6_K);
+}
+
+INLINE void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t *w, struct meta32 *meta)
+{
+    const size_t bs = bbytes32(type);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + (size_t)b * bs;
+        _mm256_storeu_si256((__m256i *)(w + 32 * b), unpack32(type, blk));
+        meta[b].d = h2f(ld16(blk));
+    }
+}
+
+INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t *w, struct metaK *meta)
+{
+    const size_t bs = kbytes(type);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + (size_t)b * bs;
+        uint8_t *wb = w + 256 * b;
+        struct metaK *mt = meta + b;
+        if (type == GGML_TYPE_Q6_K) {
+            const block_q6_K *x = (const block_q6_K *)blk;
+            const __m256i m2 = _mm256_set1_epi8(0x30);
+            for (int h = 0; h < 2; h++) {
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+                for (int j = 0; j < 4; j++) {
+                    const __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (j & 1)));
+                    const __m256i lo4 = j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+                    const __m256i hi2 = j == 0 ? _mm256_slli_epi16(qh, 4)
+                                        : j == 1 ? _mm256_slli_epi16(qh, 2)
+                                        : j == 2 ? qh
+                                                 : _mm256_srli_epi16(qh, 2);
+                    _mm256_storeu_si256((__m256i *)(wb + 128 * h + 32 * j),
+                                        _mm256_or_si256(lo4, _mm256_and_si256(hi2, m2))); /* q + 32 */
+                }
+            }
+            for (int j = 0; j < 16; j++)
+                mt->sc[j] = x->scales[j];
+            for (int k = 0; k < 8; k++)
+                mt->mp[k] = (uint32_t)(uint16_t)x->scales[2 * k] | (uint32_t)(uint16_t)x->scales[2 * k + 1] << 16;
+            mt->d = h2f(ld16(&x->d));
+            mt->dmin = 0.0f;
+            continue;
+        }
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; j++)
+            k_scale_min(j, blk + 4, &sc[j], &m[j]);
+        const uint8_t *qs = type == GGML_TYPE_Q4_K ? ((const block_q4_K *)blk)->qs : ((const block_q5_K *)blk)->qs;
+        __m256i qh = _mm256_setzero_si256();
+        if (type == GGML_TYPE_Q5_K)
+            qh = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)blk)->qh);
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (type == GGML_TYPE_Q5_K) {
+                const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+                const __m256i h16 = _mm256_set1_epi8(16);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), h16));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), h16));
+            }
+            _mm256_storeu_si256((__m256i *)(wb + 64 * c), lo);
+            _mm256_storeu_si256((__m256i *)(wb + 64 * c + 32), hi);
+        }
+        for (int j = 0; j < 8; j++) {
+            mt->sc[j] = sc[j];
+            mt->mp[j] = (uint32_t)m[j] | (uint32_t)m[j] << 16;
+        }
+        mt->d = h2f(ld16(blk));
+        mt->dmin = h2f(ld16(blk + 2));
+    }
+}
+
+/* ------------------------------ the kernels ------------------------------ */
+
+INLINE void store_lanes(float *y, size_t ys, __m256 v, int nt)
+{
+    float tmp[LT];
+    _mm256_storeu_ps(tmp, v);
+    for (int t = 0; t < nt; t++)
+        y[(size_t)t * ys] = tmp[t];
+}
+
+INLINE __m256i bcast(const uint32_t *p) { return _mm256_set1_epi32((int)*p); }
+INLINE __m256i ldq(const uint32_t *p) { return _mm256_load_si256((const __m256i *)p); }
+
+/* m * sum_i u_i a_i over groups [k0, k0 + nk) of four bytes of one row (u at
+ * wr, broadcast) and the group's tokens (q), exactly; m is an int16 factor
+ * (1, or a K-quant sub-block scale). */
+INLINE __m256i dot_groups(const int ubits, const uint32_t *wr, uint32_t (*q)[LT], int k0, int nk, int m)
+{
+#if GEMM_VNNI
+    (void)ubits;
+    __m256i acc = _mm256_setzero_si256();
+    UNROLL
+    for (int k = k0; k < k0 + nk; k++)
+        acc = _mm256_dpbusd_avx_epi32(acc, bcast(wr + k), ldq(q[k]));
+    return m == 1 ? acc : _mm256_mullo_epi32(acc, _mm256_set1_epi32(m));
+#else
+    /* int16 partial sums of at most `per` groups, widened by vpmaddwd with m */
+    const int per = ubits <= 4 ? 8 : ubits == 5 ? 4 : 2;
+    __m256i acc = _mm256_setzero_si256();
+    UNROLL
+    for (int k = k0; k < k0 + nk; k += per) {
+        __m256i s16 = _mm256_maddubs_epi16(bcast(wr + k), ldq(q[k]));
+        UNROLL
+        for (int i = 1; i < per; i++)
+            if (k + i < k0 + nk)
+                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(bcast(wr + k + i), ldq(q[k + i])));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s16, _mm256_set1_epi16((short)m)));
+    }
+    return acc;
+#endif
+}
+
+INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta32 *meta, struct act32 *A,
+                  int64_t n_tok, int nr, float *y, size_t ys)
+{
+    const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
+    const int ubits = type == GGML_TYPE_Q4_0 ? 4 : type == GGML_TYPE_Q5_0 ? 5 : 8;
+    for (int64_t g = 0; g < ng; g++) {
+        __m256 facc[LR];
+        UNROLL
+        for (int r = 0; r < LR; r++)
+            facc[r] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            struct act32 *ag = A + g * nb + b;
+            const __m256 dy = _mm256_load_ps(ag->d);
+            const __m256i corr = _mm256_load_si256((const __m256i *)ag->corr);
+            UNROLL
+            for (int r = 0; r < LR; r++) {
+                const uint32_t *wr = (const uint32_t *)(w + (size_t)r * (size_t)n + 32 * b);
+                const __m256i acc = _mm256_add_epi32(dot_groups(ubits, wr, ag->q, 0, 8, 1), corr);
+                const __m256 f = _mm256_cvtepi32_ps(acc), dx = _mm256_set1_ps(meta[(size_t)r * (size_t)nb + b].d);
+                if (type == GGML_TYPE_Q4_0)
+                    facc[r] = _mm256_add_ps(facc[r], _mm256_mul_ps(_mm256_mul_ps(f, dx), dy));
+                else
+                    facc[r] = _mm256_add_ps(facc[r], _mm256_mul_ps(_mm256_mul_ps(dx, dy), f));
+            }
+        }
+        const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
+        for (int r = 0; r < nr; r++)
+            store_lanes(y + (size_t)(g * LT) * ys + (size_t)r, ys, facc[r], nt);
+    }
+}
+
+INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK *meta, struct actK *A,
+                 int64_t n_tok, int nr, float *y, size_t ys)
+{
+    const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
+    const int n_sub = type == GGML_TYPE_Q6_K ? 16 : 8, per_sub = 64 / n_sub;
+    const int ubits = type == GGML_TYPE_Q4_K ? 4 : type == GGML_TYPE_Q5_K ? 5 : 6;
+    for (int64_t g = 0; g < ng; g++) {
+        __m256 facc[LR];
+        UNROLL
+        for (int r = 0; r < LR; r++)
+            facc[r] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            struct actK *ag = A + g * nb + b;
+            __m256i isum[LR];
+            UNROLL
+            for (int r = 0; r < LR; r++)
+                isum[r] = _mm256_setzero_si256();
+            for (int j = 0; j < n_sub; j++) {
+                UNROLL
+                for (int r = 0; r < LR; r++) {
+                    const uint32_t *wr = (const uint32_t *)(w + (size_t)r * (size_t)n + 256 * b);
+                    const int32_t sc = meta[(size_t)r * (size_t)nb + b].sc[j];
+                    isum[r] = _mm256_add_epi32(isum[r], dot_groups(ubits, wr, ag->q, per_sub * j, per_sub, sc));
+                }
+            }
+            const __m256 dy = _mm256_load_ps(ag->d);
+            UNROLL
+            for (int r = 0; r < LR; r++) {
+                const struct metaK *mt = meta + (size_t)r * (size_t)nb + b;
+                /* sum_j mp_j . (bsum pair j): the minimums (Q4_K/Q5_K) or
+                 * the scales times the offset 32 (Q6_K) */
+                __m256i bs = _mm256_setzero_si256();
+                UNROLL
+                for (int k = 0; k < 8; k++)
+                    bs = _mm256_add_epi32(bs, _mm256_madd_epi16(ldq(ag->bsp[k]), bcast(&mt->mp[k])));
+                if (type == GGML_TYPE_Q6_K)
+                    isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(bs, 5));
+                facc[r] = _mm256_add_ps(facc[r],
+                                        _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(mt->d), dy), _mm256_cvtepi32_ps(isum[r])));
+                if (type != GGML_TYPE_Q6_K)
+                    facc[r] = _mm256_sub_ps(facc[r], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(mt->dmin), dy),
+                                                                   _mm256_cvtepi32_ps(bs)));
+            }
+        }
+        const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
+        for (int r = 0; r < nr; r++)
+            store_lanes(y + (size_t)(g * LT) * ys + (size_t)r, ys, facc[r], nt);
+    }
+}
+
+static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
+                size_t a_row, int64_t n_tok, float *y, size_t ys)
+{
+    const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K;
+    const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
+    const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
+    const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
+    const size_t w_bytes = up64((size_t)LR * (size_t)n), meta_bytes = up64((size_t)(LR * nb) * msz);
+    uint8_t *scratch = aligned_alloc(64, act_bytes + w_bytes + meta_bytes);
+    if (!scratch)
+        return -1;
+    void *act = scratch, *meta = scratch + act_bytes + w_bytes;
+    uint8_t *w = scratch + act_bytes;
+    const uint8_t *wb = wv;
+    if (k)
+        actK_pack(act, av, a_row, n_tok, nb);
+    else
+        act32_pack(act, av, a_row, n_tok, nb, koff32(type));
+    for (int64_t r0 = 0; r0 < n_rows; r0 += LR) {
+        const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+        for (int r = 0; r < LR; r++) {
+            uint8_t *wr = w + (size_t)r * (size_t)n;
+            if (r >= nr) { /* padding rows: zero weights and scales */
+                memset(wr, 0, (size_t)n);
+                memset((char *)meta + (size_t)(r * nb) * msz, 0, (size_t)nb * msz);
+                continue;
+            }
+            const uint8_t *row = wb + (size_t)(r0 + r) * w_row;
+            if (k)
+                unpack_rowK(type, row, nb, wr, (struct metaK *)meta + r * nb);
+            else
+                unpack_row32(type, row, nb, wr, (struct meta32 *)meta + r * nb);
+        }
+        if (k)
+            runK(type, n, w, meta, act, n_tok, nr, y + r0, ys);
+        else
+            run32(type, n, w, meta, act, n_tok, nr, y + r0, ys);
+    }
+    free(scratch);
+    return 0;
+}
+
+#define DEFINE_MANY(NAME, TYPE)                                                                               \
+    static int NAME(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,       \
+                    int64_t n_tok, float *y, size_t ys)                                                       \
+    {                                                                                                         \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys);                                       \
+    }
+
+DEFINE_MANY(many_q4_0, GGML_TYPE_Q4_0)
+DEFINE_MANY(many_q5_0, GGML_TYPE_Q5_0)
+#if GEMM_VNNI
+DEFINE_MANY(many_q8_0, GGML_TYPE_Q8_0)
+#endif
+DEFINE_MANY(many_q4_K, GGML_TYPE_Q4_K)
+DEFINE_MANY(many_q5_K, GGML_TYPE_Q5_K)
+DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K)
+
+/* Install this file's gemm_many kernels. */
+static void fill_many(struct kernel_table *t)
+{
+    t->types[GGML_TYPE_Q4_0].gemm_many = many_q4_0;
+    t->types[GGML_TYPE_Q5_0].gemm_many = many_q5_0;
+#if GEMM_VNNI
+    t->types[GGML_TYPE_Q8_0].gemm_many = many_q8_0;
+#endif
+    t->types[GGML_TYPE_Q4_K].gemm_many = many_q4_K;
+    t->types[GGML_TYPE_Q5_K].gemm_many = many_q5_K;
+    t->types[GGML_TYPE_Q6_K].gemm_many = many_q6_K;
+}

@@ -1,0 +1,302 @@
+/*
+ * ops_avx2.c - the f32 ops of ops.h in AVX2 + FMA + F16C, with exp and tanh
+ * from sleef (the "avx2" variant; compiled with -mavx2 -mfma -mf16c
+ * -ffp-contract=off).
+ *
+ * Each op keeps the reference's arithmetic (ops.c) wherever that costs
+ * nothing: rmsnorm and softmax still sum in double and scale as the
+ * reference does, RoPE takes the reference's angles and rotates with
+ * separate multiplies and adds (the same bits), vec ops are exact.  What
+ * differs is exp and tanh: sleef's u10 versions are within 1 ulp, like
+ * glibc's, but not always the same ulp, so softmax, SiLU and GELU agree with
+ * the reference to a few ulp (tests/test-kernels-simd.c).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <sleef.h>
+#include <string.h>
+
+#include "../dispatch.h"
+#include "../ops.h"
+#include "../types.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* The last m < 8 elements of a row through a zero- (or `pad`-) filled
+ * buffer, so that tails take the same vector path. */
+INLINE __m256 load_tail(const float *x, int64_t m, float pad)
+{
+    float tmp[8];
+    for (int i = 0; i < 8; i++)
+        tmp[i] = i < m ? x[i] : pad;
+    return _mm256_loadu_ps(tmp);
+}
+
+INLINE void store_tail(float *x, __m256 v, int64_t m)
+{
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    memcpy(x, tmp, (size_t)m * sizeof(float));
+}
+
+/* Sum of float products in double: four lanes of double per half. */
+INLINE __m256d acc_pd(__m256d acc, __m256 p)
+{
+    acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+    return _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+}
+
+INLINE double hsum_pd(__m256d v)
+{
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+    return _mm_cvtsd_f64(s);
+}
+
+static void rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+    if (n <= 0)
+        return;
+    __m256d acc = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        acc = acc_pd(acc, _mm256_mul_ps(v, v));
+    }
+    double sum = hsum_pd(acc);
+    for (; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    const __m256 s = _mm256_set1_ps(scale);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), s);
+        if (w)
+            v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
+        _mm256_storeu_ps(out + i, v);
+    }
+    for (; i < n; i++)
+        out[i] = w ? x[i] * scale * w[i] : x[i] * scale;
+}
+
+static void softmax_avx2(float *x, int64_t n)
+{
+    if (n <= 0)
+        return;
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+    float max = -INFINITY;
+    {
+        float t[8];
+        _mm256_storeu_ps(t, mv);
+        for (int k = 0; k < 8; k++)
+            max = fmaxf(max, t[k]);
+        for (int64_t j = i; j < n; j++)
+            max = fmaxf(max, x[j]);
+    }
+    const __m256 m = _mm256_set1_ps(max);
+    __m256d acc = _mm256_setzero_pd();
+    for (i = 0; i < n; i += 8) {
+        const int64_t r = n - i < 8 ? n - i : 8;
+        const __m256 v = r == 8 ? _mm256_loadu_ps(x + i) : load_tail(x + i, r, -INFINITY);
+        const __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(v, m));
+        acc = acc_pd(acc, e); /* exp(-inf) = 0 in the padding */
+        if (r == 8)
+            _mm256_storeu_ps(x + i, e);
+        else
+            store_tail(x + i, e, r);
+    }
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / hsum_pd(acc)));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (; i < n; i++)
+        x[i] *= _mm256_cvtss_f32(inv);
+}
+
+/* Apply f to x in chunks of 8, the tail through a padded buffer. */
+#define MAP8(x, n, f)                                                                                         \
+    do {                                                                                                      \
+        for (int64_t i_ = 0; i_ < (n); i_ += 8) {                                                             \
+            const int64_t r_ = (n) - i_ < 8 ? (n) - i_ : 8;                                                   \
+            const __m256 v_ = r_ == 8 ? _mm256_loadu_ps((x) + i_) : load_tail((x) + i_, r_, 0.0f);            \
+            const __m256 o_ = f(v_);                                                                          \
+            if (r_ == 8)                                                                                      \
+                _mm256_storeu_ps((x) + i_, o_);                                                               \
+            else                                                                                              \
+                store_tail((x) + i_, o_, r_);                                                                 \
+        }                                                                                                     \
+    } while (0)
+
+/* x / (1 + exp(-x)) */
+INLINE __m256 silu8(__m256 x)
+{
+    const __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))), associated as gelu_f32 in ops.c */
+INLINE __m256 gelu8(__m256 x)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 inner = _mm256_add_ps(one, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), x));
+    const __m256 arg = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535587989211986876f), x), inner);
+    const __m256 t = Sleef_tanhf8_u10avx2(arg);
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(one, t));
+}
+
+INLINE __m256 round_f16(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+
+/* ggml's fp16 GELU (see gelu_ggml_ref): 0 below -10, x above 10, otherwise
+ * the formula on the fp16-rounded input, rounded to fp16. */
+INLINE __m256 gelu_ggml8(__m256 x)
+{
+    const __m256 g = round_f16(gelu8(round_f16(x)));
+    const __m256 lo = _mm256_cmp_ps(x, _mm256_set1_ps(-10.0f), _CMP_LE_OQ);
+    const __m256 hi = _mm256_cmp_ps(x, _mm256_set1_ps(10.0f), _CMP_GE_OQ);
+    return _mm256_blendv_ps(_mm256_andnot_ps(lo, g), x, hi);
+}
+
+static void silu_avx2(float *x, int64_t n) { MAP8(x, n, silu8); }
+static void gelu_avx2(float *x, int64_t n) { MAP8(x, n, gelu8); }
+static void gelu_ggml_avx2(float *x, int64_t n) { MAP8(x, n, gelu_ggml8); }
+
+static void vec_mul_avx2(float *out, const float *a, const float *b, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    for (; i < n; i++)
+        out[i] = a[i] * b[i];
+}
+
+static void vec_add_avx2(float *out, const float *a, const float *b, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    for (; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+static void vec_scale_avx2(float *x, int64_t n, float s)
+{
+    const __m256 sv = _mm256_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
+    for (; i < n; i++)
+        x[i] *= s;
+}
+
+/* Products in float, sum in double, as the reference. */
+static float vec_dot_f32_avx2(const float *a, const float *b, int64_t n)
+{
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = acc_pd(acc0, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+        acc1 = acc_pd(acc1, _mm256_mul_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8)));
+    }
+    double sum = hsum_pd(_mm256_add_pd(acc0, acc1));
+    for (; i < n; i++)
+        sum += (double)(a[i] * b[i]);
+    return (float)sum;
+}
+
+/*
+ * RoPE: the angles are the reference's (theta multiplied by theta_scale once
+ * per pair, cosf/sinf), computed once per call in chunks of ROPE_CHUNK pairs;
+ * the rotation x0 c - x1 s, x0 s + x1 c is done with separate multiplies and
+ * adds, so the result has the reference's bits.
+ */
+#define ROPE_CHUNK 64
+
+static void rope_avx2(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+                      float freq_scale, int neox)
+{
+    if (n_heads <= 0 || head_dim <= 0)
+        return;
+    if (n_rot > head_dim)
+        n_rot = head_dim;
+    n_rot &= ~(int64_t)1;
+    if (n_rot <= 0)
+        return;
+    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    const int64_t n_pairs = n_rot / 2;
+    float c[ROPE_CHUNK], s[ROPE_CHUNK];
+    float cc[2 * ROPE_CHUNK], ss[2 * ROPE_CHUNK]; /* rope_norm: [c c], [-s s] per pair */
+    for (int64_t k0 = 0; k0 < n_pairs; k0 += ROPE_CHUNK) {
+        const int64_t m = n_pairs - k0 < ROPE_CHUNK ? n_pairs - k0 : ROPE_CHUNK;
+        for (int64_t k = 0; k < m; k++) {
+            const float t = freq_scale * theta;
+            c[k] = cosf(t);
+            s[k] = sinf(t);
+            cc[2 * k] = cc[2 * k + 1] = c[k];
+            ss[2 * k] = -s[k];
+            ss[2 * k + 1] = s[k];
+            theta *= theta_scale;
+        }
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *xh = x + h * head_dim;
+            int64_t k = 0;
+            if (neox) { /* pairs (k, k + n_rot/2) */
+                float *xa = xh + k0, *xb = xh + k0 + n_pairs;
+                for (; k + 8 <= m; k += 8) {
+                    const __m256 x0 = _mm256_loadu_ps(xa + k), x1 = _mm256_loadu_ps(xb + k);
+                    const __m256 cv = _mm256_loadu_ps(c + k), sv = _mm256_loadu_ps(s + k);
+                    _mm256_storeu_ps(xa + k, _mm256_sub_ps(_mm256_mul_ps(x0, cv), _mm256_mul_ps(x1, sv)));
+                    _mm256_storeu_ps(xb + k, _mm256_add_ps(_mm256_mul_ps(x0, sv), _mm256_mul_ps(x1, cv)));
+                }
+                for (; k < m; k++) {
+                    const float x0 = xa[k], x1 = xb[k];
+                    xa[k] = x0 * c[k] - x1 * s[k];
+                    xb[k] = x0 * s[k] + x1 * c[k];
+                }
+            } else { /* pairs (2k, 2k+1): [x0 x1] * [c c] + [x1 x0] * [-s s] */
+                float *xp = xh + 2 * k0;
+                for (; k + 4 <= m; k += 4) {
+                    const __m256 v = _mm256_loadu_ps(xp + 2 * k);
+                    const __m256 sw = _mm256_permute_ps(v, 0xB1); /* swap within pairs */
+                    const __m256 r = _mm256_add_ps(_mm256_mul_ps(v, _mm256_loadu_ps(cc + 2 * k)),
+                                                   _mm256_mul_ps(sw, _mm256_loadu_ps(ss + 2 * k)));
+                    _mm256_storeu_ps(xp + 2 * k, r);
+                }
+                for (; k < m; k++) {
+                    const float x0 = xp[2 * k], x1 = xp[2 * k + 1];
+                    xp[2 * k] = x0 * c[k] - x1 * s[k];
+                    xp[2 * k + 1] = x0 * s[k] + x1 * c[k];
+                }
+            }
+        }
+    }
+}
+
+static void rope_norm_avx2(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+                           float freq_scale)
+{
+    rope_avx2(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, 0);
+}
+
+static void rope_neox_avx2(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+                           float freq_scale)
+{
+    rope_avx2(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, 1);
+}
+
+void kernels_fill_ops_avx2(struct kernel_table *t)
+{
+    t->rmsnorm = rmsnorm_avx2;
+    t->rope_norm = rope_norm_avx2;
+    t->rope_neox = rope_neox_avx2;
+    t->softmax = softmax_avx2;
+    t->silu = silu_avx2;
+    t->gelu = gelu_avx2;
+    t->gelu_ggml = gelu_ggml_avx2;
+    t->vec_mul = vec_mul_avx2;
+    t->vec_add = vec_add_avx2;
+    t->vec_scale = vec_scale_avx2;
+    t->vec_dot_f32 = vec_dot_f32_avx2;
+}

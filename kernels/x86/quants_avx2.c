@@ -1,0 +1,677 @@
+/*
+ * quants_avx2.c - AVX2 + FMA + F16C dot products, gemm tiles and activation
+ * quantizers (the "avx2" variant; Haswell and later, Zen, Intel N100/N150).
+ *
+ * Compiled with -mavx2 -mfma -mf16c -ffp-contract=off (Makefile.am); nothing
+ * here runs unless dispatch.c found those instructions.
+ *
+ * Integer types (Q4_0, Q5_0, Q8_0 x Q8_0; Q4_K, Q5_K, Q6_K x Q8_K): the
+ * integer sum of each block (32 elements) or super-block (256) is computed
+ * exactly with maddubs/madd, reduced to one integer per (row, token), and
+ * then scaled and added in float in exactly the reference's order
+ * (quants.c).  So these dots give the reference's bits: every variant agrees
+ * with the specification and with every other variant.
+ *
+ * The reduction of eight int32 lanes to one is the expensive step, so it is
+ * done for four vectors at once (reduce4): a gemm tile reduces over its four
+ * tokens (one row at a time, nt >= 2) or, for a single token, over its four
+ * rows.  The float updates then run in the lanes of an __m128 (tokens or
+ * rows), op for op as the scalar reference does them.
+ *
+ * maddubs multiplies unsigned by signed bytes and saturates pairs to int16;
+ * every use below keeps |pair| <= 2*128*127 < 32767 (signed weights through
+ * the abs/sign trick, 4-6 bit unsigned quants as they are; activations are
+ * in [-127, 127] by construction of our quantizers).
+ *
+ * The many-token path (gemm_many) is in gemm_avx2.c; this file's gemm tiles
+ * serve decode (one token: four rows reduced together) and small batches.
+ *
+ * Float types (F32, F16, BF16): one 8-lane fma accumulator per (row, token),
+ * chunks of 8 in order, a zero-padded last chunk, and a fixed horizontal
+ * sum, shared by vec_dot and gemm; rounding differs from the reference's
+ * double accumulation by ~n * 2^-24 relative (the tests' threshold).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "../dispatch.h"
+#include "../quants.h"
+
+#define INLINE static inline __attribute__((always_inline))
+/* Fully unroll the short constant loops (rows, tokens, chunks) so that the
+ * vector arrays of a tile live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* ------------------------------ helpers ------------------------------ */
+
+INLINE float h2f(ggml_half h) { return _cvtsh_ss(h); }
+
+INLINE uint16_t ld16(const void *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* Four halves -> four floats. */
+INLINE __m128 h2f4(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3)
+{
+    return _mm_cvtph_ps(_mm_setr_epi16((short)h0, (short)h1, (short)h2, (short)h3, 0, 0, 0, 0));
+}
+
+/* [sum(v0), sum(v1), sum(v2), sum(v3)] of the eight int32 lanes of each. */
+INLINE __m128i reduce4(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
+{
+    const __m256i s01 = _mm256_hadd_epi32(v0, v1); /* v0 01 23, v1 01 23 | v0 45 67, v1 45 67 */
+    const __m256i s23 = _mm256_hadd_epi32(v2, v3);
+    const __m256i s = _mm256_hadd_epi32(s01, s23); /* v0..v3 0123 | v0..v3 4567 */
+    return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+/* Sum of eight floats in a fixed order. */
+INLINE float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Lanes of per-(row, token) int32 vectors: sum_i w_i a_i over each group of
+ * four bytes, w signed (|w| <= 128), a signed (|a| <= 127). */
+INLINE __m256i dot_s8(__m256i w, __m256i wabs, __m256i a)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
+}
+
+/* u unsigned (<= 63), a signed: pairs fit int16. */
+INLINE __m256i dot_u8(__m256i u, __m256i a) { return _mm256_maddubs_epi16(u, a); }
+
+/* --------------------- 32-element blocks x Q8_0 --------------------- */
+
+/* The 32 weights of a Q4_0 / Q5_0 / Q8_0 block as signed bytes, and its scale. */
+INLINE __m256i unpack32(const int type, const uint8_t *blk)
+{
+    if (type == GGML_TYPE_Q8_0)
+        return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m128i qs = _mm_loadu_si128((const __m128i *)(blk + (type == GGML_TYPE_Q5_0 ? 6 : 2)));
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), m4);
+    if (type == GGML_TYPE_Q4_0)
+        return _mm256_sub_epi8(nib, _mm256_set1_epi8(8));
+    /* Q5_0: bit j of the little-endian qh is the fifth bit of element j;
+     * byte j of the shuffle holds qh byte j/8, tested against bit j%8 */
+    uint32_t qh;
+    memcpy(&qh, blk + 2, 4);
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                          3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
+    h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bits), bits); /* 0xFF where the bit is set */
+    return _mm256_sub_epi8(nib, _mm256_andnot_si256(h, _mm256_set1_epi8(16)));
+}
+
+INLINE size_t block_bytes32(const int type)
+{
+    return type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
+                                                                               : sizeof(block_q8_0);
+}
+
+/* acc + (block sums s) * dx * dy, associated as the reference does per type. */
+INLINE __m128 fma32(const int type, __m128 acc, __m128i s, __m128 dx, __m128 dy)
+{
+    const __m128 f = _mm_cvtepi32_ps(s);
+    if (type == GGML_TYPE_Q4_0) /* (float)sumi * d_x * d_y */
+        return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(f, dx), dy));
+    return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dx, dy), f)); /* (d_x * d_y) * sumi, either side */
+}
+
+/* NR (<= 4) rows x NT (<= 4) tokens.  NT == 1 reduces over rows, NT > 1
+ * over tokens; the lane arithmetic is the same either way. */
+INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row,
+                   const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    const int64_t nb = n / 32;
+    const size_t bs = block_bytes32(type);
+    const __m256i zero = _mm256_setzero_si256();
+    if (NT == 1) {
+        __m128 acc = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)b * sizeof(block_q8_0));
+            const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
+            __m256i v[4] = {zero, zero, zero, zero};
+            uint16_t dh[4] = {0, 0, 0, 0};
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
+                const __m256i wv = unpack32(type, blk);
+                v[r] = dot_s8(wv, _mm256_abs_epi8(wv), av);
+                dh[r] = ld16(blk);
+            }
+            const __m128i s = reduce4(v[0], v[1], v[2], v[3]);
+            acc = fma32(type, acc, s, h2f4(dh[0], dh[1], dh[2], dh[3]), _mm_set1_ps(h2f(ld16(&ab->d))));
+        }
+        float out[4];
+        _mm_storeu_ps(out, acc);
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            y[r] = out[r];
+        return;
+    }
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const block_q8_0 *ab[4];
+        uint16_t dh[4] = {0, 0, 0, 0};
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            ab[t] = (const block_q8_0 *)(a + (size_t)t * a_row + (size_t)b * sizeof(block_q8_0));
+            dh[t] = ld16(&ab[t]->d);
+        }
+        const __m128 dy = h2f4(dh[0], dh[1], dh[2], dh[3]);
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
+            const __m256i wv = unpack32(type, blk), wabs = _mm256_abs_epi8(wv);
+            __m256i v[4] = {zero, zero, zero, zero};
+            UNROLL
+            for (int t = 0; t < NT; t++)
+                v[t] = dot_s8(wv, wabs, _mm256_loadu_si256((const __m256i *)ab[t]->qs));
+            const __m128i s = reduce4(v[0], v[1], v[2], v[3]);
+            acc[r] = fma32(type, acc[r], s, _mm_set1_ps(h2f(ld16(blk))), dy);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        float out[4];
+        _mm_storeu_ps(out, acc[r]);
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            y[(size_t)t * ys + (size_t)r] = out[t];
+    }
+}
+
+/* The gemm entry of a kernel family: full tiles of GEMM_ROWS rows, nt tokens,
+ * dispatched to constant-shape instances of CORE(type, NR, NT, ...). */
+#define DEFINE_GEMM(NAME, CORE, TYPE)                                                                         \
+    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
+                     int nt)                                                                                  \
+    {                                                                                                         \
+        switch (nt) {                                                                                         \
+        case 1: CORE(TYPE, 4, 1, n, w, w_row, a, a_row, y, ys); break;                                        \
+        case 2: CORE(TYPE, 4, 2, n, w, w_row, a, a_row, y, ys); break;                                        \
+        case 3: CORE(TYPE, 4, 3, n, w, w_row, a, a_row, y, ys); break;                                        \
+        default: CORE(TYPE, 4, 4, n, w, w_row, a, a_row, y, ys); break;                                       \
+        }                                                                                                     \
+    }
+#define DEFINE_DOT(NAME, CORE, TYPE)                                                                          \
+    static float NAME(int64_t n, const void *w, const void *a)                                                \
+    {                                                                                                         \
+        float y;                                                                                              \
+        CORE(TYPE, 1, 1, n, w, 0, a, 0, &y, 1);                                                               \
+        return y;                                                                                             \
+    }
+
+DEFINE_GEMM(gemm_q4_0, gemm32, GGML_TYPE_Q4_0)
+DEFINE_GEMM(gemm_q5_0, gemm32, GGML_TYPE_Q5_0)
+DEFINE_GEMM(gemm_q8_0, gemm32, GGML_TYPE_Q8_0)
+DEFINE_DOT(vec_dot_q4_0, gemm32, GGML_TYPE_Q4_0)
+DEFINE_DOT(vec_dot_q5_0, gemm32, GGML_TYPE_Q5_0)
+DEFINE_DOT(vec_dot_q8_0, gemm32, GGML_TYPE_Q8_0)
+
+/* ----------------------- K-quants x Q8_K ----------------------- */
+
+/* pshufb masks on a vector holding eight int16 values in each 128-bit lane:
+ * bcast[j] repeats value j in every lane; pair[k] repeats value 2k in the
+ * low lane and 2k+1 in the high lane. */
+static const uint8_t mask_bcast[8][32] __attribute__((aligned(32))) = {
+#define B(j) {2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, \
+              2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1}
+    B(0), B(1), B(2), B(3), B(4), B(5), B(6), B(7),
+#undef B
+};
+static const uint8_t mask_pair[4][32] __attribute__((aligned(32))) = {
+#define P(k) {4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, \
+              4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, \
+              4*k+2, 4*k+3}
+    P(0), P(1), P(2), P(3),
+#undef P
+};
+/* [m0 m0 m1 m1 m2 m2 m3 m3 | m4 m4 .. m7 m7] from [m0..m7 | m0..m7] */
+static const uint8_t mask_mdup[32] __attribute__((aligned(32))) = {
+    0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15,
+};
+
+INLINE __m256i lmask(const uint8_t *m) { return _mm256_load_si256((const __m256i *)m); }
+
+/* The unpacked form of one Q4_K/Q5_K/Q6_K super-block of one row: what
+ * every token's dot with it needs. */
+struct kblock {
+    __m256i sc;   /* Q4_K/Q5_K: [sc0..7 | sc0..7] int16; Q6_K: [s0..7 | s8..15] int16 */
+    __m256i mdup; /* Q4_K/Q5_K: [m0 m0 .. m7 m7] int16 */
+    __m256i qh;   /* Q5_K: the 32 bytes of high bits */
+    const uint8_t *ql, *qhp;
+    float d, dmin;
+};
+
+INLINE void kblock_load(const int type, struct kblock *k, const uint8_t *blk)
+{
+    if (type == GGML_TYPE_Q6_K) {
+        const block_q6_K *x = (const block_q6_K *)blk;
+        k->sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+        k->ql = x->ql;
+        k->qhp = x->qh;
+        k->d = h2f(ld16(&x->d));
+        k->dmin = 0.0f;
+        return;
+    }
+    /* Q4_K and Q5_K share d, dmin and the 12 scale bytes at the front */
+    uint32_t u[4];
+    memcpy(u, blk + 4, 12);
+    const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
+    u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4); /* m4..m7 */
+    const uint32_t m03 = u[1] & km1;                           /* m0..m3 */
+    u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);         /* sc4..sc7 */
+    u[2] = m03;
+    u[0] &= km1; /* sc0..sc3 */
+    const __m256i s16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)); /* [sc0..7 | m0..7] */
+    k->sc = _mm256_permute4x64_epi64(s16, 0x44);
+    k->mdup = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(s16, 0xEE), lmask(mask_mdup));
+    k->d = h2f(ld16(blk));
+    k->dmin = h2f(ld16(blk + 2));
+    if (type == GGML_TYPE_Q4_K) {
+        k->ql = ((const block_q4_K *)blk)->qs;
+    } else {
+        const block_q5_K *x = (const block_q5_K *)blk;
+        k->ql = x->qs;
+        k->qh = _mm256_loadu_si256((const __m256i *)x->qh);
+    }
+}
+
+/* Sub-blocks 2c (low nibbles) and 2c+1 (high nibbles) of a Q4_K/Q5_K block. */
+INLINE void kblock_q45(const int type, const struct kblock *k, int c, __m256i *lo, __m256i *hi)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(k->ql + 32 * c));
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (type == GGML_TYPE_Q5_K) { /* fifth bits: bit 2c / 2c+1 of qh[l] */
+        const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+        const __m256i h16 = _mm256_set1_epi8(16);
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(k->qh, b0), b0), h16));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(k->qh, b1), b1), h16));
+    }
+}
+
+/* Chunk j (0..3) of half h of a Q6_K block: elements 128h + 32j .. +31,
+ * unsigned 6-bit (q + 32). */
+INLINE __m256i kblock_q6(const struct kblock *k, int h, int j)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    const __m256i ql = _mm256_loadu_si256((const __m256i *)(k->ql + 64 * h + 32 * (j & 1)));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(k->qhp + 32 * h));
+    const __m256i lo4 = j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+    __m256i hi2;
+    switch (j) {
+    case 0: hi2 = _mm256_slli_epi16(qh, 4); break; /* bits 0-1 -> 4-5 */
+    case 1: hi2 = _mm256_slli_epi16(qh, 2); break; /* bits 2-3 */
+    case 2: hi2 = qh; break;                       /* bits 4-5 */
+    default: hi2 = _mm256_srli_epi16(qh, 2); break; /* bits 6-7 */
+    }
+    return _mm256_or_si256(lo4, _mm256_and_si256(hi2, m2));
+}
+
+/* One super-block of one row against one token: the int32 lanes whose sum
+ * is isum (sum_j sc_j * sum_{i in j} q_i p_i; for Q6_K with q signed), and
+ * for Q4_K/Q5_K the lanes of summ (sum_j m_j * (bsum_2j + bsum_2j+1)). */
+INLINE __m256i kdot(const int type, const struct kblock *k, const block_q8_K *y, __m256i *summ)
+{
+    __m256i acc = _mm256_setzero_si256();
+    if (type == GGML_TYPE_Q6_K) {
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m256i sch = h ? _mm256_permute4x64_epi64(k->sc, 0xEE) : _mm256_permute4x64_epi64(k->sc, 0x44);
+            UNROLL
+            for (int j = 0; j < 4; j++) {
+                const __m256i p = dot_u8(kblock_q6(k, h, j),
+                                         _mm256_loadu_si256((const __m256i *)(y->qs + 128 * h + 32 * j)));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, lmask(mask_pair[j]))));
+            }
+        }
+        /* q - 32: subtract 32 * sum_j sc_j * bsum_j */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+        return _mm256_sub_epi32(acc, _mm256_slli_epi32(_mm256_madd_epi16(bs, k->sc), 5));
+    }
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        __m256i lo, hi;
+        kblock_q45(type, k, c, &lo, &hi);
+        const __m256i plo = dot_u8(lo, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
+        const __m256i phi = dot_u8(hi, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(k->sc, lmask(mask_bcast[2 * c]))));
+        acc = _mm256_add_epi32(acc,
+                               _mm256_madd_epi16(phi, _mm256_shuffle_epi8(k->sc, lmask(mask_bcast[2 * c + 1]))));
+    }
+    *summ = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), k->mdup);
+    return acc;
+}
+
+/* acc + (d_x d_y) isum [- (dmin_x d_y) summ], as the reference. */
+INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 dy, __m128i isum, __m128i summ)
+{
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dx, dy), _mm_cvtepi32_ps(isum)));
+    if (type != GGML_TYPE_Q6_K)
+        acc = _mm_sub_ps(acc, _mm_mul_ps(_mm_mul_ps(dminx, dy), _mm_cvtepi32_ps(summ)));
+    return acc;
+}
+
+INLINE size_t kblock_bytes(const int type)
+{
+    return type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : type == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
+                                                                               : sizeof(block_q6_K);
+}
+
+INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row,
+                  const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    const int64_t nb = n / QK_K;
+    const size_t bs = kblock_bytes(type);
+    const __m256i zero = _mm256_setzero_si256();
+    if (NT == 1) {
+        __m128 acc = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const block_q8_K *yb = (const block_q8_K *)a + b;
+            __m256i v[4] = {zero, zero, zero, zero}, m[4] = {zero, zero, zero, zero};
+            float dx[4] = {0, 0, 0, 0}, dm[4] = {0, 0, 0, 0};
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                struct kblock k;
+                kblock_load(type, &k, w + (size_t)r * w_row + (size_t)b * bs);
+                v[r] = kdot(type, &k, yb, &m[r]);
+                dx[r] = k.d;
+                dm[r] = k.dmin;
+            }
+            const __m128i isum = reduce4(v[0], v[1], v[2], v[3]);
+            const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4(m[0], m[1], m[2], m[3]);
+            acc = kfma(type, acc, _mm_loadu_ps(dx), _mm_loadu_ps(dm), _mm_set1_ps(yb->d), isum, summ);
+        }
+        float out[4];
+        _mm_storeu_ps(out, acc);
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            y[r] = out[r];
+        return;
+    }
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const block_q8_K *yb[4];
+        float dy[4] = {0, 0, 0, 0};
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
+            dy[t] = yb[t]->d;
+        }
+        const __m128 dyv = _mm_loadu_ps(dy);
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            struct kblock k;
+            kblock_load(type, &k, w + (size_t)r * w_row + (size_t)b * bs);
+            __m256i v[4] = {zero, zero, zero, zero}, m[4] = {zero, zero, zero, zero};
+            UNROLL
+            for (int t = 0; t < NT; t++)
+                v[t] = kdot(type, &k, yb[t], &m[t]);
+            const __m128i isum = reduce4(v[0], v[1], v[2], v[3]);
+            const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4(m[0], m[1], m[2], m[3]);
+            acc[r] = kfma(type, acc[r], _mm_set1_ps(k.d), _mm_set1_ps(k.dmin), dyv, isum, summ);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        float out[4];
+        _mm_storeu_ps(out, acc[r]);
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            y[(size_t)t * ys + (size_t)r] = out[t];
+    }
+}
+
+DEFINE_GEMM(gemm_q4_K, gemmK, GGML_TYPE_Q4_K)
+DEFINE_GEMM(gemm_q5_K, gemmK, GGML_TYPE_Q5_K)
+DEFINE_GEMM(gemm_q6_K, gemmK, GGML_TYPE_Q6_K)
+DEFINE_DOT(vec_dot_q4_K, gemmK, GGML_TYPE_Q4_K)
+DEFINE_DOT(vec_dot_q5_K, gemmK, GGML_TYPE_Q5_K)
+DEFINE_DOT(vec_dot_q6_K, gemmK, GGML_TYPE_Q6_K)
+
+/* ------------------------- F32 / F16 / BF16 ------------------------- */
+
+/* Eight elements of a float row at i, as floats; the last chunk of a row
+ * (m < 8 elements) is zero-padded. */
+INLINE __m256 loadf(const int type, const uint8_t *row, int64_t i, int m)
+{
+    if (m == 8) {
+        if (type == GGML_TYPE_F32)
+            return _mm256_loadu_ps((const float *)row + i);
+        const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
+        if (type == GGML_TYPE_F16)
+            return _mm256_cvtph_ps(h);
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    uint16_t tmp16[8] = {0};
+    float tmp32[8] = {0};
+    if (type == GGML_TYPE_F32) {
+        memcpy(tmp32, (const float *)row + i, (size_t)m * 4);
+        return _mm256_loadu_ps(tmp32);
+    }
+    memcpy(tmp16, (const uint16_t *)row + i, (size_t)m * 2);
+    const __m128i h = _mm_loadu_si128((const __m128i *)tmp16);
+    if (type == GGML_TYPE_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* R rows x NT tokens of float dots (R * NT <= 8 accumulators). */
+INLINE void gemmf_part(const int type, const int R, const int NT, int64_t n, const uint8_t *w, size_t w_row,
+                       const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    __m256 acc[4][4];
+    UNROLL
+    for (int r = 0; r < R; r++)
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8) {
+        const int m = n - i < 8 ? (int)(n - i) : 8;
+        __m256 wv[4];
+        UNROLL
+        for (int r = 0; r < R; r++)
+            wv[r] = loadf(type, w + (size_t)r * w_row, i, m);
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            const __m256 av = loadf(type, a + (size_t)t * a_row, i, m);
+            UNROLL
+            for (int r = 0; r < R; r++)
+                acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < R; r++)
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            y[(size_t)t * ys + (size_t)r] = hsum_ps(acc[r][t]);
+}
+
+INLINE void gemmf(const int type, const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row,
+                  const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    if (NR * NT <= 8) {
+        gemmf_part(type, NR, NT, n, w, w_row, a, a_row, y, ys);
+    } else { /* two row pairs, to keep the accumulators in registers */
+        gemmf_part(type, 2, NT, n, w, w_row, a, a_row, y, ys);
+        gemmf_part(type, NR - 2, NT, n, w + 2 * w_row, w_row, a, a_row, y + 2, ys);
+    }
+}
+
+DEFINE_GEMM(gemm_f32, gemmf, GGML_TYPE_F32)
+DEFINE_GEMM(gemm_f16, gemmf, GGML_TYPE_F16)
+DEFINE_GEMM(gemm_bf16, gemmf, GGML_TYPE_BF16)
+DEFINE_DOT(vec_dot_f32, gemmf, GGML_TYPE_F32)
+DEFINE_DOT(vec_dot_f16, gemmf, GGML_TYPE_F16)
+DEFINE_DOT(vec_dot_bf16, gemmf, GGML_TYPE_BF16)
+
+/* ---------------------- activation quantizers ---------------------- */
+
+/* Eight floats -> int32, rounding half away from zero as roundf does:
+ * adding the largest float below 0.5 (with x's sign) and truncating is exact
+ * for |x| < 2^23. */
+INLINE __m256i round_away(__m256 x)
+{
+    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+    const __m256 h = _mm256_or_ps(sign, _mm256_set1_ps(0.49999997f));
+    return _mm256_cvttps_epi32(_mm256_add_ps(x, h));
+}
+
+/* 32 int32 (four vectors) -> 32 int8 in order (values fit: no saturation). */
+INLINE __m256i pack32(__m256i i0, __m256i i1, __m256i i2, __m256i i3)
+{
+    const __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
+    const __m256i p = _mm256_packs_epi16(p01, p23); /* lanes interleaved: 0 2 4 6 1 3 5 7 (dwords) */
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+INLINE float hmax_ps(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* Same bytes as quantize_row_q8_0_ref: d = amax/127, q = roundf(x * (1/d)). */
+static void quantize_q8_0(const float *src, void *dst, int64_t n)
+{
+    block_q8_0 *y = dst;
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < n / QK8_0; b++, src += QK8_0) {
+        __m256 v[4];
+        __m256 amax = _mm256_setzero_ps();
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(src + 8 * k);
+            amax = _mm256_max_ps(amax, _mm256_and_ps(v[k], abs_mask));
+        }
+        const float d = hmax_ps(amax) / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t dh = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        memcpy(&y[b].d, &dh, 2);
+        const __m256 idv = _mm256_set1_ps(id);
+        __m256i q[4];
+        UNROLL
+        for (int k = 0; k < 4; k++)
+            q[k] = round_away(_mm256_mul_ps(v[k], idv));
+        _mm256_storeu_si256((__m256i *)y[b].qs, pack32(q[0], q[1], q[2], q[3]));
+    }
+}
+
+/* Same bytes as quantize_row_q8_K_ref: scale -127/max where max is the
+ * first value of largest magnitude, round half to even, bsums. */
+static void quantize_q8_K(const float *src, void *dst, int64_t n)
+{
+    block_q8_K *y = dst;
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < n / QK_K; b++, src += QK_K) {
+        __m256 amaxv = _mm256_setzero_ps();
+        for (int k = 0; k < QK_K / 8; k++)
+            amaxv = _mm256_max_ps(amaxv, _mm256_and_ps(_mm256_loadu_ps(src + 8 * k), abs_mask));
+        const float amax = hmax_ps(amaxv);
+        if (amax == 0.0f) {
+            memset(&y[b], 0, sizeof(y[b]));
+            continue;
+        }
+        float max = 0.0f;
+        for (int j = 0; j < QK_K; j++) { /* the first element of that magnitude keeps its sign */
+            if (fabsf(src[j]) == amax) {
+                max = src[j];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m256 is = _mm256_set1_ps(iscale);
+        for (int g = 0; g < QK_K / 32; g++) {
+            __m256i q[4];
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(src + 32 * g + 8 * k), is);
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(x), _mm256_set1_epi32(127)); /* nearest even */
+            }
+            const __m256i q8 = pack32(q[0], q[1], q[2], q[3]);
+            _mm256_storeu_si256((__m256i *)(y[b].qs + 32 * g), q8);
+            /* bsums of the two groups of 16 */
+            const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q8);
+            const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1)); /* 4 per 128-bit lane */
+            const __m256i h1 = _mm256_hadd_epi32(s32, s32);
+            const __m256i h2 = _mm256_hadd_epi32(h1, h1); /* lane sums in element 0 and 4 */
+            y[b].bsums[2 * g] = (int16_t)_mm256_extract_epi32(h2, 0);
+            y[b].bsums[2 * g + 1] = (int16_t)_mm256_extract_epi32(h2, 4);
+        }
+        y[b].d = 1 / iscale;
+    }
+}
+
+/* F16 activations: F16C rounds to nearest even, as fp32_to_fp16. */
+static void quantize_f16(const float *src, void *dst, int64_t n)
+{
+    uint16_t *y = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        y[i] = fp32_to_fp16(src[i]);
+}
+
+/* BF16 activations: fp32_to_bf16's rounding (to nearest even; NaN kept quiet). */
+static void quantize_bf16(const float *src, void *dst, int64_t n)
+{
+    uint16_t *y = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(src + i));
+        const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
+                                               _mm256_set1_epi32(0x7f800000));
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(64)), nan);
+        /* 8 x 32-bit -> 8 x 16-bit (values < 2^16: the unsigned pack is exact) */
+        const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        _mm_storeu_si128((__m128i *)(y + i), p);
+    }
+    for (; i < n; i++)
+        y[i] = fp32_to_bf16(src[i]);
+}
+
+/* ------------------------------ the table ------------------------------ */
+
+void kernels_fill_avx2(struct kernel_table *t)
+{
+#define SET(T, dot, gemm_)                                                                                    \
+    do {                                                                                                      \
+        t->types[GGML_TYPE_##T].vec_dot = (dot);                                                              \
+        t->types[GGML_TYPE_##T].gemm = (gemm_);                                                               \
+    } while (0)
+    SET(F32, vec_dot_f32, gemm_f32);
+    SET(F16, vec_dot_f16, gemm_f16);
+    SET(BF16, vec_dot_bf16, gemm_bf16);
+    SET(Q4_0, vec_dot_q4_0, gemm_q4_0);
+    SET(Q5_0, vec_dot_q5_0, gemm_q5_0);
+    SET(Q8_0, vec_dot_q8_0, gemm_q8_0);
+    SET(Q4_K, vec_dot_q4_K, gemm_q4_K);
+    SET(Q5_K, vec_dot_q5_K, gemm_q5_K);
+    SET(Q6_K, vec_dot_q6_K, gemm_q6_K);
+#undef SET
+    t->types[GGML_TYPE_Q8_0].from_float = quantize_q8_0;
+    t->types[GGML_TYPE_Q8_K].from_float = quantize_q8_K;
+    t->types[GGML_TYPE_F16].from_float = quantize_f16;
+    t->types[GGML_TYPE_BF16].from_float = quantize_bf16;
+    kernels_fill_gemm_avx2(t);
+    kernels_fill_ops_avx2(t);
+    kernels_fill_attention_avx2(t);
+}

@@ -1,0 +1,627 @@
+/*
+ * quants_avx512.c - AVX-512 (F/BW/VL) + VNNI dot products and gemm tiles
+ * (the "avx512" variant: Cascade Lake, Ice Lake, Sapphire Rapids, Zen 4).
+ *
+ * Compiled with the avx2 flags plus -mavx512f -mavx512bw -mavx512vl
+ * -mavx512vnni (Makefile.am); the BF16 dot additionally carries
+ * target("avx512bf16") and is installed only when cpuid reports it.  The
+ * variant starts from the avx2 table (activation quantizers, Q4_1/Q5_1 and
+ * anything not overridden here come from there or from the reference).
+ *
+ * Same contract and same arithmetic as quants_avx2.c: exact integer block
+ * sums, reduced four at a time, then the reference's float steps in its
+ * order, so the integer dots give the reference's bits.  What changes is
+ * the width and the instructions:
+ *   Q4_0, Q5_0, Q8_0: two blocks per 512-bit vector.  vpdpbusd multiplies
+ *     unsigned by signed bytes without saturation, so weights are used as
+ *     u = w + K >= 0 (K = 8, 16, 128) and each token's lanes start from
+ *     -K * (its four-byte sums), computed once per block and token:
+ *     lane = sum (w + K) a - K sum a = sum w a.
+ *   Q4_K, Q5_K, Q6_K: 64 quants per vector; vpmaddubsw pairs (exact, < 2^15)
+ *     then vpdpwssd multiplies by the sub-block scale and accumulates.
+ *   F32, F16, BF16: 16 lanes per accumulator, masked loads for the tail;
+ *     BF16 uses vdpbf16ps where present (pairs of bf16 products summed in
+ *     float, subnormals flushed: within the float-type bound of the tests).
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "../cpu.h"
+#include "../dispatch.h"
+#include "../quants.h"
+
+#define INLINE static inline __attribute__((always_inline))
+/* Fully unroll the short constant loops (rows, tokens, chunks) so that the
+ * vector arrays of a tile live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
+
+INLINE float h2f(ggml_half h) { return _cvtsh_ss(h); }
+
+INLINE uint16_t ld16(const void *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+INLINE __m128 h2f4(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3)
+{
+    return _mm_cvtph_ps(_mm_setr_epi16((short)h0, (short)h1, (short)h2, (short)h3, 0, 0, 0, 0));
+}
+
+/* [sum(v0), .., sum(v3)] of the eight int32 lanes of each. */
+INLINE __m128i reduce4_256(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
+{
+    const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+    return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+/* Per 128-bit lane L: [sum of v0's four int32 in L, v1's, v2's, v3's]. */
+INLINE __m512i reduce4_lanes(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
+{
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+}
+
+/* Two blocks per vector: [sums over lanes 0-7 of v0..v3 | over lanes 8-15]. */
+INLINE __m256i reduce4_2blk(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
+{
+    const __m512i u = reduce4_lanes(v0, v1, v2, v3);
+    const __m512i s = _mm512_add_epi32(_mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_castsi512_si256(s);
+}
+
+/* [sum(v0), .., sum(v3)] of all sixteen lanes of each. */
+INLINE __m128i reduce4_512(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
+{
+    const __m512i u = reduce4_lanes(v0, v1, v2, v3);
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* --------------------- 32-element blocks x Q8_0 --------------------- */
+
+INLINE size_t bbytes32(const int type)
+{
+    return type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
+                                                                               : sizeof(block_q8_0);
+}
+
+/* The offset K making the weights of a type non-negative (see the header). */
+INLINE int koff(const int type) { return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : 128; }
+
+/* Nibbles of a Q4_0/Q5_0 block as bytes 0..15 (element order). */
+INLINE __m256i nibbles(const uint8_t *qs)
+{
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
+
+/* Weights of one block as unsigned bytes w + K. */
+INLINE __m256i unpack1(const int type, const uint8_t *blk)
+{
+    if (type == GGML_TYPE_Q8_0)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+    if (type == GGML_TYPE_Q4_0)
+        return nibbles(blk + 2);
+    uint32_t qh;
+    memcpy(&qh, blk + 2, 4);
+    const __m256i n = nibbles(blk + 6);
+    return _mm256_mask_add_epi8(n, (__mmask32)qh, n, _mm256_set1_epi8(16));
+}
+
+/* Weights of blocks b, b+1 (at blk and blk + block size) as w + K. */
+INLINE __m512i unpack2(const int type, const uint8_t *blk)
+{
+    const size_t bs = bbytes32(type);
+    if (type == GGML_TYPE_Q8_0) {
+        const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 2))),
+                                             _mm256_loadu_si256((const __m256i *)(blk + bs + 2)), 1);
+        return _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
+    }
+    const size_t off = type == GGML_TYPE_Q5_0 ? 6 : 2;
+    const __m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(blk + bs + off)),
+                                       _mm_loadu_si128((const __m128i *)(blk + off)));
+    /* [qs_b, qs_b1, qs_b >> 4, qs_b1 >> 4] -> [b lo, b hi, b1 lo, b1 hi] */
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+    z = _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
+    if (type == GGML_TYPE_Q4_0)
+        return z;
+    uint32_t h0, h1;
+    memcpy(&h0, blk + 2, 4);
+    memcpy(&h1, blk + bs + 2, 4);
+    const __mmask64 k = (__mmask64)h0 | (__mmask64)h1 << 32;
+    return _mm512_mask_add_epi8(z, k, z, _mm512_set1_epi8(16));
+}
+
+/* Activations of blocks b, b+1 of a Q8_0 row. */
+INLINE __m512i act2(const block_q8_0 *a)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[0].qs)),
+                              _mm256_loadu_si256((const __m256i *)a[1].qs), 1);
+}
+
+/* acc + block sums * dx * dy, associated as the reference per type. */
+INLINE __m128 fma32(const int type, __m128 acc, __m128 f, __m128 dx, __m128 dy)
+{
+    if (type == GGML_TYPE_Q4_0)
+        return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(f, dx), dy));
+    return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dx, dy), f));
+}
+
+/* One block (the odd last one) in 256-bit vectors, same lanes as below. */
+INLINE void gemm32_one(const int type, const int NR, const int NT, const uint8_t *w, size_t w_row,
+                       const uint8_t *a, size_t a_row, int64_t b, __m128 *acc)
+{
+    const size_t bs = bbytes32(type);
+    const __m256i zero = _mm256_setzero_si256(), K = _mm256_set1_epi8((char)koff(type));
+    const block_q8_0 *ab[4];
+    __m256i av[4], corr[4];
+    uint16_t dyh[4] = {0, 0, 0, 0};
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        ab[t] = (const block_q8_0 *)(a + (size_t)t * a_row) + b;
+        av[t] = _mm256_loadu_si256((const __m256i *)ab[t]->qs);
+        corr[t] = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, K, av[t]));
+        dyh[t] = ld16(&ab[t]->d);
+    }
+    if (NT == 1) {
+        __m256i v[4] = {zero, zero, zero, zero};
+        uint16_t dxh[4] = {0, 0, 0, 0};
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
+            v[r] = _mm256_dpbusd_epi32(corr[0], unpack1(type, blk), av[0]);
+            dxh[r] = ld16(blk);
+        }
+        const __m128 f = _mm_cvtepi32_ps(reduce4_256(v[0], v[1], v[2], v[3]));
+        acc[0] = fma32(type, acc[0], f, h2f4(dxh[0], dxh[1], dxh[2], dxh[3]), _mm_set1_ps(h2f(dyh[0])));
+        return;
+    }
+    const __m128 dy = h2f4(dyh[0], dyh[1], dyh[2], dyh[3]);
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
+        const __m256i u = unpack1(type, blk);
+        __m256i v[4] = {zero, zero, zero, zero};
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            v[t] = _mm256_dpbusd_epi32(corr[t], u, av[t]);
+        const __m128 f = _mm_cvtepi32_ps(reduce4_256(v[0], v[1], v[2], v[3]));
+        acc[r] = fma32(type, acc[r], f, _mm_set1_ps(h2f(ld16(blk))), dy);
+    }
+}
+
+INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row,
+                   const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    const int64_t nb = n / 32;
+    const size_t bs = bbytes32(type);
+    const __m512i zero = _mm512_setzero_si512(), K = _mm512_set1_epi8((char)koff(type));
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m512i av[4], corr[4];
+        uint16_t dyh[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + b;
+            av[t] = act2(ab);
+            corr[t] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, K, av[t]));
+            dyh[0][t] = ld16(&ab[0].d);
+            dyh[1][t] = ld16(&ab[1].d);
+        }
+        if (NT == 1) { /* lanes are rows */
+            __m512i v[4] = {zero, zero, zero, zero};
+            uint16_t dxh[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
+                v[r] = _mm512_dpbusd_epi32(corr[0], unpack2(type, blk), av[0]);
+                dxh[0][r] = ld16(blk);
+                dxh[1][r] = ld16(blk + bs);
+            }
+            const __m256 f = _mm256_cvtepi32_ps(reduce4_2blk(v[0], v[1], v[2], v[3]));
+            acc[0] = fma32(type, acc[0], _mm256_castps256_ps128(f), h2f4(dxh[0][0], dxh[0][1], dxh[0][2], dxh[0][3]),
+                           _mm_set1_ps(h2f(dyh[0][0])));
+            acc[0] = fma32(type, acc[0], _mm256_extractf128_ps(f, 1),
+                           h2f4(dxh[1][0], dxh[1][1], dxh[1][2], dxh[1][3]), _mm_set1_ps(h2f(dyh[1][0])));
+            continue;
+        }
+        const __m128 dy0 = h2f4(dyh[0][0], dyh[0][1], dyh[0][2], dyh[0][3]);
+        const __m128 dy1 = h2f4(dyh[1][0], dyh[1][1], dyh[1][2], dyh[1][3]);
+        UNROLL
+        for (int r = 0; r < NR; r++) { /* lanes are tokens */
+            const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
+            const __m512i u = unpack2(type, blk);
+            __m512i v[4] = {zero, zero, zero, zero};
+            UNROLL
+            for (int t = 0; t < NT; t++)
+                v[t] = _mm512_dpbusd_epi32(corr[t], u, av[t]);
+            const __m256 f = _mm256_cvtepi32_ps(reduce4_2blk(v[0], v[1], v[2], v[3]));
+            acc[r] = fma32(type, acc[r], _mm256_castps256_ps128(f), _mm_set1_ps(h2f(ld16(blk))), dy0);
+            acc[r] = fma32(type, acc[r], _mm256_extractf128_ps(f, 1), _mm_set1_ps(h2f(ld16(blk + bs))), dy1);
+        }
+    }
+    if (b < nb)
+        gemm32_one(type, NR, NT, w, w_row, a, a_row, b, acc);
+    if (NT == 1) {
+        float out[4];
+        _mm_storeu_ps(out, acc[0]);
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            y[r] = out[r];
+        return;
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        float out[4];
+        _mm_storeu_ps(out, acc[r]);
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            y[(size_t)t * ys + (size_t)r] = out[t];
+    }
+}
+
+#define DEFINE_GEMM(NAME, CORE, TYPE)                                                                         \
+    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
+                     int nt)                                                                                  \
+    {                                                                                                         \
+        switch (nt) {                                                                                         \
+        case 1: CORE(TYPE, 4, 1, n, w, w_row, a, a_row, y, ys); break;                                        \
+        case 2: CORE(TYPE, 4, 2, n, w, w_row, a, a_row, y, ys); break;                                        \
+        case 3: CORE(TYPE, 4, 3, n, w, w_row, a, a_row, y, ys); break;                                        \
+        default: CORE(TYPE, 4, 4, n, w, w_row, a, a_row, y, ys); break;                                       \
+        }                                                                                                     \
+    }
+#define DEFINE_DOT(NAME, CORE, TYPE)                                                                          \
+    static float NAME(int64_t n, const void *w, const void *a)                                                \
+    {                                                                                                         \
+        float y;                                                                                              \
+        CORE(TYPE, 1, 1, n, w, 0, a, 0, &y, 1);                                                               \
+        return y;                                                                                             \
+    }
+
+DEFINE_GEMM(gemm_q4_0, gemm32, GGML_TYPE_Q4_0)
+DEFINE_GEMM(gemm_q5_0, gemm32, GGML_TYPE_Q5_0)
+DEFINE_GEMM(gemm_q8_0, gemm32, GGML_TYPE_Q8_0)
+DEFINE_DOT(vec_dot_q4_0, gemm32, GGML_TYPE_Q4_0)
+DEFINE_DOT(vec_dot_q5_0, gemm32, GGML_TYPE_Q5_0)
+DEFINE_DOT(vec_dot_q8_0, gemm32, GGML_TYPE_Q8_0)
+
+/* ----------------------- K-quants x Q8_K ----------------------- */
+
+/* vpermw indices picking int16 values into four 16-lane quarters (qN) of a
+ * 512-bit vector; the source holds [sc0..7, m0..7] (Q4_K/Q5_K) or the
+ * sixteen Q6_K scales. */
+#define Q4(a, b, c, d)                                                                                        \
+    {a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b,         \
+     c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d}
+/* Q4_K/Q5_K chunk c (64 quants): sc[2c] for the first 32, sc[2c+1] after */
+static const uint16_t idx_k4[4][32] __attribute__((aligned(64))) = {
+#define H(a, b) {a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b}
+    H(0, 1), H(2, 3), H(4, 5), H(6, 7),
+#undef H
+};
+/* Q6_K half h, chunk 01 or 23: sub-blocks 8h + 4j + 0..3, 8 pairs each */
+static const uint16_t idx_k6[4][32] __attribute__((aligned(64))) = {
+#define E(a, b, c, d) {a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, c, c, c, c, c, c, c, c, d, d, d, d, d, d, d, d}
+    E(0, 1, 2, 3), E(4, 5, 6, 7), E(8, 9, 10, 11), E(12, 13, 14, 15),
+#undef E
+};
+#undef Q4
+/* [m0 m0 m1 m1 .. m7 m7] from the 16 int16 [sc0..7, m0..7] */
+static const uint16_t idx_mdup[16] __attribute__((aligned(32))) = {8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
+
+INLINE __m512i lidx(const uint16_t *p) { return _mm512_load_si512((const void *)p); }
+
+/* One super-block of one row, unpacked once for all tokens of a tile. */
+struct kblock {
+    __m512i sc[4];   /* int16 scale per maddubs lane, per chunk */
+    __m512i q[4];    /* the 256 quants, 64 per vector (Q6_K: + 32, unsigned) */
+    __m256i s16;     /* Q6_K: the 16 scales as int16; Q4_K/Q5_K: mins doubled */
+    float d, dmin;
+};
+
+INLINE void kblock_load(const int type, struct kblock *k, const uint8_t *blk)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    if (type == GGML_TYPE_Q6_K) {
+        const block_q6_K *x = (const block_q6_K *)blk;
+        k->s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+        const __m512i s = _mm512_castsi256_si512(k->s16);
+        const __m512i m2 = _mm512_set1_epi8(0x30);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m512i ql = _mm512_loadu_si512((const void *)(x->ql + 64 * h));
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+            /* [q0 | q1]: high bits (qh << 4) and (qh << 2); [q2 | q3]: qh and (qh >> 2) */
+            const __m512i sl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+            const __m512i sr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+            k->q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, sl), m2));
+            k->q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                              _mm512_and_si512(_mm512_srlv_epi16(qh, sr), m2));
+            k->sc[2 * h] = _mm512_permutexvar_epi16(lidx(idx_k6[2 * h]), s);
+            k->sc[2 * h + 1] = _mm512_permutexvar_epi16(lidx(idx_k6[2 * h + 1]), s);
+        }
+        k->d = h2f(ld16(&x->d));
+        k->dmin = 0.0f;
+        return;
+    }
+    uint32_t u[4];
+    memcpy(u, blk + 4, 12);
+    const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
+    u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
+    const uint32_t m03 = u[1] & km1;
+    u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
+    u[2] = m03;
+    u[0] &= km1;
+    const __m256i s16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)); /* [sc0..7, m0..7] */
+    const __m512i s = _mm512_castsi256_si512(s16);
+    UNROLL
+    for (int c = 0; c < 4; c++)
+        k->sc[c] = _mm512_permutexvar_epi16(lidx(idx_k4[c]), s);
+    k->s16 = _mm256_permutexvar_epi16(_mm256_load_si256((const __m256i *)idx_mdup), s16);
+    k->d = h2f(ld16(blk));
+    k->dmin = h2f(ld16(blk + 2));
+    const uint8_t *qs = type == GGML_TYPE_Q4_K ? ((const block_q4_K *)blk)->qs : ((const block_q5_K *)blk)->qs;
+    __m512i qh = _mm512_setzero_si512();
+    if (type == GGML_TYPE_Q5_K)
+        qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const block_q5_K *)blk)->qh));
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m512i z = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+        if (type == GGML_TYPE_Q5_K) { /* bit 2c of qh[l] for the low half, 2c+1 for the high */
+            const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
+                                                    _mm256_set1_epi8((char)(2 << (2 * c))), 1);
+            const __mmask64 hk = _mm512_test_epi8_mask(qh, bits);
+            z = _mm512_mask_add_epi8(z, hk, z, _mm512_set1_epi8(16));
+        }
+        k->q[c] = z;
+    }
+}
+
+/* isum lanes (and summ lanes for Q4_K/Q5_K) of one row's super-block
+ * against one token's. */
+INLINE __m512i kdot(const int type, const struct kblock *k, const block_q8_K *y, __m256i *summ)
+{
+    __m512i acc = _mm512_setzero_si512();
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m512i p = _mm512_maddubs_epi16(k->q[c], _mm512_loadu_si512((const void *)(y->qs + 64 * c)));
+        acc = _mm512_dpwssd_epi32(acc, p, k->sc[c]);
+    }
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+    if (type == GGML_TYPE_Q6_K) { /* q - 32 */
+        const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(bs, k->s16), 5);
+        return _mm512_sub_epi32(acc, _mm512_zextsi256_si512(corr));
+    }
+    *summ = _mm256_madd_epi16(bs, k->s16);
+    return acc;
+}
+
+INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 dy, __m128i isum, __m128i summ)
+{
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dx, dy), _mm_cvtepi32_ps(isum)));
+    if (type != GGML_TYPE_Q6_K)
+        acc = _mm_sub_ps(acc, _mm_mul_ps(_mm_mul_ps(dminx, dy), _mm_cvtepi32_ps(summ)));
+    return acc;
+}
+
+INLINE size_t kbytes(const int type)
+{
+    return type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : type == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
+                                                                               : sizeof(block_q6_K);
+}
+
+INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row,
+                  const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    const int64_t nb = n / QK_K;
+    const size_t bs = kbytes(type);
+    const __m512i zero = _mm512_setzero_si512();
+    const __m256i zero8 = _mm256_setzero_si256();
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const block_q8_K *yb[4];
+        float dy[4] = {0, 0, 0, 0};
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
+            dy[t] = yb[t]->d;
+        }
+        if (NT == 1) { /* lanes are rows */
+            __m512i v[4] = {zero, zero, zero, zero};
+            __m256i m[4] = {zero8, zero8, zero8, zero8};
+            float dx[4] = {0, 0, 0, 0}, dm[4] = {0, 0, 0, 0};
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                struct kblock k;
+                kblock_load(type, &k, w + (size_t)r * w_row + (size_t)b * bs);
+                v[r] = kdot(type, &k, yb[0], &m[r]);
+                dx[r] = k.d;
+                dm[r] = k.dmin;
+            }
+            const __m128i isum = reduce4_512(v[0], v[1], v[2], v[3]);
+            const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4_256(m[0], m[1], m[2], m[3]);
+            acc[0] = kfma(type, acc[0], _mm_loadu_ps(dx), _mm_loadu_ps(dm), _mm_set1_ps(dy[0]), isum, summ);
+            continue;
+        }
+        const __m128 dyv = _mm_loadu_ps(dy);
+        UNROLL
+        for (int r = 0; r < NR; r++) { /* lanes are tokens */
+            struct kblock k;
+            kblock_load(type, &k, w + (size_t)r * w_row + (size_t)b * bs);
+            __m512i v[4] = {zero, zero, zero, zero};
+            __m256i m[4] = {zero8, zero8, zero8, zero8};
+            UNROLL
+            for (int t = 0; t < NT; t++)
+                v[t] = kdot(type, &k, yb[t], &m[t]);
+            const __m128i isum = reduce4_512(v[0], v[1], v[2], v[3]);
+            const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4_256(m[0], m[1], m[2], m[3]);
+            acc[r] = kfma(type, acc[r], _mm_set1_ps(k.d), _mm_set1_ps(k.dmin), dyv, isum, summ);
+        }
+    }
+    if (NT == 1) {
+        float out[4];
+        _mm_storeu_ps(out, acc[0]);
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            y[r] = out[r];
+        return;
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        float out[4];
+        _mm_storeu_ps(out, acc[r]);
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            y[(size_t)t * ys + (size_t)r] = out[t];
+    }
+}
+
+DEFINE_GEMM(gemm_q4_K, gemmK, GGML_TYPE_Q4_K)
+DEFINE_GEMM(gemm_q5_K, gemmK, GGML_TYPE_Q5_K)
+DEFINE_GEMM(gemm_q6_K, gemmK, GGML_TYPE_Q6_K)
+DEFINE_DOT(vec_dot_q4_K, gemmK, GGML_TYPE_Q4_K)
+DEFINE_DOT(vec_dot_q5_K, gemmK, GGML_TYPE_Q5_K)
+DEFINE_DOT(vec_dot_q6_K, gemmK, GGML_TYPE_Q6_K)
+
+/* ------------------------- F32 / F16 / BF16 ------------------------- */
+
+/* Sixteen elements of a float row at i as floats; the last m < 16 through
+ * a masked (zeroing) load, which reads nothing past the row. */
+INLINE __m512 loadf(const int type, const uint8_t *row, int64_t i, int m)
+{
+    const __mmask16 k = m == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1);
+    if (type == GGML_TYPE_F32)
+        return _mm512_maskz_loadu_ps(k, (const float *)row + i);
+    const __m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)row + i);
+    if (type == GGML_TYPE_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+INLINE void gemmf(const int type, const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row,
+                  const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    __m512 acc[4][4];
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const int m = n - i < 16 ? (int)(n - i) : 16;
+        __m512 wv[4];
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            wv[r] = loadf(type, w + (size_t)r * w_row, i, m);
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            const __m512 av = loadf(type, a + (size_t)t * a_row, i, m);
+            UNROLL
+            for (int r = 0; r < NR; r++)
+                acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            y[(size_t)t * ys + (size_t)r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+DEFINE_GEMM(gemm_f32, gemmf, GGML_TYPE_F32)
+DEFINE_GEMM(gemm_f16, gemmf, GGML_TYPE_F16)
+DEFINE_GEMM(gemm_bf16, gemmf, GGML_TYPE_BF16)
+DEFINE_DOT(vec_dot_f32, gemmf, GGML_TYPE_F32)
+DEFINE_DOT(vec_dot_f16, gemmf, GGML_TYPE_F16)
+DEFINE_DOT(vec_dot_bf16, gemmf, GGML_TYPE_BF16)
+
+/* BF16 with vdpbf16ps: 32 elements (16 pairs) per step, masked tail. */
+#define BF16_FN static inline __attribute__((always_inline, target("avx512bf16")))
+
+BF16_FN __m512bh loadbh(const uint8_t *row, int64_t i, int m)
+{
+    const __mmask32 k = m == 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << m) - 1);
+    return (__m512bh)_mm512_maskz_loadu_epi16(k, (const uint16_t *)row + i);
+}
+
+BF16_FN void gemmbf(const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row, const uint8_t *a,
+                    size_t a_row, float *y, size_t ys)
+{
+    __m512 acc[4][4];
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 32) {
+        const int m = n - i < 32 ? (int)(n - i) : 32;
+        __m512bh wv[4];
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            wv[r] = loadbh(w + (size_t)r * w_row, i, m);
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            const __m512bh av = loadbh(a + (size_t)t * a_row, i, m);
+            UNROLL
+            for (int r = 0; r < NR; r++)
+                acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], av);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            y[(size_t)t * ys + (size_t)r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+__attribute__((target("avx512bf16"))) static void gemm_bf16_dp(int64_t n, const void *w, size_t w_row,
+                                                                const void *a, size_t a_row, float *y, size_t ys,
+                                                                int nt)
+{
+    switch (nt) {
+    case 1: gemmbf(4, 1, n, w, w_row, a, a_row, y, ys); break;
+    case 2: gemmbf(4, 2, n, w, w_row, a, a_row, y, ys); break;
+    case 3: gemmbf(4, 3, n, w, w_row, a, a_row, y, ys); break;
+    default: gemmbf(4, 4, n, w, w_row, a, a_row, y, ys); break;
+    }
+}
+
+__attribute__((target("avx512bf16"))) static float vec_dot_bf16_dp(int64_t n, const void *w, const void *a)
+{
+    float y;
+    gemmbf(1, 1, n, w, 0, a, 0, &y, 1);
+    return y;
+}
+
+/* ------------------------------ the table ------------------------------ */
+
+void kernels_fill_avx512(struct kernel_table *t)
+{
+    kernels_fill_avx2(t);
+#define SET(T, dot, gemm_)                                                                                    \
+    do {                                                                                                      \
+        t->types[GGML_TYPE_##T].vec_dot = (dot);                                                              \
+        t->types[GGML_TYPE_##T].gemm = (gemm_);                                                               \
+    } while (0)
+    SET(F32, vec_dot_f32, gemm_f32);
+    SET(F16, vec_dot_f16, gemm_f16);
+    SET(BF16, vec_dot_bf16, gemm_bf16);
+    if (cpu_features_get()->avx512bf16)
+        SET(BF16, vec_dot_bf16_dp, gemm_bf16_dp);
+    SET(Q4_0, vec_dot_q4_0, gemm_q4_0);
+    SET(Q5_0, vec_dot_q5_0, gemm_q5_0);
+    SET(Q8_0, vec_dot_q8_0, gemm_q8_0);
+    SET(Q4_K, vec_dot_q4_K, gemm_q4_K);
+    SET(Q5_K, vec_dot_q5_K, gemm_q5_K);
+    SET(Q6_K, vec_dot_q6_K, gemm_q6_K);
+#undef SET
+    kernels_fill_gemm_avx512(t);
+    kernels_fill_ops_avx512(t);
+}

@@ -1,0 +1,191 @@
+/*
+ * cmd_serve.c - `infer serve`: option parsing for the OpenAI-compatible
+ * server in src/server/ (server_run does the rest).
+ *
+ * Flag names follow llama-server where one exists (-c, -b, -t, -np,
+ * --host, --port, --api-key, --alias) and ollama for --keep-alive.
+ */
+#include "cli.h"
+
+#include "../server/server.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
+    O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
+    O_MLOCK,
+};
+
+static const char *help =
+    "usage: infer serve [-m MODEL] [options]\n\n"
+    "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
+    "GET /v1/models, /health, /metrics.\n\n"
+    "  -m, --model FILE          GGUF model (default: the default model)\n"
+    "      --alias NAME          model id in the API (default: the file name without .gguf)\n"
+    "      --host ADDR           numeric IPv4/IPv6 address to bind (default 127.0.0.1)\n"
+    "      --port N              TCP port (default 8080; 0: any free port, printed)\n"
+    "  -np, --parallel N         sequences generated at once (default 4)\n"
+    "      --queue N             requests that may wait for a sequence; more get 503 (default 64)\n"
+    "  -c, --ctx-size N          context per sequence (default: min(model, 4096))\n"
+    "  -b, --batch-size N        prompt tokens per sequence and step (default 256)\n"
+    "  -t, --threads N           threads (default: physical cores)\n"
+    "      --kv-block N          tokens per KV block (default 32)\n"
+    "      --mlock               lock the model's pages in memory\n"
+    "      --no-prefix-cache     recompute every prompt from scratch (for comparisons)\n"
+    "      --chat-template NAME  chatml, gemma, llama3, ... (default: from the model)\n"
+    "      --keep-alive D        unload after D idle: 5m, 30s, 1h30m, 0 (after each request),\n"
+    "                            -1 (never; the default)\n"
+    "      --cache-dir DIR       disk tier of the prefix cache: cached KV survives unloads and restarts\n"
+    "      --api-key KEY         require 'Authorization: Bearer KEY' (repeatable: one per tenant;\n"
+    "                            also $INFER_API_KEY); each key salts its own prefix cache\n"
+    "      --api-key-file FILE   keys, one per line\n"
+    "      --cors ORIGIN         send CORS headers allowing ORIGIN ('*' for any)\n"
+    "      --max-body BYTES      largest request body (default 1M; k/M suffixes)\n"
+    "      --max-prompt-tokens N longest prompt (default: the context)\n"
+    "      --max-tokens N        largest max_tokens, and the default (default 4096)\n"
+    "      --timeout S           close connections idle for S seconds (default 30)\n"
+    "      --max-connections N   (default 64)\n"
+    "  -v, --verbose             log requests\n";
+
+static bool parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "error: bad value '%s' (expected %ld..%ld)\n", s, lo, hi);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        goto bad;
+    if (*end == 'k' || *end == 'K')
+        v <<= 10, end++;
+    else if (*end == 'm' || *end == 'M')
+        v <<= 20, end++;
+    if (*end || v == 0 || v > (1ULL << 30))
+        goto bad;
+    *out = (size_t)v;
+    return true;
+bad:
+    fprintf(stderr, "error: bad size '%s' (bytes, with an optional k or M suffix, at most 1G)\n", s);
+    return false;
+}
+
+static bool add_key(struct server_config *c, const char *k)
+{
+    if (!*k)
+        return true;
+    char **keys = realloc(c->api_keys, (size_t)(c->n_api_keys + 1) * sizeof(char *));
+    if (!keys)
+        return false;
+    c->api_keys = keys;
+    if (!(c->api_keys[c->n_api_keys] = strdup(k)))
+        return false;
+    c->n_api_keys++;
+    return true;
+}
+
+static bool read_keys(struct server_config *c, const char *path)
+{
+    size_t len;
+    char *text = cli_read_file(path, &len);
+    if (!text)
+        return false;
+    bool ok = true;
+    for (char *save = NULL, *line = strtok_r(text, "\r\n", &save); line && ok; line = strtok_r(NULL, "\r\n", &save))
+        if (line[0] != '#')
+            ok = add_key(c, line);
+    free(text);
+    return ok;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"alias", required_argument, 0, O_ALIAS},
+        {"host", required_argument, 0, O_HOST}, {"port", required_argument, 0, O_PORT},
+        {"parallel", required_argument, 0, O_PARALLEL}, {"np", required_argument, 0, O_PARALLEL},
+        {"queue", required_argument, 0, O_QUEUE}, {"ctx-size", required_argument, 0, 'c'},
+        {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
+        {"kv-block", required_argument, 0, O_KV_BLOCK}, {"mlock", no_argument, 0, O_MLOCK},
+        {"no-prefix-cache", no_argument, 0, O_NO_PREFIX}, {"chat-template", required_argument, 0, O_TEMPLATE},
+        {"keep-alive", required_argument, 0, O_KEEP_ALIVE}, {"cache-dir", required_argument, 0, O_CACHE_DIR},
+        {"api-key", required_argument, 0, O_API_KEY}, {"api-key-file", required_argument, 0, O_API_KEY_FILE},
+        {"cors", required_argument, 0, O_CORS}, {"max-body", required_argument, 0, O_MAX_BODY},
+        {"max-prompt-tokens", required_argument, 0, O_MAX_PROMPT}, {"max-tokens", required_argument, 0, O_MAX_TOKENS},
+        {"timeout", required_argument, 0, O_TIMEOUT}, {"max-connections", required_argument, 0, O_MAX_CONN},
+        {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    struct server_config c = {
+        .host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .n_batch = 256,
+        .max_body = 1 << 20, .max_tokens = 4096, .keep_alive = -1, .timeout = 30, .max_connections = 64,
+    };
+    const char *model = NULL;
+    int o, rc = 2;
+    bool ok = true;
+    optind = 1;
+    while (ok && (o = getopt_long_only(argc, argv, "m:c:b:t:vh", opts, NULL)) != -1) {
+        switch (o) {
+        case 'm': model = optarg; break;
+        case O_ALIAS: c.model_id = optarg; break;
+        case O_HOST: c.host = optarg; break;
+        case O_PORT: ok = parse_int(optarg, 0, 65535, &c.port); break;
+        case O_PARALLEL: ok = parse_int(optarg, 1, 256, &c.parallel); break;
+        case O_QUEUE: ok = parse_int(optarg, 0, 100000, &c.queue); break;
+        case 'c': ok = parse_int(optarg, 0, 1 << 22, &c.n_ctx); break;
+        case 'b': ok = parse_int(optarg, 1, 1 << 16, &c.n_batch); break;
+        case 't': ok = parse_int(optarg, 0, 4096, &c.n_threads); break;
+        case O_KV_BLOCK: ok = parse_int(optarg, 1, 4096, &c.kv_block); break;
+        case O_MLOCK: c.mlock = true; break;
+        case O_NO_PREFIX: c.no_prefix_cache = true; break;
+        case O_TEMPLATE: c.chat_template = optarg; break;
+        case O_KEEP_ALIVE:
+            if (!(ok = server_parse_duration(optarg, &c.keep_alive)))
+                fprintf(stderr, "error: bad --keep-alive '%s' (5m, 30s, 1h30m, 0, -1)\n", optarg);
+            break;
+        case O_CACHE_DIR: c.cache_dir = optarg; break;
+        case O_API_KEY: ok = add_key(&c, optarg); break;
+        case O_API_KEY_FILE: ok = read_keys(&c, optarg); break;
+        case O_CORS: c.cors_origin = optarg; break;
+        case O_MAX_BODY: ok = parse_size(optarg, &c.max_body); break;
+        case O_MAX_PROMPT: ok = parse_int(optarg, 1, 1 << 22, &c.max_prompt_tokens); break;
+        case O_MAX_TOKENS: ok = parse_int(optarg, 1, 1 << 22, &c.max_tokens); break;
+        case O_TIMEOUT: ok = parse_int(optarg, 1, 86400, &c.timeout); break;
+        case O_MAX_CONN: ok = parse_int(optarg, 1, 4096, &c.max_connections); break;
+        case 'v': c.verbose = true; break;
+        case 'h': printf("%s", help); rc = 0; goto out;
+        default: ok = false;
+        }
+    }
+    if (!ok)
+        goto out;
+    if (optind < argc) {
+        fprintf(stderr, "error: unexpected argument '%s' (see infer serve --help)\n", argv[optind]);
+        goto out;
+    }
+    const char *env_key = getenv("INFER_API_KEY");
+    if (env_key && !add_key(&c, env_key))
+        goto out;
+    if (!(c.model_path = cli_model_path(model))) {
+        rc = 1;
+        goto out;
+    }
+    rc = server_run(&c);
+out:
+    for (int i = 0; i < c.n_api_keys; i++)
+        free(c.api_keys[i]);
+    free(c.api_keys);
+    return rc;
+}

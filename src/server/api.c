@@ -1,0 +1,529 @@
+/*
+ * api.c - the OpenAI request and response shapes, with jansson.
+ *
+ * api_parse_request() turns the body of POST /v1/chat/completions or
+ * /v1/completions into a struct gen_request, checking every field's type and
+ * range: the body is hostile until proven otherwise.  JSON that jansson
+ * rejects (broken syntax, invalid UTF-8, \u0000, nesting deeper than
+ * JSON_PARSER_MAX_DEPTH, integers beyond int64, reals beyond double) is a 400
+ * with jansson's message.  Fields set to null count as absent; unknown
+ * fields are ignored, as OpenAI's and llama-server's are, except those asking
+ * for something this server cannot do (tools, n > 1, logprobs), which are
+ * refused rather than silently dropped.
+ *
+ * The builders below make the response objects (chat.completion,
+ * text_completion, their streamed chunks, usage, timings) from a finished or
+ * running job.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_MESSAGES 4096
+
+void api_error_set(struct api_error *e, int status, const char *type, const char *code, const char *fmt, ...)
+{
+    e->status = status;
+    e->type = type;
+    e->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+}
+
+char *api_error_json(const struct api_error *e)
+{
+    json_t *o = json_pack("{s:{s:s, s:s, s:o, s:n}}", "error", "message", e->message, "type",
+                          e->type ? e->type : "invalid_request_error", "code",
+                          e->code ? json_string(e->code) : json_null(), "param");
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+static bool bad(struct api_error *e, const char *fmt, const char *key)
+{
+    api_error_set(e, 400, "invalid_request_error", "invalid_value", fmt, key);
+    return false;
+}
+
+/* Field accessors: absent or null leaves *out alone and succeeds. */
+
+static json_t *field(json_t *root, const char *key)
+{
+    json_t *v = json_object_get(root, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+static bool get_real(json_t *root, const char *key, double lo, double hi, float *out, struct api_error *e)
+{
+    json_t *v = field(root, key);
+    if (!v)
+        return true;
+    if (!json_is_number(v))
+        return bad(e, "'%s' must be a number", key);
+    double d = json_number_value(v);
+    if (!isfinite(d) || d < lo || d > hi) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_value", "'%s' must be between %g and %g", key, lo,
+                      hi);
+        return false;
+    }
+    *out = (float)d;
+    return true;
+}
+
+static bool get_int(json_t *root, const char *key, int64_t lo, int64_t hi, int64_t *out, struct api_error *e)
+{
+    json_t *v = field(root, key);
+    if (!v)
+        return true;
+    if (!json_is_integer(v))
+        return bad(e, "'%s' must be an integer", key);
+    json_int_t i = json_integer_value(v);
+    if (i < lo || i > hi) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_value", "'%s' must be between %lld and %lld", key,
+                      (long long)lo, (long long)hi);
+        return false;
+    }
+    *out = i;
+    return true;
+}
+
+static bool get_bool(json_t *root, const char *key, bool *out, struct api_error *e)
+{
+    json_t *v = field(root, key);
+    if (!v)
+        return true;
+    if (!json_is_boolean(v))
+        return bad(e, "'%s' must be a boolean", key);
+    *out = json_is_true(v);
+    return true;
+}
+
+/* A string of at most max_len bytes, copied. */
+static bool get_string(json_t *root, const char *key, size_t max_len, char **out, struct api_error *e)
+{
+    json_t *v = field(root, key);
+    if (!v)
+        return true;
+    if (!json_is_string(v))
+        return bad(e, "'%s' must be a string", key);
+    if (json_string_length(v) > max_len) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_value", "'%s' is longer than %zu bytes", key,
+                      max_len);
+        return false;
+    }
+    *out = strdup(json_string_value(v));
+    if (!*out) {
+        api_error_set(e, 500, "server_error", NULL, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+/* Message content: a string, or an array of {"type": "text", "text": ...}
+ * parts joined.  Returns a malloc'ed string or NULL with e set. */
+static char *message_content(json_t *c, size_t idx, struct api_error *e)
+{
+    if (json_is_string(c))
+        return strdup(json_string_value(c));
+    if (!json_is_array(c)) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_type",
+                      "messages[%zu].content must be a string or an array of text parts", idx);
+        return NULL;
+    }
+    size_t total = 0, i;
+    json_t *part;
+    json_array_foreach(c, i, part) {
+        json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
+        if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") ||
+            !json_is_string(text)) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_type",
+                          "messages[%zu].content[%zu] must be {\"type\": \"text\", \"text\": string} (only text "
+                          "parts are supported)",
+                          idx, i);
+            return NULL;
+        }
+        total += json_string_length(text);
+    }
+    char *s = malloc(total + 1), *p = s;
+    if (!s) {
+        api_error_set(e, 500, "server_error", NULL, "out of memory");
+        return NULL;
+    }
+    json_array_foreach(c, i, part) {
+        json_t *text = json_object_get(part, "text");
+        memcpy(p, json_string_value(text), json_string_length(text));
+        p += json_string_length(text);
+    }
+    *p = '\0';
+    return s;
+}
+
+static bool parse_messages(json_t *root, struct gen_request *r, struct api_error *e)
+{
+    json_t *msgs = field(root, "messages");
+    if (!msgs)
+        return bad(e, "'%s' is required", "messages");
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return bad(e, "'%s' must be a non-empty array", "messages");
+    if (json_array_size(msgs) > MAX_MESSAGES) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_value", "more than %d messages", MAX_MESSAGES);
+        return false;
+    }
+    r->msgs = calloc(json_array_size(msgs), sizeof(*r->msgs));
+    if (!r->msgs) {
+        api_error_set(e, 500, "server_error", NULL, "out of memory");
+        return false;
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (!json_is_object(m)) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_type", "messages[%zu] must be an object", i);
+            return false;
+        }
+        json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
+        if (!json_is_string(role)) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_type", "messages[%zu].role must be a string",
+                          i);
+            return false;
+        }
+        const char *rs = json_string_value(role);
+        const char *canon = !strcmp(rs, "developer") ? "system"
+                            : !strcmp(rs, "system") || !strcmp(rs, "user") || !strcmp(rs, "assistant") ? rs
+                                                                                                        : NULL;
+        if (!canon) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_value",
+                          "messages[%zu].role must be system, developer, user or assistant", i);
+            return false;
+        }
+        if (!content || json_is_null(content)) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_value", "messages[%zu].content is required",
+                          i);
+            return false;
+        }
+        char *text = message_content(content, i, e);
+        char *role_copy = strdup(canon);
+        if (!text || !role_copy) {
+            if (text && !role_copy)
+                api_error_set(e, 500, "server_error", NULL, "out of memory");
+            free(text);
+            free(role_copy);
+            return false;
+        }
+        r->msgs[i].role = role_copy;
+        r->msgs[i].content = text;
+        r->n_msgs = i + 1;
+    }
+    return true;
+}
+
+static bool parse_prompt(json_t *root, struct gen_request *r, struct api_error *e)
+{
+    json_t *p = field(root, "prompt");
+    if (!p)
+        return bad(e, "'%s' is required", "prompt");
+    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
+        p = json_array_get(p, 0);
+    if (json_is_string(p)) {
+        r->prompt = strdup(json_string_value(p));
+        if (!r->prompt) {
+            api_error_set(e, 500, "server_error", NULL, "out of memory");
+            return false;
+        }
+        return true;
+    }
+    if (!json_is_array(p) || json_array_size(p) == 0)
+        return bad(e, "'%s' must be a string, an array of one string or a non-empty array of token ids",
+                   "prompt");
+    size_t n = json_array_size(p), i;
+    json_t *v;
+    r->prompt_ids = malloc(n * sizeof(int32_t));
+    if (!r->prompt_ids) {
+        api_error_set(e, 500, "server_error", NULL, "out of memory");
+        return false;
+    }
+    json_array_foreach(p, i, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_value",
+                          "prompt[%zu] must be a token id (several prompts in one request are not supported)", i);
+            return false;
+        }
+        r->prompt_ids[i] = (int32_t)json_integer_value(v);
+    }
+    r->n_prompt_ids = n;
+    return true;
+}
+
+static bool parse_stop(json_t *root, struct gen_request *r, struct api_error *e)
+{
+    json_t *s = field(root, "stop");
+    if (!s)
+        return true;
+    json_t *one[1] = {s};
+    json_t **items = one;
+    size_t n = 1;
+    if (json_is_array(s)) {
+        n = json_array_size(s);
+        if (n > GEN_MAX_STOP) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_value", "'stop' has more than %d sequences",
+                          GEN_MAX_STOP);
+            return false;
+        }
+        items = NULL;
+    } else if (!json_is_string(s)) {
+        return bad(e, "'%s' must be a string or an array of strings", "stop");
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = items ? items[i] : json_array_get(s, i);
+        if (!json_is_string(v))
+            return bad(e, "'%s' must be a string or an array of strings", "stop");
+        if (json_string_length(v) > GEN_MAX_STOP_LEN) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_value", "a stop sequence is longer than %d bytes",
+                          GEN_MAX_STOP_LEN);
+            return false;
+        }
+        if (json_string_length(v) == 0)
+            continue;
+        if (!(r->stop[r->n_stop] = strdup(json_string_value(v)))) {
+            api_error_set(e, 500, "server_error", NULL, "out of memory");
+            return false;
+        }
+        r->n_stop++;
+    }
+    return true;
+}
+
+/* Features this server does not have: refuse rather than ignore. */
+static bool refuse_unsupported(json_t *root, struct api_error *e)
+{
+    json_t *v;
+    int64_t n = 1;
+    if (!get_int(root, "n", 1, 1, &n, e)) {
+        api_error_set(e, 400, "invalid_request_error", "unsupported_value", "only 'n': 1 is supported");
+        return false;
+    }
+    if ((v = field(root, "tools")) && (!json_is_array(v) || json_array_size(v) > 0)) {
+        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "'tools' is not supported");
+        return false;
+    }
+    if ((v = field(root, "functions"))) {
+        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "'functions' is not supported");
+        return false;
+    }
+    if ((v = field(root, "logprobs")) && !json_is_false(v)) {
+        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "'logprobs' is not supported");
+        return false;
+    }
+    if ((v = field(root, "response_format"))) {
+        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
+        if (!json_is_string(t) || strcmp(json_string_value(t), "text")) {
+            api_error_set(e, 400, "invalid_request_error", "unsupported_parameter",
+                          "only 'response_format': {\"type\": \"text\"} is supported");
+            return false;
+        }
+    }
+    return true;
+}
+
+bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct gen_request *r,
+                       struct api_error *e)
+{
+    memset(r, 0, sizeof(*r));
+    r->kind = kind;
+    r->max_tokens = -1;
+    infer_sampler_params_default(&r->sp);
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr);
+    if (!root) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_json",
+                      "the request body is not valid JSON: %s (at byte %d)", jerr.text, jerr.position);
+        return false;
+    }
+    bool ok = false;
+    if (!json_is_object(root)) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_json", "the request body must be a JSON object");
+        goto out;
+    }
+    int64_t max_tokens = -1, top_k = r->sp.top_k, seed = -1;
+    bool have_seed = field(root, "seed") != NULL;
+    json_t *so;
+    if (!get_string(root, "model", 256, &r->model, e) ||
+        !(kind == GEN_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) ||
+        !get_int(root, "max_tokens", 1, INT32_MAX, &max_tokens, e) ||
+        !get_int(root, "max_completion_tokens", 1, INT32_MAX, &max_tokens, e) ||
+        !get_real(root, "temperature", 0, 2, &r->sp.temp, e) || !get_real(root, "top_p", 0, 1, &r->sp.top_p, e) ||
+        !get_int(root, "top_k", 0, INT32_MAX, &top_k, e) || !get_real(root, "min_p", 0, 1, &r->sp.min_p, e) ||
+        !get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, e) || !parse_stop(root, r, e) ||
+        !get_bool(root, "stream", &r->stream, e) ||
+        !get_string(root, "cache_salt", GEN_MAX_SALT_LEN, &r->cache_salt, e) || !refuse_unsupported(root, e))
+        goto out;
+    if ((so = field(root, "stream_options"))) {
+        if (!json_is_object(so)) {
+            bad(e, "'%s' must be an object", "stream_options");
+            goto out;
+        }
+        if (!get_bool(so, "include_usage", &r->include_usage, e))
+            goto out;
+    }
+    r->max_tokens = max_tokens;
+    r->sp.top_k = (int)top_k;
+    if (have_seed) /* -1 (llama-server's "random") maps to INFER_SEED_RANDOM */
+        r->sp.seed = (uint64_t)seed;
+    ok = true;
+out:
+    json_decref(root);
+    if (!ok)
+        gen_request_free(r);
+    return ok;
+}
+
+void gen_request_free(struct gen_request *r)
+{
+    free(r->model);
+    for (size_t i = 0; i < r->n_msgs; i++) {
+        free((char *)r->msgs[i].role);
+        free((char *)r->msgs[i].content);
+    }
+    free(r->msgs);
+    free(r->prompt);
+    free(r->prompt_ids);
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    free(r->cache_salt);
+    memset(r, 0, sizeof(*r));
+}
+
+/* ------------------------------------------------------------ responses */
+
+const char *finish_reason_name(enum finish_reason f)
+{
+    switch (f) {
+    case FINISH_STOP: return "stop";
+    case FINISH_LENGTH: return "length";
+    case FINISH_ERROR: return "error";
+    default: return NULL;
+    }
+}
+
+json_t *api_usage(const struct job_stats *s)
+{
+    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)s->prompt_tokens,
+                     "completion_tokens", (json_int_t)s->completion_tokens, "total_tokens",
+                     (json_int_t)(s->prompt_tokens + s->completion_tokens), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)s->cached_tokens);
+}
+
+/* llama-server's timings object. */
+json_t *api_timings(const struct job_stats *s)
+{
+    int64_t prompt_n = s->prompt_tokens - s->cached_tokens;
+    return json_pack("{s:I, s:I, s:f, s:f, s:I, s:f, s:f}", "cache_n", (json_int_t)s->cached_tokens, "prompt_n",
+                     (json_int_t)prompt_n, "prompt_ms", s->prompt_ms, "prompt_per_second",
+                     s->prompt_ms > 0 ? (double)prompt_n * 1e3 / s->prompt_ms : 0.0, "predicted_n",
+                     (json_int_t)s->completion_tokens, "predicted_ms", s->predicted_ms, "predicted_per_second",
+                     s->predicted_ms > 0 ? (double)s->completion_tokens * 1e3 / s->predicted_ms : 0.0);
+}
+
+static json_t *finish_json(enum finish_reason f)
+{
+    const char *n = finish_reason_name(f);
+    return n ? json_string(n) : json_null();
+}
+
+json_t *api_response(const struct job *j, const char *model_id)
+{
+    json_t *choice;
+    if (j->req.kind == GEN_CHAT)
+        choice = json_pack("{s:i, s:{s:s, s:s%}, s:o, s:n}", "index", 0, "message", "role", "assistant",
+                           "content", j->text ? j->text : "", j->text_len, "finish_reason",
+                           finish_json(j->finish), "logprobs");
+    else
+        choice = json_pack("{s:i, s:s%, s:o, s:n}", "index", 0, "text", j->text ? j->text : "", j->text_len,
+                           "finish_reason", finish_json(j->finish), "logprobs");
+    return json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o, s:o}", "id", j->id, "object",
+                     j->req.kind == GEN_CHAT ? "chat.completion" : "text_completion", "created",
+                     (json_int_t)j->created, "model", model_id, "choices", choice, "usage", api_usage(&j->stats),
+                     "timings", api_timings(&j->stats));
+}
+
+json_t *api_chunk(const struct job *j, const char *model_id, const char *text, size_t len, bool first,
+                  enum finish_reason finish)
+{
+    json_t *choice;
+    if (j->req.kind == GEN_CHAT) {
+        json_t *delta = json_object();
+        if (first)
+            json_object_set_new(delta, "role", json_string("assistant"));
+        if (len || (first && finish == FINISH_NONE))
+            json_object_set_new(delta, "content", json_stringn(text, len));
+        choice = json_pack("{s:i, s:o, s:o, s:n}", "index", 0, "delta", delta, "finish_reason", finish_json(finish),
+                           "logprobs");
+    } else {
+        choice = json_pack("{s:i, s:s%, s:o, s:n}", "index", 0, "text", text, len, "finish_reason",
+                           finish_json(finish), "logprobs");
+    }
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", j->id, "object",
+                          j->req.kind == GEN_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                          (json_int_t)j->created, "model", model_id, "choices", choice);
+    if (o && j->req.include_usage)
+        json_object_set_new(o, "usage", json_null());
+    if (o && finish != FINISH_NONE)
+        json_object_set_new(o, "timings", api_timings(&j->stats));
+    return o;
+}
+
+json_t *api_usage_chunk(const struct job *j, const char *model_id)
+{
+    return json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", j->id, "object",
+                     j->req.kind == GEN_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                     (json_int_t)j->created, "model", model_id, "choices", "usage", api_usage(&j->stats));
+}
+
+/* ---------------------------------------------------------- durations */
+
+bool server_parse_duration(const char *s, double *seconds)
+{
+    char *end;
+    if (!s || !*s)
+        return false;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v))
+        return false;
+    if (!*end) { /* a bare number: seconds; negative: forever */
+        *seconds = v < 0 ? -1 : v;
+        return true;
+    }
+    /* a Go duration; a negative one ("-1m") means forever, as in ollama */
+    double total = 0;
+    const char *p = s;
+    bool negative = false;
+    if (*p == '-' || *p == '+')
+        negative = *p++ == '-';
+    while (*p) {
+        errno = 0;
+        double x = strtod(p, &end);
+        if (errno || end == p || x < 0 || !isfinite(x) || *p == '-' || *p == '+')
+            return false;
+        p = end;
+        double unit;
+        if (!strncmp(p, "ms", 2)) unit = 1e-3, p += 2;
+        else if (!strncmp(p, "us", 2)) unit = 1e-6, p += 2;
+        else if (!strncmp(p, "ns", 2)) unit = 1e-9, p += 2;
+        else if (*p == 's') unit = 1, p++;
+        else if (*p == 'm') unit = 60, p++;
+        else if (*p == 'h') unit = 3600, p++;
+        else return false;
+        total += x * unit;
+    }
+    *seconds = negative ? -1 : total;
+    return true;
+}

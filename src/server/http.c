@@ -1,0 +1,789 @@
+/*
+ * http.c - the HTTP side of `infer serve`, on libmicrohttpd.
+ *
+ * libmicrohttpd runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION),
+ * so a handler may block: a non-streamed request waits for its job to end, a
+ * streamed one blocks in the SSE content reader until the engine has more
+ * text.  While waiting, a handler polls its socket for a hang-up (POLLRDHUP)
+ * every 100 ms; a client that went away cancels its job, and the engine frees
+ * the sequence before its next step.
+ *
+ * Routes:
+ *   POST /v1/chat/completions, /v1/completions   generation (SSE with "stream")
+ *   GET  /v1/models, /v1/models/{id}              the one model
+ *   GET  /health                                  503 while loading, else 200
+ *   GET  /metrics                                 Prometheus text
+ *   OPTIONS *                                     CORS preflight
+ *
+ * Limits, all answered with an OpenAI-shaped error: request headers beyond
+ * MHD's connection memory (431 from MHD), a body over --max-body (413, from
+ * Content-Length before it is read, or as it streams in), a body that takes
+ * longer than twice --timeout to arrive (408), a full queue (503 with
+ * Retry-After), an unknown model (404), max_tokens above --max-tokens
+ * (400).  With --api-key, /v1/... and /metrics need "Authorization: Bearer
+ * KEY", compared in constant time; the matching key also salts the prefix
+ * cache so that tenants never share cached blocks.
+ */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#define SSE_PING_SECONDS 15.0
+
+enum route { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_OPTIONS };
+
+struct conn_ctx {
+    struct server *srv;
+    int refs;                  /* the connection, and the SSE response if any (under srv->mu) */
+    enum route route;
+    const char *endpoint;      /* metrics label */
+    const char *method, *url;
+    double t_start;
+    char *body;
+    size_t len, cap;
+    bool too_large, too_slow, responded;
+    char salt_key[20];         /* hash of the API key that matched, "" without keys */
+    int fd;
+    struct MHD_Connection *conn;
+    struct job *job;
+    /* SSE */
+    size_t sent_text;
+    bool sent_first, sent_final;
+    double t_last_out;         /* last bytes handed to MHD (for keep-alive comments) */
+    char *out;                 /* bytes serialized, not yet handed to MHD */
+    size_t out_len, out_off, out_cap;
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+/* 64-bit FNV-1a with a seed: enough to name a tenant's salt (not a MAC). */
+static uint64_t fnv1a(const char *s, size_t n, uint64_t h)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static void hash_hex(const char *s, size_t n, char out[20])
+{
+    snprintf(out, 20, "%016llx", (unsigned long long)fnv1a(s, n, 0xcbf29ce484222325ULL ^ 0x696e666572ULL));
+}
+
+/* Compare in time that depends only on the length of `key`, not on where
+ * the first difference is. */
+static bool equal_const_time(const char *given, size_t given_len, const char *key)
+{
+    size_t key_len = strlen(key);
+    unsigned diff = given_len != key_len;
+    for (size_t i = 0; i < key_len; i++)
+        diff |= (unsigned char)key[i] ^ (unsigned char)(i < given_len ? given[i] : 0);
+    return diff == 0;
+}
+
+static bool client_gone(int fd)
+{
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static void add_common_headers(struct server *srv, struct MHD_Response *r)
+{
+    if (srv->cfg->cors_origin) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", srv->cfg->cors_origin);
+        if (strcmp(srv->cfg->cors_origin, "*"))
+            MHD_add_response_header(r, "Vary", "Origin");
+    }
+}
+
+/* Queue a response with a malloc'ed body (taken). */
+static enum MHD_Result respond(struct conn_ctx *ctx, struct MHD_Connection *c, int status, const char *ctype,
+                               char *body, size_t len, const char *hname, const char *hvalue)
+{
+    struct server *srv = ctx->srv;
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    if (ctype)
+        MHD_add_response_header(r, "Content-Type", ctype);
+    if (hname)
+        MHD_add_response_header(r, hname, hvalue);
+    add_common_headers(srv, r);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    ctx->responded = true;
+    pthread_mutex_lock(&srv->mu);
+    metrics_count_request(&srv->metrics, ctx->endpoint, status);
+    pthread_mutex_unlock(&srv->mu);
+    if (srv->cfg->verbose)
+        fprintf(stderr, "serve: %s %s -> %d (%.0f ms)\n", ctx->method, ctx->url, status,
+                (infer_now_seconds() - ctx->t_start) * 1e3);
+    return ret;
+}
+
+static enum MHD_Result respond_json(struct conn_ctx *ctx, struct MHD_Connection *c, int status, json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s)
+        return MHD_NO;
+    return respond(ctx, c, status, "application/json", s, strlen(s), NULL, NULL);
+}
+
+static enum MHD_Result respond_error(struct conn_ctx *ctx, struct MHD_Connection *c, const struct api_error *e)
+{
+    char *s = api_error_json(e);
+    if (!s)
+        return MHD_NO;
+    const char *hn = NULL, *hv = NULL;
+    if (e->status == 401)
+        hn = "WWW-Authenticate", hv = "Bearer";
+    else if (e->status == 503)
+        hn = "Retry-After", hv = "1";
+    return respond(ctx, c, e->status, "application/json", s, strlen(s), hn, hv);
+}
+
+static enum MHD_Result fail(struct conn_ctx *ctx, struct MHD_Connection *c, int status, const char *type,
+                            const char *code, const char *msg)
+{
+    struct api_error e;
+    api_error_set(&e, status, type, code, "%s", msg);
+    return respond_error(ctx, c, &e);
+}
+
+/* ------------------------------------------------------------ GET routes */
+
+static const char *state_name(int st)
+{
+    static const char *n[] = {"unloaded", "loading", "loaded", "failed"};
+    return st >= 0 && st < 4 ? n[st] : "?";
+}
+
+static enum MHD_Result handle_health(struct conn_ctx *ctx, struct MHD_Connection *c)
+{
+    struct server *srv = ctx->srv;
+    struct server_gauges g;
+    pthread_mutex_lock(&srv->mu);
+    sched_gauges(srv, &g);
+    pthread_mutex_unlock(&srv->mu);
+    int status = g.model_state == 1 || g.model_state == 3 ? 503 : 200;
+    const char *s = g.model_state == 1 ? "loading" : g.model_state == 3 ? "error" : "ok";
+    json_t *o = json_pack("{s:s, s:s, s:s, s:f, s:i, s:i, s:i, s:f}", "status", s, "model", srv->model_id,
+                          "model_state", state_name(g.model_state), "resident_percent",
+                          g.model_bytes ? 100.0 * (double)g.model_resident_bytes / (double)g.model_bytes : 0.0,
+                          "slots_processing", g.running, "slots_idle", g.parallel - g.running, "queued", g.queued,
+                          "keep_alive", g.keep_alive);
+    return respond_json(ctx, c, status, o);
+}
+
+static enum MHD_Result handle_metrics(struct conn_ctx *ctx, struct MHD_Connection *c)
+{
+    struct server *srv = ctx->srv;
+    struct server_gauges g;
+    pthread_mutex_lock(&srv->mu);
+    sched_gauges(srv, &g);
+    char *text = metrics_render(&srv->metrics, &g);
+    pthread_mutex_unlock(&srv->mu);
+    if (!text)
+        return fail(ctx, c, 500, "server_error", NULL, "out of memory");
+    return respond(ctx, c, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text), NULL, NULL);
+}
+
+static json_t *model_object(struct server *srv)
+{
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", srv->model_id, "object", "model", "created",
+                     (json_int_t)srv->model_created, "owned_by", "infer");
+}
+
+static bool model_known(struct server *srv, const char *name)
+{
+    if (!strcmp(name, srv->model_id))
+        return true;
+    const char *base = strrchr(srv->cfg->model_path, '/');
+    base = base ? base + 1 : srv->cfg->model_path;
+    return !strcmp(name, base);
+}
+
+static enum MHD_Result handle_models(struct conn_ctx *ctx, struct MHD_Connection *c)
+{
+    struct server *srv = ctx->srv;
+    if (ctx->route == R_MODEL) {
+        const char *id = ctx->url + strlen("/v1/models/");
+        if (!model_known(srv, id)) {
+            struct api_error e;
+            api_error_set(&e, 404, "invalid_request_error", "model_not_found", "the model '%.200s' does not exist",
+                          id);
+            return respond_error(ctx, c, &e);
+        }
+        return respond_json(ctx, c, 200, model_object(srv));
+    }
+    return respond_json(ctx, c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(srv)));
+}
+
+/* ------------------------------------------------------------ generation */
+
+static void ctx_unref(struct conn_ctx *ctx)
+{
+    struct server *srv = ctx->srv;
+    pthread_mutex_lock(&srv->mu);
+    bool last = --ctx->refs == 0;
+    if (last && ctx->job) {
+        if (ctx->job->state != JOB_DONE && !ctx->job->cancelled) {
+            ctx->job->cancelled = true;
+            srv->metrics.disconnects++;
+            sched_kick(srv);
+        }
+        job_unref(ctx->job);
+        ctx->job = NULL;
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (last) {
+        free(ctx->body);
+        free(ctx->out);
+        free(ctx);
+    }
+}
+
+/* Wait (mu held) until the job reaches `state` or the client leaves.
+ * Returns false when the client left (the job is then cancelled). */
+static bool wait_job(struct conn_ctx *ctx, struct job *j, enum job_state state)
+{
+    struct server *srv = ctx->srv;
+    while (j->state < state) {
+        cond_wait_for(&j->cv, &srv->mu, 0.1);
+        if (j->state < state && client_gone(ctx->fd)) {
+            j->cancelled = true;
+            srv->metrics.disconnects++;
+            sched_kick(srv);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Append "data: <json>\n\n" to the SSE output (takes o). */
+static bool sse_push(struct conn_ctx *ctx, json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s)
+        return false;
+    size_t n = strlen(s), need = ctx->out_len + n + 9;
+    if (need > ctx->out_cap) {
+        char *b = realloc(ctx->out, need * 2);
+        if (!b) {
+            free(s);
+            return false;
+        }
+        ctx->out = b;
+        ctx->out_cap = need * 2;
+    }
+    ctx->out_len += (size_t)sprintf(ctx->out + ctx->out_len, "data: %s\n\n", s);
+    free(s);
+    return true;
+}
+
+static bool sse_push_raw(struct conn_ctx *ctx, const char *s)
+{
+    size_t n = strlen(s);
+    if (ctx->out_len + n + 1 > ctx->out_cap) {
+        char *b = realloc(ctx->out, (ctx->out_len + n + 1) * 2);
+        if (!b)
+            return false;
+        ctx->out = b;
+        ctx->out_cap = (ctx->out_len + n + 1) * 2;
+    }
+    memcpy(ctx->out + ctx->out_len, s, n + 1);
+    ctx->out_len += n;
+    return true;
+}
+
+/* SSE content reader: blocks (this is the connection's own thread) until
+ * the engine has produced something, turns it into chunks and copies them
+ * out.  Ends the stream after "data: [DONE]", or with an error when the
+ * client has gone. */
+static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct conn_ctx *ctx = cls;
+    struct server *srv = ctx->srv;
+    struct job *j = ctx->job;
+    if (ctx->out_off == ctx->out_len) {
+        if (ctx->sent_final)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        ctx->out_off = ctx->out_len = 0;
+        pthread_mutex_lock(&srv->mu);
+        for (;;) {
+            bool more = j->text_len > ctx->sent_text, done = j->state == JOB_DONE;
+            if (!ctx->sent_first || more) {
+                /* the role chunk goes first, at once; then the text as it comes */
+                sse_push(ctx, api_chunk(j, srv->model_id, j->text ? j->text + ctx->sent_text : "",
+                                        j->text_len - ctx->sent_text, !ctx->sent_first, FINISH_NONE));
+                ctx->sent_first = true;
+                ctx->sent_text = j->text_len;
+                if (!done)
+                    break;
+            }
+            if (done) {
+                if (j->err.status) {
+                    char *e = api_error_json(&j->err);
+                    if (e) {
+                        sse_push_raw(ctx, "data: ");
+                        sse_push_raw(ctx, e);
+                        sse_push_raw(ctx, "\n\n");
+                        free(e);
+                    }
+                } else {
+                    sse_push(ctx, api_chunk(j, srv->model_id, "", 0, false, j->finish));
+                    if (j->req.include_usage)
+                        sse_push(ctx, api_usage_chunk(j, srv->model_id));
+                }
+                sse_push_raw(ctx, "data: [DONE]\n\n");
+                ctx->sent_final = true;
+                /* idle timeout again (it was off while generating) */
+                MHD_set_connection_option(ctx->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)srv->cfg->timeout);
+                break;
+            }
+            if (infer_now_seconds() - ctx->t_last_out > SSE_PING_SECONDS) {
+                /* an SSE comment while queued or in a long prefill: proxies
+                 * see traffic, and a write to a closed socket ends us */
+                sse_push_raw(ctx, ": ping\n\n");
+                break;
+            }
+            cond_wait_for(&j->cv, &srv->mu, 0.1);
+            if (j->state != JOB_DONE && j->text_len == ctx->sent_text && client_gone(ctx->fd)) {
+                j->cancelled = true;
+                srv->metrics.disconnects++;
+                sched_kick(srv);
+                pthread_mutex_unlock(&srv->mu);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+        }
+        pthread_mutex_unlock(&srv->mu);
+        if (ctx->out_len == 0)
+            return MHD_CONTENT_READER_END_WITH_ERROR; /* out of memory */
+    }
+    size_t n = ctx->out_len - ctx->out_off;
+    if (n > max)
+        n = max;
+    memcpy(buf, ctx->out + ctx->out_off, n);
+    ctx->out_off += n;
+    ctx->t_last_out = infer_now_seconds();
+    return (ssize_t)n;
+}
+
+static void sse_free(void *cls)
+{
+    ctx_unref(cls);
+}
+
+static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connection *c)
+{
+    struct server *srv = ctx->srv;
+    const struct server_config *cfg = srv->cfg;
+    struct api_error e = {0};
+    struct job *j = job_new();
+    if (!j)
+        return fail(ctx, c, 500, "server_error", NULL, "out of memory");
+    if (!api_parse_request(ctx->route == R_CHAT ? GEN_CHAT : GEN_COMPLETION, ctx->body ? ctx->body : "", ctx->len,
+                           &j->req, &e)) {
+        pthread_mutex_lock(&srv->mu);
+        job_unref(j);
+        pthread_mutex_unlock(&srv->mu);
+        return respond_error(ctx, c, &e);
+    }
+    if (j->req.model && !model_known(srv, j->req.model)) {
+        api_error_set(&e, 404, "invalid_request_error", "model_not_found",
+                      "the model '%.200s' does not exist (this server has '%s')", j->req.model, srv->model_id);
+    } else if (j->req.max_tokens > cfg->max_tokens) {
+        api_error_set(&e, 400, "invalid_request_error", "max_tokens_exceeded",
+                      "max_tokens is %lld, more than this server's limit of %d", (long long)j->req.max_tokens,
+                      cfg->max_tokens);
+    }
+    if (e.status) {
+        pthread_mutex_lock(&srv->mu);
+        job_unref(j);
+        pthread_mutex_unlock(&srv->mu);
+        return respond_error(ctx, c, &e);
+    }
+    static const char hex[] = "0123456789abcdef";
+    uint64_t rnd = fnv1a((const char *)&j, sizeof(j), (uint64_t)(infer_now_seconds() * 1e9));
+    snprintf(j->id, sizeof(j->id), "%s", ctx->route == R_CHAT ? "chatcmpl-" : "cmpl-");
+    for (size_t i = strlen(j->id), k = 0; k < 16; i++, k++)
+        j->id[i] = hex[(rnd >> (4 * k)) & 15], j->id[i + 1] = '\0';
+    j->created = (int64_t)time(NULL);
+    j->t_arrival = infer_now_seconds();
+    if (ctx->salt_key[0] || j->req.cache_salt) {
+        char sh[20] = "";
+        if (j->req.cache_salt)
+            hash_hex(j->req.cache_salt, strlen(j->req.cache_salt), sh);
+        snprintf(j->salt, sizeof(j->salt), "k%s/s%s", ctx->salt_key, sh);
+    }
+
+    pthread_mutex_lock(&srv->mu);
+    if (!sched_submit(srv, j)) {
+        srv->metrics.rejected_queue_full++;
+        job_unref(j);
+        pthread_mutex_unlock(&srv->mu);
+        return fail(ctx, c, 503, "server_error", "queue_full",
+                    "the server is busy: too many requests are waiting; retry later");
+    }
+    ctx->job = j; /* the connection's reference */
+    /* No idle timeout while the engine works: libmicrohttpd would otherwise
+     * close the connection when the handler returns after a long generation
+     * (setting it again from 0 restarts its timer). */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    bool here = wait_job(ctx, j, j->req.stream ? JOB_WAITING : JOB_DONE);
+    if (!j->req.stream || j->state == JOB_DONE)
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)cfg->timeout);
+    if (!here) {
+        pthread_mutex_unlock(&srv->mu);
+        return MHD_NO; /* the client left: close */
+    }
+    if (j->state == JOB_DONE && j->err.status) {
+        e = j->err;
+        pthread_mutex_unlock(&srv->mu);
+        return respond_error(ctx, c, &e);
+    }
+    if (!j->req.stream) {
+        json_t *o = api_response(j, srv->model_id);
+        pthread_mutex_unlock(&srv->mu);
+        return respond_json(ctx, c, 200, o);
+    }
+    ctx->refs++; /* the response's reference */
+    pthread_mutex_unlock(&srv->mu);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_reader, ctx, sse_free);
+    if (!r) {
+        ctx_unref(ctx);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    add_common_headers(srv, r);
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    ctx->responded = true;
+    pthread_mutex_lock(&srv->mu);
+    metrics_count_request(&srv->metrics, ctx->endpoint, 200);
+    pthread_mutex_unlock(&srv->mu);
+    return ret;
+}
+
+/* --------------------------------------------------------------- routing */
+
+static enum route route_of(const char *method, const char *url, const char **endpoint)
+{
+    static const struct {
+        const char *method, *path, *endpoint;
+        enum route r;
+    } table[] = {
+        {"POST", "/v1/chat/completions", "chat", R_CHAT},
+        {"POST", "/chat/completions", "chat", R_CHAT},
+        {"POST", "/v1/completions", "completions", R_COMPLETIONS},
+        {"POST", "/completions", "completions", R_COMPLETIONS},
+        {"GET", "/v1/models", "models", R_MODELS},
+        {"GET", "/models", "models", R_MODELS},
+        {"GET", "/health", "health", R_HEALTH},
+        {"GET", "/v1/health", "health", R_HEALTH},
+        {"GET", "/metrics", "metrics", R_METRICS},
+    };
+    *endpoint = "other";
+    if (!strcmp(method, "OPTIONS"))
+        return R_OPTIONS;
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        *endpoint = "models";
+        return !strcmp(method, "GET") ? R_MODEL : R_NONE;
+    }
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (!strcmp(url, table[i].path)) {
+            *endpoint = table[i].endpoint;
+            if (!strcmp(method, table[i].method) || (!strcmp(method, "HEAD") && !strcmp(table[i].method, "GET")))
+                return table[i].r;
+            return R_NONE;
+        }
+    return R_NONE;
+}
+
+/* Authorization: Bearer KEY against every configured key (no early exit). */
+static bool authorized(struct server *srv, struct MHD_Connection *c, char salt_key[20])
+{
+    const struct server_config *cfg = srv->cfg;
+    if (cfg->n_api_keys == 0)
+        return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7))
+        return false;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    size_t n = strlen(h);
+    int match = -1;
+    for (int i = 0; i < cfg->n_api_keys; i++)
+        if (equal_const_time(h, n, cfg->api_keys[i]) && match < 0)
+            match = i;
+    if (match < 0)
+        return false;
+    hash_hex(cfg->api_keys[match], strlen(cfg->api_keys[match]), salt_key);
+    return true;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    struct server *srv = cls;
+    struct conn_ctx *ctx = *con_cls;
+    if (!ctx) {
+        /* headers are in: route, authenticate, check the announced size */
+        ctx = calloc(1, sizeof(*ctx));
+        if (!ctx)
+            return MHD_NO;
+        ctx->srv = srv;
+        ctx->refs = 1;
+        ctx->fd = -1;
+        ctx->conn = c;
+        ctx->method = method;
+        ctx->url = url;
+        ctx->t_start = infer_now_seconds();
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci)
+            ctx->fd = ci->connect_fd;
+        *con_cls = ctx;
+        ctx->route = route_of(method, url, &ctx->endpoint);
+        if (ctx->route == R_OPTIONS) {
+            struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+            if (!r)
+                return MHD_NO;
+            MHD_add_response_header(r, "Allow", "GET, POST, OPTIONS");
+            if (srv->cfg->cors_origin) {
+                MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+                MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+            }
+            add_common_headers(srv, r);
+            enum MHD_Result ret = MHD_queue_response(c, 204, r);
+            MHD_destroy_response(r);
+            ctx->responded = true;
+            return ret;
+        }
+        if (ctx->route == R_NONE)
+            return fail(ctx, c, strcmp(ctx->endpoint, "other") ? 405 : 404, "invalid_request_error",
+                        strcmp(ctx->endpoint, "other") ? "method_not_allowed" : "not_found",
+                        strcmp(ctx->endpoint, "other") ? "method not allowed on this path" : "no such endpoint");
+        if (ctx->route != R_HEALTH && !authorized(srv, c, ctx->salt_key))
+            return fail(ctx, c, 401, "authentication_error", "invalid_api_key",
+                        "a valid API key is required: 'Authorization: Bearer KEY'");
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (errno || end == cl || *end || v > srv->cfg->max_body) {
+                struct api_error e;
+                api_error_set(&e, 413, "invalid_request_error", "request_too_large",
+                              "the request body is larger than %zu bytes", srv->cfg->max_body);
+                return respond_error(ctx, c, &e);
+            }
+        }
+        return MHD_YES;
+    }
+    if (ctx->responded) {
+        *upload_data_size = 0; /* discard the rest */
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        /* more of the body */
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (ctx->too_large || ctx->too_slow)
+            return MHD_YES;
+        if (ctx->len + n > srv->cfg->max_body) {
+            ctx->too_large = true;
+            free(ctx->body);
+            ctx->body = NULL;
+            ctx->len = ctx->cap = 0;
+            return MHD_YES;
+        }
+        if (infer_now_seconds() - ctx->t_start > 2.0 * srv->cfg->timeout) {
+            ctx->too_slow = true;
+            free(ctx->body);
+            ctx->body = NULL;
+            ctx->len = ctx->cap = 0;
+            return MHD_YES;
+        }
+        if (ctx->len + n + 1 > ctx->cap) {
+            size_t cap = (ctx->len + n + 1) * 2;
+            if (cap > srv->cfg->max_body + 1)
+                cap = srv->cfg->max_body + 1;
+            char *b = realloc(ctx->body, cap);
+            if (!b)
+                return MHD_NO;
+            ctx->body = b;
+            ctx->cap = cap;
+        }
+        memcpy(ctx->body + ctx->len, upload_data, n);
+        ctx->len += n;
+        ctx->body[ctx->len] = '\0';
+        return MHD_YES;
+    }
+    /* the whole request is in */
+    if (ctx->too_slow)
+        return fail(ctx, c, 408, "invalid_request_error", "request_timeout", "the request body came too slowly");
+    if (ctx->too_large) {
+        struct api_error e;
+        api_error_set(&e, 413, "invalid_request_error", "request_too_large",
+                      "the request body is larger than %zu bytes", srv->cfg->max_body);
+        return respond_error(ctx, c, &e);
+    }
+    switch (ctx->route) {
+    case R_HEALTH: return handle_health(ctx, c);
+    case R_METRICS: return handle_metrics(ctx, c);
+    case R_MODELS:
+    case R_MODEL: return handle_models(ctx, c);
+    case R_CHAT:
+    case R_COMPLETIONS: return handle_generate(ctx, c);
+    default: return fail(ctx, c, 404, "invalid_request_error", "not_found", "no such endpoint");
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    struct conn_ctx *ctx = *con_cls;
+    if (ctx)
+        ctx_unref(ctx);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    struct server *srv = cls;
+    if (!srv->cfg->verbose)
+        return;
+    fprintf(stderr, "serve: http: ");
+    vfprintf(stderr, fmt, ap);
+}
+
+/* ------------------------------------------------------------------ run */
+
+static void set_model_id(struct server *srv)
+{
+    const struct server_config *cfg = srv->cfg;
+    if (cfg->model_id) {
+        snprintf(srv->model_id, sizeof(srv->model_id), "%s", cfg->model_id);
+    } else {
+        const char *base = strrchr(cfg->model_path, '/');
+        base = base ? base + 1 : cfg->model_path;
+        snprintf(srv->model_id, sizeof(srv->model_id), "%s", base);
+        size_t n = strlen(srv->model_id);
+        if (n > 5 && !strcmp(srv->model_id + n - 5, ".gguf"))
+            srv->model_id[n - 5] = '\0';
+    }
+    struct stat st;
+    srv->model_created = stat(cfg->model_path, &st) == 0 ? (int64_t)st.st_mtime : (int64_t)time(NULL);
+}
+
+int server_run(const struct server_config *cfg)
+{
+    struct server srv;
+    memset(&srv, 0, sizeof(srv));
+    srv.cfg = cfg;
+    pthread_mutex_init(&srv.mu, NULL);
+    metrics_init(&srv.metrics);
+    set_model_id(&srv);
+
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai;
+    char port[16];
+    snprintf(port, sizeof(port), "%d", cfg->port);
+    int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "serve: error: --host '%s' is not a numeric IPv4 or IPv6 address: %s\n", cfg->host,
+                gai_strerror(gai));
+        return 1;
+    }
+
+    /* SIGINT and SIGTERM are blocked in every thread (the mask is
+     * inherited) and taken by sigtimedwait below. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+                     MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_request, &srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, &srv,
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, &srv, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!d) {
+        fprintf(stderr, "serve: error: cannot listen on %s port %d: %s\n", cfg->host, cfg->port,
+                errno ? strerror(errno) : "libmicrohttpd failed");
+        pthread_mutex_destroy(&srv.mu);
+        return 1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    int bound = di ? di->port : cfg->port;
+    bool v6 = strchr(cfg->host, ':') != NULL;
+    fprintf(stderr, "serve: listening on http://%s%s%s:%d (model %s, loading)\n", v6 ? "[" : "", cfg->host,
+            v6 ? "]" : "", bound, srv.model_id);
+
+    int rc = 0;
+    if (sched_start(&srv) != 0) {
+        rc = 1;
+    } else {
+        bool ready = false;
+        for (;;) {
+            struct timespec ts = {0, 200 * 1000 * 1000};
+            int sig = sigtimedwait(&sigs, NULL, &ts);
+            if (sig > 0) {
+                fprintf(stderr, "serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+                break;
+            }
+            if (!ready) {
+                pthread_mutex_lock(&srv.mu);
+                int st = sched_model_state(&srv);
+                pthread_mutex_unlock(&srv.mu);
+                if (st == 3) { /* the first load failed: nothing to serve */
+                    rc = 1;
+                    break;
+                }
+                if (st == 2) {
+                    fprintf(stderr, "serve: ready\n");
+                    ready = true;
+                }
+            }
+        }
+    }
+    sched_stop(&srv);      /* jobs end, the engine thread exits, the model is freed */
+    MHD_stop_daemon(d);    /* connection threads see their jobs ended */
+    sched_free(&srv);
+    pthread_mutex_destroy(&srv.mu);
+    return rc;
+}

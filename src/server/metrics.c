@@ -1,0 +1,198 @@
+/*
+ * metrics.c - server counters and histograms, rendered for GET /metrics in
+ * the Prometheus text exposition format (version 0.0.4).
+ *
+ * Everything is updated under server.mu; gauges (running, queued, KV use,
+ * model residency) are sampled from the engine at scrape time.  Every name
+ * is prefixed infer_.  The prefix-cache figures are those the engine
+ * reports: requests looked up, requests with a hit, prompt tokens reused.
+ */
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double ttft_bounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+static const double rate_bounds[] = {0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
+static const double duration_bounds[] = {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+static const double prompt_rate_bounds[] = {1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000};
+
+#define HIST_INIT(h, b) ((h).bounds = (b), (h).n = (int)(sizeof(b) / sizeof((b)[0])))
+
+void metrics_init(struct server_metrics *m)
+{
+    memset(m, 0, sizeof(*m));
+    HIST_INIT(m->ttft, ttft_bounds);
+    HIST_INIT(m->decode_rate, rate_bounds);
+    HIST_INIT(m->duration, duration_bounds);
+    HIST_INIT(m->prompt_rate, prompt_rate_bounds);
+}
+
+void hist_observe(struct histogram *h, double v)
+{
+    int i = 0;
+    while (i < h->n && v > h->bounds[i])
+        i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+void metrics_count_request(struct server_metrics *m, const char *endpoint, int code)
+{
+    for (int i = 0; i < m->n_req; i++)
+        if (m->req[i].code == code && !strcmp(m->req[i].endpoint, endpoint)) {
+            m->req[i].n++;
+            return;
+        }
+    if (m->n_req == METRICS_MAX_REQ)
+        return;
+    snprintf(m->req[m->n_req].endpoint, sizeof(m->req[0].endpoint), "%s", endpoint);
+    m->req[m->n_req].code = code;
+    m->req[m->n_req].n = 1;
+    m->n_req++;
+}
+
+static void head(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void counter(FILE *f, const char *name, const char *help, double v)
+{
+    head(f, name, "counter", help);
+    fprintf(f, "%s %.17g\n", name, v);
+}
+
+static void gauge(FILE *f, const char *name, const char *help, double v)
+{
+    head(f, name, "gauge", help);
+    fprintf(f, "%s %.17g\n", name, v);
+}
+
+/* The engine's prefix-cache figures; counters add those of engines freed
+ * by earlier unloads, so they never go back. */
+static void prefix_cache(FILE *f, const struct server_gauges *g)
+{
+    const infer_cache_metrics *c = &g->cache, *b = &g->cache_base;
+    gauge(f, "infer_prefix_cache_enabled", "1 unless the server runs with --no-prefix-cache.", g->prefix_cache);
+    counter(f, "infer_prefix_cache_queries_total", "Prompts looked up in the prefix cache.",
+            (double)(c->queries + b->queries));
+    counter(f, "infer_prefix_cache_hits_total", "Prompts that reused at least one cached block.",
+            (double)(c->hits + b->hits));
+    counter(f, "infer_prefix_cache_query_tokens_total", "Prompt tokens looked up.",
+            (double)(c->query_tokens + b->query_tokens));
+    counter(f, "infer_prefix_cache_hit_tokens_total", "Prompt tokens found in the cache (memory or disk).",
+            (double)(c->hit_tokens + b->hit_tokens));
+    counter(f, "infer_prefix_cache_hit_blocks_total", "KV blocks found in the cache.",
+            (double)(c->hit_blocks + b->hit_blocks));
+    int64_t qt = c->query_tokens + b->query_tokens;
+    gauge(f, "infer_prefix_cache_hit_ratio", "Hit tokens over looked-up tokens.",
+          qt ? (double)(c->hit_tokens + b->hit_tokens) / (double)qt : 0.0);
+    counter(f, "infer_prefix_cache_reused_tokens_total", "Prompt tokens not recomputed.",
+            (double)(c->reused_tokens + b->reused_tokens));
+    gauge(f, "infer_prefix_cache_blocks", "Blocks in the prefix cache.", (double)c->cached_blocks);
+    counter(f, "infer_prefix_cache_evictions_total", "Blocks evicted.", (double)(c->evictions + b->evictions));
+    gauge(f, "infer_prefix_cache_evictions_per_minute", "Blocks evicted over the last minute.",
+          c->evictions_per_minute);
+    gauge(f, "infer_prefix_cache_ttft_cold_avg_seconds", "Mean time to first logits without a hit.",
+          c->ttft_cold_avg);
+    gauge(f, "infer_prefix_cache_ttft_hit_avg_seconds", "Mean time to first logits with a hit.", c->ttft_hit_avg);
+    counter(f, "infer_prefill_tokens_total", "Prompt tokens computed.",
+            (double)(c->prefill_tokens + b->prefill_tokens));
+    counter(f, "infer_prefill_seconds_total", "Seconds spent on prompt tokens.",
+            c->prefill_seconds + b->prefill_seconds);
+    counter(f, "infer_decode_tokens_total", "Tokens decoded.", (double)(c->decode_tokens + b->decode_tokens));
+    counter(f, "infer_decode_seconds_total", "Seconds spent decoding.", c->decode_seconds + b->decode_seconds);
+    gauge(f, "infer_prefix_cache_disk_enabled", "1 with --cache-dir.", c->disk_enabled);
+    counter(f, "infer_prefix_cache_disk_reads_total", "Blocks read from the disk tier.",
+            (double)(c->disk_reads + b->disk_reads));
+    counter(f, "infer_prefix_cache_disk_writes_total", "Blocks written to the disk tier.",
+            (double)(c->disk_writes + b->disk_writes));
+    gauge(f, "infer_prefix_cache_disk_bytes", "Bytes of the disk tier.", (double)c->disk_bytes);
+    counter(f, "infer_prefix_cache_disk_errors_total", "Cache files ignored (foreign, truncated, corrupt).",
+            (double)(c->disk_errors + b->disk_errors));
+}
+
+static void hist(FILE *f, const char *name, const char *help, const struct histogram *h)
+{
+    head(f, name, "histogram", help);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n; i++) {
+        cum += h->counts[i];
+        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n];
+    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.17g\n%s_count %llu\n", name, (unsigned long long)cum, name,
+            h->sum, name, (unsigned long long)h->count);
+}
+
+char *metrics_render(const struct server_metrics *m, const struct server_gauges *g)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    head(f, "infer_requests_total", "counter", "HTTP requests by endpoint and status code.");
+    for (int i = 0; i < m->n_req; i++)
+        fprintf(f, "infer_requests_total{endpoint=\"%s\",code=\"%d\"} %llu\n", m->req[i].endpoint, m->req[i].code,
+                (unsigned long long)m->req[i].n);
+    counter(f, "infer_requests_rejected_total", "Generation requests refused because the queue was full.",
+            (double)m->rejected_queue_full);
+    counter(f, "infer_client_disconnects_total", "Generations stopped because the client went away.",
+            (double)m->disconnects);
+    gauge(f, "infer_requests_running", "Sequences being evaluated (prefill or decode).", g->running);
+    gauge(f, "infer_requests_queued", "Admitted requests waiting for a free sequence.", g->queued);
+    gauge(f, "infer_parallel_max", "Sequences run at once at most (--parallel).", g->parallel);
+    gauge(f, "infer_queue_max", "Requests that may wait at most (--queue).", g->queue_cap);
+
+    counter(f, "infer_prompt_tokens_total", "Prompt tokens of finished requests.", (double)m->prompt_tokens);
+    counter(f, "infer_prompt_tokens_cached_total", "Prompt tokens taken from the prefix cache.",
+            (double)m->cached_tokens);
+    counter(f, "infer_generated_tokens_total", "Tokens generated.", (double)m->generated_tokens);
+    prefix_cache(f, g);
+
+    hist(f, "infer_time_to_first_token_seconds", "Arrival of a request to its first generated token.", &m->ttft);
+    hist(f, "infer_decode_tokens_per_second", "Decode rate of each finished request.", &m->decode_rate);
+    hist(f, "infer_prompt_tokens_per_second", "Prefill rate of each request (uncached tokens).", &m->prompt_rate);
+    hist(f, "infer_request_duration_seconds", "Arrival to end of each generation request.", &m->duration);
+
+    const infer_cache_metrics *c = &g->cache;
+    gauge(f, "infer_kv_bytes_used", "Bytes of KV blocks in use (running sequences and the prefix cache).",
+          (double)c->kv_bytes_in_use);
+    gauge(f, "infer_kv_bytes_cached", "Of those, bytes held by the prefix cache alone (evictable).",
+          (double)c->kv_bytes_cached);
+    gauge(f, "infer_kv_bytes_capacity", "Bytes of the KV arena.", (double)c->kv_bytes_capacity);
+    gauge(f, "infer_kv_usage_ratio", "KV bytes in use over the arena.",
+          c->kv_bytes_capacity ? (double)c->kv_bytes_in_use / (double)c->kv_bytes_capacity : 0.0);
+    gauge(f, "infer_kv_cache_high_bytes", "High watermark: eviction starts above it.", (double)c->cache_high);
+    gauge(f, "infer_kv_cache_low_bytes", "Low watermark: eviction stops below it.", (double)c->cache_low);
+    if (c->page_mode) {
+        head(f, "infer_kv_arena_info", "gauge", "Pages the KV arena got and its block size.");
+        fprintf(f, "infer_kv_arena_info{page_mode=\"%s\",block_tokens=\"%d\"} 1\n", c->page_mode, c->block_tokens);
+    }
+
+    head(f, "infer_model_state", "gauge", "1 for the model's current state.");
+    static const char *states[] = {"unloaded", "loading", "loaded", "failed"};
+    for (int i = 0; i < 4; i++)
+        fprintf(f, "infer_model_state{state=\"%s\"} %d\n", states[i], g->model_state == i);
+    gauge(f, "infer_model_loaded", "1 when the weights are mapped and ready.", g->model_state == 2);
+    gauge(f, "infer_model_bytes", "Size of the model file.", (double)g->model_bytes);
+    gauge(f, "infer_model_resident_bytes", "Bytes of the model file in the page cache (mincore).",
+          (double)g->model_resident_bytes);
+    gauge(f, "infer_model_resident_ratio", "Share of the model file in the page cache.",
+          g->model_bytes ? (double)g->model_resident_bytes / (double)g->model_bytes : 0.0);
+    counter(f, "infer_model_loads_total", "Times the model was loaded.", (double)m->model_loads);
+    counter(f, "infer_model_unloads_total", "Times the model was unloaded after --keep-alive.",
+            (double)m->model_unloads);
+    gauge(f, "infer_model_load_seconds", "Duration of the last load.", m->model_load_seconds);
+    gauge(f, "infer_keep_alive_seconds", "Idle time before unloading (-1: never).", g->keep_alive);
+    gauge(f, "infer_idle_seconds", "Seconds since the last request finished (0 while busy).", g->idle_seconds);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}

@@ -1,0 +1,269 @@
+/*
+ * server.h - `infer serve`: an OpenAI-compatible HTTP server (internal header).
+ *
+ * The server lives in the `infer` binary and uses only include/infer.h.  It is
+ * four pieces around one mutex:
+ *
+ *   http.c     libmicrohttpd, one thread per connection: routing, API keys,
+ *              CORS, body limits, SSE streaming, error responses
+ *   api.c      JSON (jansson): request parsing and validation into a
+ *              struct gen_request, response and chunk building
+ *   sched.c    the engine thread: it alone touches the model; it admits jobs
+ *              (template, tokenize, validate), runs every running sequence one
+ *              step at a time, unloads after --keep-alive and reloads
+ *   metrics.c  counters and histograms, rendered as Prometheus text
+ *
+ * A request becomes a `struct job`, shared by its connection thread and the
+ * engine thread (reference counted).  The engine appends generated text to
+ * the job and signals its condition variable; the connection thread turns
+ * the text into SSE chunks or one JSON body.  A connection thread that sees
+ * its client gone sets job->cancelled, and the engine drops the sequence
+ * before its next step.
+ */
+#ifndef INFER_SERVER_H
+#define INFER_SERVER_H
+
+#include "infer.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+/* ------------------------------------------------------------ configuration */
+
+struct server_config {
+    const char *model_path;
+    const char *model_id;      /* name in /v1/models and the "model" field (default: file name) */
+    const char *host;          /* "127.0.0.1" */
+    int port;                  /* 0: any free port (printed) */
+    int parallel;              /* running sequences at most */
+    int queue;                 /* admitted-but-waiting requests at most; more get 503 */
+    int n_ctx;                 /* context per sequence (0: min(model, 4096)) */
+    int n_batch;               /* prompt tokens evaluated per step and sequence */
+    int n_threads;             /* 0: physical cores */
+    int kv_block;              /* 0: library default */
+    bool mlock;
+    bool no_prefix_cache;      /* every request from scratch (benchmark baseline) */
+    const char *chat_template; /* NULL: from the model */
+    size_t max_body;           /* bytes */
+    int max_prompt_tokens;     /* 0: the context */
+    int max_tokens;            /* largest max_tokens accepted and the default */
+    double keep_alive;         /* seconds idle before unloading; < 0: forever; 0: after each request */
+    const char *cache_dir;     /* disk tier of the prefix cache (survives unloads, restarts) */
+    char **api_keys;           /* n_api_keys keys; none: no authentication */
+    int n_api_keys;
+    const char *cors_origin;   /* NULL: no CORS headers */
+    int timeout;               /* seconds of connection inactivity */
+    int max_connections;
+    bool verbose;
+};
+
+/* Parse ollama's keep-alive syntax: "-1" (or any negative) forever, "0",
+ * a number of seconds, or a Go duration ("300ms", "30s", "5m", "1h30m").
+ * Returns false for anything else. */
+bool server_parse_duration(const char *s, double *seconds);
+
+/* Run until SIGINT/SIGTERM.  Returns the process exit status (0 after a clean
+ * shutdown; 1 when the model cannot be loaded or the socket bound). */
+int server_run(const struct server_config *cfg);
+
+/* ------------------------------------------------------------- requests */
+
+enum gen_kind { GEN_CHAT, GEN_COMPLETION };
+
+#define GEN_MAX_STOP 16
+#define GEN_MAX_STOP_LEN 256
+#define GEN_MAX_SALT_LEN 256
+
+/* A validated generation request (api.c owns parsing and freeing). */
+struct gen_request {
+    enum gen_kind kind;
+    char *model;               /* as given (NULL: not given) */
+    infer_chat_msg *msgs;      /* chat: role/content strings owned here */
+    size_t n_msgs;
+    char *prompt;              /* completion, text form */
+    int32_t *prompt_ids;       /* completion, token form (n_prompt_ids) */
+    size_t n_prompt_ids;
+    int64_t max_tokens;        /* -1: not given */
+    infer_sampler_params sp;
+    char *stop[GEN_MAX_STOP];
+    int n_stop;
+    bool stream;
+    bool include_usage;
+    char *cache_salt;          /* NULL: none */
+};
+
+/* An OpenAI-shaped error: HTTP status, message, type and code. */
+struct api_error {
+    int status;
+    const char *type;          /* "invalid_request_error", "authentication_error", ... */
+    const char *code;          /* may be NULL */
+    char message[512];
+};
+
+void api_error_set(struct api_error *e, int status, const char *type, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* {"error": {"message", "type", "code", "param"}} as a NUL-terminated string (caller frees). */
+char *api_error_json(const struct api_error *e);
+
+/* Parse a request body into r.  On error returns false with e filled in
+ * (400 for malformed JSON and wrong types or values) and r freed. */
+bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct gen_request *r,
+                       struct api_error *e);
+void gen_request_free(struct gen_request *r);
+
+/* ----------------------------------------------------------------- jobs */
+
+enum finish_reason { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_ERROR };
+
+enum job_state {
+    JOB_NEW,        /* in the inbox, not yet looked at by the engine */
+    JOB_WAITING,    /* admitted (tokenized, valid), waiting for a free sequence */
+    JOB_RUNNING,    /* prefill or decode */
+    JOB_DONE,       /* finished (finish says how), or failed (err.status != 0) */
+};
+
+/* Figures reported in `usage` and `timings`. */
+struct job_stats {
+    int64_t prompt_tokens;
+    int64_t cached_tokens;     /* of prompt_tokens, taken from the prefix cache */
+    int64_t completion_tokens;
+    double prompt_ms;          /* evaluating the uncached prompt tokens */
+    double predicted_ms;       /* first token to last */
+    double ttft_ms;            /* arrival to first generated token */
+};
+
+struct job {
+    /* fixed at creation */
+    struct gen_request req;
+    char id[40];               /* "chatcmpl-..." */
+    int64_t created;           /* unix time */
+    double t_arrival;          /* infer_now_seconds() */
+    char salt[80];             /* tenant salt (API key) + "/" + cache_salt hash, "" if none */
+
+    /* below: under server.mu */
+    int refs;
+    enum job_state state;
+    bool cancelled;            /* client gone: engine drops it */
+    pthread_cond_t cv;         /* signalled on new text, state change */
+    char *text;                /* generated text released so far */
+    size_t text_len, text_cap;
+    enum finish_reason finish;
+    struct api_error err;      /* err.status != 0: failed */
+    struct job_stats stats;
+    struct job *next;          /* inbox / waiting list link */
+
+    /* engine thread only, from admission on */
+    int32_t *tokens;           /* the prompt, tokenized (n_tokens) */
+    int64_t n_tokens;
+    int64_t max_gen;           /* completion tokens allowed */
+    bool admitted;
+};
+
+/* ---------------------------------------------------------------- metrics */
+
+#define HIST_MAX_BUCKETS 16
+
+struct histogram {
+    const double *bounds;      /* upper bounds, ascending (n) */
+    int n;
+    uint64_t counts[HIST_MAX_BUCKETS + 1]; /* last: +Inf */
+    double sum;
+    uint64_t count;
+};
+
+#define METRICS_MAX_REQ 64
+
+struct server_metrics {
+    struct {
+        char endpoint[24];
+        int code;
+        uint64_t n;
+    } req[METRICS_MAX_REQ];
+    int n_req;
+    uint64_t prompt_tokens, cached_tokens, generated_tokens;
+    uint64_t rejected_queue_full, disconnects;
+    uint64_t model_loads, model_unloads;
+    double model_load_seconds;             /* last load */
+    struct histogram ttft, decode_rate, duration, prompt_rate;
+};
+
+void metrics_init(struct server_metrics *m);
+void metrics_count_request(struct server_metrics *m, const char *endpoint, int code);
+void hist_observe(struct histogram *h, double v);
+
+/* Gauges sampled at scrape time. */
+struct server_gauges {
+    int running, queued, parallel, queue_cap;
+    int model_state;               /* 0 unloaded, 1 loading, 2 loaded, 3 failed */
+    uint64_t model_bytes, model_resident_bytes;
+    infer_cache_metrics cache;      /* the engine's (zero while unloaded) */
+    infer_cache_metrics cache_base; /* counters of engines freed by unloads */
+    bool prefix_cache;
+    double keep_alive;
+    double idle_seconds;
+};
+
+/* Prometheus text exposition format 0.0.4 (caller frees). */
+char *metrics_render(const struct server_metrics *m, const struct server_gauges *g);
+
+/* ---------------------------------------------------------------- engine */
+
+struct sched;
+
+struct server {
+    const struct server_config *cfg;
+    pthread_mutex_t mu;            /* jobs, queues, metrics, state */
+    struct server_metrics metrics;
+    struct sched *sched;
+    char model_id[128];
+    int64_t model_created;
+    volatile int stop;
+};
+
+/* Start the engine thread, which loads the model at once (sched_model_state
+ * says when it is done).  Returns 0, or -1 with a message on stderr. */
+int sched_start(struct server *srv);
+/* Stop the engine thread: in-flight jobs finish with an error (503), the
+ * model is freed.  New submissions are refused from then on. */
+void sched_stop(struct server *srv);
+/* Free what sched_stop left (after no connection thread can touch it). */
+void sched_free(struct server *srv);
+/* Hand a job to the engine (takes a reference).  Returns false (job
+ * untouched) when the queue is full. Caller holds srv->mu. */
+bool sched_submit(struct server *srv, struct job *j);
+/* Wake the engine (a job was cancelled).  Caller holds srv->mu. */
+void sched_kick(struct server *srv);
+/* Snapshot of the engine's gauges; caller holds srv->mu. */
+void sched_gauges(struct server *srv, struct server_gauges *g);
+/* 0 unloaded, 1 loading, 2 loaded, 3 failed; caller holds srv->mu. */
+int sched_model_state(struct server *srv);
+
+/* pthread_cond_init on CLOCK_MONOTONIC; wait at most `seconds` (mu held). */
+void cond_init_monotonic(pthread_cond_t *cv);
+void cond_wait_for(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds);
+
+struct job *job_new(void);
+/* Drop a reference; caller holds srv->mu.  The last one frees the job. */
+void job_unref(struct job *j);
+/* Append generated text (caller holds srv->mu).  false when out of memory. */
+bool job_append_text(struct job *j, const char *s, size_t n);
+
+/* --------------------------------------------------- response building */
+
+const char *finish_reason_name(enum finish_reason f);
+/* A whole non-streamed response (chat.completion or text_completion). */
+json_t *api_response(const struct job *j, const char *model_id);
+/* One SSE chunk: text delta (may be empty); first adds the assistant role
+ * (chat); finish != FINISH_NONE adds finish_reason and timings. */
+json_t *api_chunk(const struct job *j, const char *model_id, const char *text, size_t len, bool first,
+                  enum finish_reason finish);
+/* The final usage-only chunk of stream_options.include_usage. */
+json_t *api_usage_chunk(const struct job *j, const char *model_id);
+json_t *api_usage(const struct job_stats *s);
+json_t *api_timings(const struct job_stats *s);
+
+#endif

@@ -1,0 +1,796 @@
+/*
+ * test-kernels-simd.c - every kernel variant this CPU can run (dispatch.h:
+ * avx512, avx2, neon, ...) against the scalar reference, on random data of
+ * odd sizes with tails, for every weight type and every f32 op.  Variants
+ * the CPU cannot run are skipped (cmocka skip()).
+ *
+ * What is compared, and the thresholds (see each check):
+ *   quantizers     the activation quantizers must give the reference's bytes
+ *                  (Q8_0, Q8_K: the dots are specified on those bytes).
+ *   vec_dot        normalized error |got - ref| / sum_i |w_i a_i| (w, a as the
+ *                  kernel sees them, dequantized) below a per-type bound:
+ *                  integer types sum blocks exactly and then do the
+ *                  reference's few float operations per block, so they are
+ *                  held to bit equality where the variant claims it
+ *                  (exact_int) and to 1e-6 otherwise; float types (F32, F16,
+ *                  BF16) accumulate n/lanes float products per lane instead
+ *                  of the reference's double sum: bound (n/8 + 16) * 2^-24.
+ *   gemm           bit-identical to the same table's vec_dot for every
+ *                  (row, token) and every nt (matmul mixes the two); the
+ *                  same for gemm_many where a variant has one.
+ *   matmul         the variant's matmul (GEMV and GEMM paths, odd row
+ *                  counts, n_tok 1..9, unaligned rows) within the vec_dot
+ *                  bound of the reference matmul; each token's outputs equal
+ *                  a single-token matmul's bits, and the thread count does
+ *                  not matter.
+ *   ops            as documented per op below (and attention, which the
+ *                  dispatch table carries with the ops).
+ */
+#include "test-common.h"
+
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../kernels/dispatch.h"
+#include "../kernels/matmul.h"
+#include "../kernels/ops.h"
+#include "../kernels/quants.h"
+
+/* ------------------------------ helpers ------------------------------ */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint64_t rng_u64(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(void) { return (double)(rng_u64() >> 11) * 0x1p-53; }
+
+static float rng_gauss(void)
+{
+    double u1 = rng_uniform(), u2 = rng_uniform();
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+/* n floats: gaussian groups of 32 with magnitudes over 10^3, a zero group,
+ * an outlier and an exact tie of opposite signs (the Q8_K sign rule). */
+static void fill_activations(float *x, int64_t n)
+{
+    float scale = 1.0f;
+    for (int64_t i = 0; i < n; i++) {
+        if (i % 32 == 0)
+            scale = (float)pow(10.0, -2.0 + 3.0 * rng_uniform());
+        x[i] = rng_gauss() * scale;
+    }
+    if (n >= 128)
+        memset(x + 64, 0, 32 * sizeof(float));
+    if (n >= 8) {
+        x[n / 3] = 25.0f;
+        x[n / 3 + 1] = -25.0f;
+    }
+}
+
+static const char *tname(uint32_t type) { return ggml_type_traits_get(type)->name; }
+
+static size_t row_bytes(uint32_t type, int64_t n)
+{
+    const size_t s = ggml_row_size(type, n);
+    assert_true(s > 0);
+    return s;
+}
+
+/* Random valid rows of a weight type: random bits everywhere (so Q8_0 gets
+ * -128 and the K-quants every scale), finite fp16 scales. */
+static void random_rows(uint32_t type, uint8_t *dst, int64_t n_rows, int64_t n)
+{
+    const struct ggml_type_traits *t = ggml_type_traits_get(type);
+    const size_t rb = row_bytes(type, n);
+    if (type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) {
+        for (int64_t r = 0; r < n_rows; r++) {
+            for (int64_t i = 0; i < n; i++) {
+                const float v = rng_gauss() * 0.1f;
+                uint8_t *p = dst + (size_t)r * rb;
+                if (type == GGML_TYPE_F32) {
+                    memcpy(p + 4 * i, &v, 4);
+                } else {
+                    const uint16_t h = type == GGML_TYPE_F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+                    memcpy(p + 2 * i, &h, 2);
+                }
+            }
+        }
+        return;
+    }
+    for (size_t i = 0; i < rb * (size_t)n_rows; i++)
+        dst[i] = (uint8_t)rng_u64();
+    int off[2] = {-1, -1};
+    switch (type) {
+    case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: off[0] = 0; break;
+    case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: off[0] = 0, off[1] = 2; break;
+    case GGML_TYPE_Q6_K: off[0] = 208; break;
+    default: fail_msg("random_rows: type %u", type);
+    }
+    const int64_t nb = n_rows * (n / t->block_size);
+    for (int64_t b = 0; b < nb; b++) {
+        for (int k = 0; k < 2; k++) {
+            if (off[k] < 0)
+                continue;
+            const uint16_t h = fp32_to_fp16((float)((rng_uniform() * 2 - 1) * pow(10.0, -2.0 * rng_uniform())));
+            memcpy(dst + (size_t)b * t->type_size + off[k], &h, 2);
+        }
+    }
+}
+
+/* An offset that leaves rows of a type only as aligned as its blocks need
+ * (F32: 4 bytes, the others 2), so that kernels must use unaligned loads. */
+static size_t misalign(uint32_t type) { return type == GGML_TYPE_F32 ? 4 : 2; }
+
+static const uint32_t weight_types[] = {
+    GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
+    GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+};
+#define N_WEIGHT_TYPES (sizeof(weight_types) / sizeof(weight_types[0]))
+
+static bool is_float_type(uint32_t type)
+{
+    return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16;
+}
+
+/* Row lengths to try for a type: the minimum, odd multiples, model sizes. */
+static int64_t lengths(uint32_t type, int64_t *out)
+{
+    const int64_t bs = ggml_type_traits_get(type)->block_size;
+    if (bs == 1) {
+        static const int64_t f[] = {1, 7, 8, 9, 37, 64, 257, 640};
+        memcpy(out, f, sizeof(f));
+        return 8;
+    }
+    if (bs == 32) {
+        static const int64_t q[] = {32, 64, 96, 288, 640, 2048};
+        memcpy(out, q, sizeof(q));
+        return 6;
+    }
+    static const int64_t k[] = {256, 512, 768, 2560};
+    memcpy(out, k, sizeof(k));
+    return 4;
+}
+
+/* The table of variant i (state of each test), or skip() when this CPU
+ * cannot run it. */
+static const struct kernel_table *variant_table(void **state)
+{
+    static struct kernel_table tables[16];
+    const size_t i = (size_t)(uintptr_t)*state;
+    assert_true(i < 16);
+    if (!kernels_variant_runs(i)) {
+        print_message("variant %s: not supported by this CPU, skipped\n", kernels_variant_name(i));
+        skip();
+    }
+    assert_int_equal(kernels_variant_fill(i, &tables[i]), 0);
+    assert_string_equal(tables[i].name, kernels_variant_name(i));
+    return &tables[i];
+}
+
+static const struct kernel_table *ref(void) { return kernels_ref(); }
+
+/* Integer dots this implementation makes bit-exact with the reference
+ * (integer block sums, then the reference's float steps in its order). */
+static bool exact_int(const struct kernel_table *kt, uint32_t type)
+{
+    if (kt->types[type].vec_dot == ref()->types[type].vec_dot)
+        return true;
+    return !is_float_type(type);
+}
+
+/* ------------------------------ quantizers ------------------------------ */
+
+static void test_quantizers(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    static const uint32_t act[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q8_K, GGML_TYPE_F16, GGML_TYPE_BF16};
+    for (size_t k = 0; k < sizeof(act) / sizeof(act[0]); k++) {
+        const uint32_t at = act[k];
+        const int64_t bs = ggml_type_traits_get(at)->block_size;
+        for (int64_t nb = 1; nb <= 9; nb += 4) {
+            const int64_t n = nb * (bs == 1 ? 37 : bs);
+            float *x = malloc((size_t)n * sizeof(float));
+            fill_activations(x, n);
+            if (at == GGML_TYPE_Q8_0 && n >= 64) {
+                /* a block with amax 127 (d = 1): x * id is x itself, so the
+                 * roundf ties and their neighbours are exercised */
+                for (int j = 0; j < 32; j++) {
+                    const float v = (float)(j - 16) + 0.5f;
+                    x[32 + j] = j % 3 == 0 ? v : j % 3 == 1 ? nextafterf(v, 0.0f) : nextafterf(v, 100.0f);
+                }
+                x[32] = 127.0f;
+            }
+            const size_t sz = row_bytes(at, n);
+            uint8_t *a = malloc(sz), *b = malloc(sz);
+            kt->types[at].from_float(x, a, n);
+            ref()->types[at].from_float(x, b, n);
+            if (memcmp(a, b, sz) != 0) {
+                size_t i = 0;
+                while (a[i] == b[i])
+                    i++;
+                fail_msg("%s: %s quantizer differs from the reference at byte %zu of %zu (n = %lld)", kt->name,
+                         tname(at), i, sz, (long long)n);
+            }
+            free(x);
+            free(a);
+            free(b);
+        }
+    }
+}
+
+/* ------------------------------ dot products ------------------------------ */
+
+/* The bound on |got - ref| / sum|w a| (see the header comment). */
+static double dot_tolerance(const struct kernel_table *kt, uint32_t type, int64_t n)
+{
+    if (exact_int(kt, type))
+        return 0.0;
+    if (!is_float_type(type))
+        return 1e-6;
+    return ((double)n / 8 + 16) * 0x1p-24;
+}
+
+/* sum_i |w_i a_i| of the dequantized rows (the error scale). */
+static double abs_dot(uint32_t type, const uint8_t *w, const uint8_t *a, int64_t n)
+{
+    const uint32_t at = ref()->types[type].vec_dot_type;
+    float *wd = malloc((size_t)n * sizeof(float)), *ad = malloc((size_t)n * sizeof(float));
+    ref()->types[type].to_float(w, wd, n);
+    ref()->types[at].to_float(a, ad, n);
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += fabs((double)wd[i] * ad[i]);
+    free(wd);
+    free(ad);
+    return s;
+}
+
+static void test_vec_dot(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    int64_t ns[16];
+    for (size_t k = 0; k < N_WEIGHT_TYPES; k++) {
+        const uint32_t type = weight_types[k];
+        const uint32_t at = kt->types[type].vec_dot_type;
+        assert_int_equal(at, ref()->types[type].vec_dot_type);
+        assert_non_null(kt->types[type].vec_dot);
+        double worst = 0;
+        int64_t n_exact = 0, n_total = 0;
+        const int64_t nl = lengths(type, ns);
+        for (int64_t li = 0; li < nl; li++) {
+            const int64_t n = ns[li];
+            const size_t wrow = row_bytes(type, n), arow = row_bytes(at, n);
+            /* rows only as aligned as their blocks */
+            uint8_t *wbuf = malloc(3 * wrow + 4), *w = wbuf + misalign(type);
+            uint8_t *a = malloc(arow);
+            float *x = malloc((size_t)n * sizeof(float));
+            random_rows(type, w, 3, n);
+            fill_activations(x, n);
+            ref()->types[at].from_float(x, a, n);
+            for (int r = 0; r < 3; r++) {
+                const uint8_t *wr = w + (size_t)r * wrow;
+                const float got = kt->types[type].vec_dot(n, wr, a);
+                const float want = ref()->types[type].vec_dot(n, wr, a);
+                const double scale = abs_dot(type, wr, a, n);
+                const double e = scale > 0 ? fabs((double)got - want) / scale : fabs((double)got - want);
+                n_total++;
+                n_exact += memcmp(&got, &want, 4) == 0;
+                worst = fmax(worst, e);
+                if (e > dot_tolerance(kt, type, n) || isnan(got) != isnan(want))
+                    fail_msg("%s %s n=%lld row %d: %.9g, reference %.9g (normalized error %.3g > %.3g)", kt->name,
+                             tname(type), (long long)n, r, (double)got, (double)want, e,
+                             dot_tolerance(kt, type, n));
+            }
+            free(wbuf);
+            free(a);
+            free(x);
+        }
+        print_message("  %-7s %-5s vec_dot: max normalized error %.3g, %lld/%lld bit-identical to ref\n", kt->name,
+                      tname(type), worst, (long long)n_exact, (long long)n_total);
+    }
+}
+
+/* gemm gives vec_dot's bits for every (row, token) and nt = 1..GEMM_TOKS. */
+static void test_gemm_tile(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    int64_t ns[16];
+    for (size_t k = 0; k < N_WEIGHT_TYPES; k++) {
+        const uint32_t type = weight_types[k];
+        const struct kernel_type_ops *ops = &kt->types[type];
+        assert_non_null(ops->gemm);
+        const uint32_t at = ops->vec_dot_type;
+        const int64_t nl = lengths(type, ns);
+        for (int64_t li = 0; li < nl; li += 2) {
+            const int64_t n = ns[li];
+            const size_t wrow = row_bytes(type, n), arow = row_bytes(at, n);
+            /* activation rows apart by more than a row: only their blocks' alignment */
+            const size_t astride = arow + (at == GGML_TYPE_F32 || at == GGML_TYPE_Q8_K ? 4 : 2);
+            uint8_t *w = malloc(GEMM_ROWS * wrow), *a = malloc(GEMM_TOKS * astride);
+            float *x = malloc((size_t)n * sizeof(float));
+            random_rows(type, w, GEMM_ROWS, n);
+            for (int t = 0; t < GEMM_TOKS; t++) {
+                fill_activations(x, n);
+                kt->types[at].from_float(x, a + (size_t)t * astride, n);
+            }
+            for (int nt = 1; nt <= GEMM_TOKS; nt++) {
+                const size_t ys = 7;
+                float y[7 * GEMM_TOKS];
+                for (size_t i = 0; i < 7 * GEMM_TOKS; i++)
+                    y[i] = -1234.5f;
+                ops->gemm(n, w, wrow, a, astride, y, ys, nt);
+                for (int t = 0; t < GEMM_TOKS; t++) {
+                    for (size_t r = 0; r < ys; r++) {
+                        const float got = y[(size_t)t * ys + r];
+                        if (t >= nt || r >= GEMM_ROWS) { /* nothing else is written */
+                            assert_true(got == -1234.5f);
+                            continue;
+                        }
+                        const float want = ops->vec_dot(n, w + r * wrow, a + (size_t)t * astride);
+                        if (memcmp(&got, &want, 4) != 0)
+                            fail_msg("%s %s n=%lld nt=%d: gemm[%d][%zu] = %.9g, vec_dot %.9g", kt->name,
+                                     tname(type), (long long)n, nt, t, r, (double)got, (double)want);
+                    }
+                }
+            }
+            free(w);
+            free(a);
+            free(x);
+        }
+    }
+}
+
+/* gemm_many (where a variant has it) gives vec_dot's bits for every row and
+ * token, for odd row and token counts (partial tiles and token groups). */
+static void test_gemm_many(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    int64_t ns[16];
+    int n_types = 0;
+    for (size_t k = 0; k < N_WEIGHT_TYPES; k++) {
+        const uint32_t type = weight_types[k];
+        const struct kernel_type_ops *ops = &kt->types[type];
+        if (!ops->gemm_many)
+            continue;
+        n_types++;
+        const uint32_t at = ops->vec_dot_type;
+        const int64_t nl = lengths(type, ns);
+        static const int64_t rows[] = {1, 9, 17}, toks[] = {1, 16, 17, 33};
+        for (int64_t li = 0; li < nl; li++) {
+            const int64_t n = ns[li], n_rows = rows[li % 3], n_tok = toks[li % 4];
+            const size_t wrow = row_bytes(type, n), arow = row_bytes(at, n);
+            uint8_t *wbuf = malloc(wrow * (size_t)n_rows + 4), *w = wbuf + misalign(type);
+            uint8_t *a = malloc(arow * (size_t)n_tok);
+            float *x = malloc((size_t)n * sizeof(float));
+            const size_t ys = (size_t)n_rows + 3;
+            float *y = malloc(ys * (size_t)n_tok * sizeof(float));
+            random_rows(type, w, n_rows, n);
+            for (int64_t t = 0; t < n_tok; t++) {
+                fill_activations(x, n);
+                kt->types[at].from_float(x, a + (size_t)t * arow, n);
+            }
+            for (size_t i = 0; i < ys * (size_t)n_tok; i++)
+                y[i] = -1234.5f;
+            assert_int_equal(ops->gemm_many(n, w, wrow, n_rows, a, arow, n_tok, y, ys), 0);
+            for (int64_t t = 0; t < n_tok; t++) {
+                for (size_t r = 0; r < ys; r++) {
+                    const float got = y[(size_t)t * ys + r];
+                    if (r >= (size_t)n_rows) {
+                        assert_true(got == -1234.5f);
+                        continue;
+                    }
+                    const float want = ops->vec_dot(n, w + r * wrow, a + (size_t)t * arow);
+                    if (memcmp(&got, &want, 4) != 0)
+                        fail_msg("%s %s n=%lld rows=%lld toks=%lld: gemm_many[%lld][%zu] = %.9g, vec_dot %.9g",
+                                 kt->name, tname(type), (long long)n, (long long)n_rows, (long long)n_tok,
+                                 (long long)t, r, (double)got, (double)want);
+                }
+            }
+            free(wbuf);
+            free(a);
+            free(x);
+            free(y);
+        }
+    }
+    print_message("  %s: gemm_many checked for %d types\n", kt->name, n_types);
+}
+
+/* -------------------------------- matmul -------------------------------- */
+
+/* matmul with the variant's table installed as `kern` (restored after). */
+static int matmul_with(const struct kernel_table *kt, float *y, const void *w, uint32_t type, const float *x,
+                       int64_t n_in, int64_t n_out, int64_t n_tok)
+{
+    const struct kernel_table saved = kern;
+    kern = *kt;
+    const int st = matmul(y, w, type, x, n_in, n_out, n_tok);
+    kern = saved;
+    return st;
+}
+
+static void check_matmul(const struct kernel_table *kt, uint32_t type, int64_t n_in, int64_t n_out, int64_t n_tok,
+                         double *worst)
+{
+    const size_t wrow = row_bytes(type, n_in);
+    uint8_t *wbuf = malloc(wrow * (size_t)n_out + 4), *w = wbuf + misalign(type); /* rows barely aligned */
+    float *x = malloc((size_t)(n_tok * n_in) * sizeof(float));
+    float *y = malloc((size_t)(n_tok * n_out) * sizeof(float)), *yr = malloc((size_t)(n_tok * n_out) * sizeof(float));
+    float *y1 = malloc((size_t)n_out * sizeof(float));
+    random_rows(type, w, n_out, n_in);
+    for (int64_t t = 0; t < n_tok; t++)
+        fill_activations(x + t * n_in, n_in);
+    assert_int_equal(matmul_with(kt, y, w, type, x, n_in, n_out, n_tok), INFER_OK);
+    assert_int_equal(matmul_with(ref(), yr, w, type, x, n_in, n_out, n_tok), INFER_OK);
+
+    const uint32_t at = ref()->types[type].vec_dot_type;
+    uint8_t *a = malloc(row_bytes(at, n_in));
+    for (int64_t t = 0; t < n_tok; t++) {
+        ref()->types[at].from_float(x + t * n_in, a, n_in);
+        /* the same token alone (GEMV path) gives the same bits */
+        assert_int_equal(matmul_with(kt, y1, w, type, x + t * n_in, n_in, n_out, 1), INFER_OK);
+        if (memcmp(y1, y + t * n_out, (size_t)n_out * sizeof(float)) != 0)
+            fail_msg("%s %s %lldx%lld: token %lld of %lld differs from the single-token matmul", kt->name,
+                     tname(type), (long long)n_out, (long long)n_in, (long long)t, (long long)n_tok);
+        for (int64_t o = 0; o < n_out; o++) {
+            const float got = y[t * n_out + o], want = yr[t * n_out + o];
+            const double scale = abs_dot(type, w + (size_t)o * wrow, a, n_in);
+            const double e = scale > 0 ? fabs((double)got - want) / scale : fabs((double)got - want);
+            *worst = fmax(*worst, e);
+            if (e > dot_tolerance(kt, type, n_in))
+                fail_msg("%s matmul %s %lldx%lld n_tok %lld [%lld,%lld]: %.9g, reference %.9g (error %.3g)", kt->name,
+                         tname(type), (long long)n_out, (long long)n_in, (long long)n_tok, (long long)t,
+                         (long long)o, (double)got, (double)want, e);
+        }
+    }
+    free(a);
+    free(wbuf);
+    free(x);
+    free(y);
+    free(yr);
+    free(y1);
+}
+
+static void test_matmul(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    static const int64_t rows[] = {1, 3, 17, 64};
+    int64_t ns[16];
+    for (size_t k = 0; k < N_WEIGHT_TYPES; k++) {
+        const uint32_t type = weight_types[k];
+        double worst = 0;
+        const int64_t nl = lengths(type, ns);
+        for (size_t ri = 0; ri < sizeof(rows) / sizeof(rows[0]); ri++) {
+            /* n_tok 1..9: GEMV, partial and full tiles, more than one tile */
+            for (int64_t nt = 1; nt <= 9; nt += (rows[ri] > 16 ? 4 : 1))
+                check_matmul(kt, type, ns[(ri + (size_t)nt) % (size_t)nl], rows[ri], nt, &worst);
+        }
+        check_matmul(kt, type, ns[0], 37, 70, &worst); /* two token blocks */
+        print_message("  %-7s %-5s matmul: max normalized error vs ref %.3g\n", kt->name, tname(type), worst);
+    }
+}
+
+/* The result does not depend on the number of threads (GEMV and GEMM). */
+static void test_matmul_threads(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+#ifdef _OPENMP
+    static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_F16};
+    for (size_t k = 0; k < 3; k++) {
+        const int64_t n_in = 1024, n_out = 301;
+        for (int64_t n_tok = 1; n_tok <= 9; n_tok += 8) {
+            const size_t wrow = row_bytes(types[k], n_in);
+            uint8_t *w = malloc(wrow * n_out);
+            float *x = malloc((size_t)(n_tok * n_in) * sizeof(float));
+            float *y1 = malloc((size_t)(n_tok * n_out) * sizeof(float));
+            float *y2 = malloc((size_t)(n_tok * n_out) * sizeof(float));
+            random_rows(types[k], w, n_out, n_in);
+            for (int64_t i = 0; i < n_tok * n_in; i++)
+                x[i] = rng_gauss();
+            const int saved = omp_get_max_threads();
+            omp_set_num_threads(1);
+            assert_int_equal(matmul_with(kt, y1, w, types[k], x, n_in, n_out, n_tok), INFER_OK);
+            omp_set_num_threads(3);
+            assert_int_equal(matmul_with(kt, y2, w, types[k], x, n_in, n_out, n_tok), INFER_OK);
+            omp_set_num_threads(saved);
+            assert_memory_equal(y1, y2, (size_t)(n_tok * n_out) * sizeof(float));
+            free(w);
+            free(x);
+            free(y1);
+            free(y2);
+        }
+    }
+#else
+    (void)kt;
+    skip();
+#endif
+}
+
+/* --------------------------------- ops --------------------------------- */
+
+static const int64_t op_sizes[] = {1, 7, 8, 9, 31, 256, 641, 2048};
+#define N_OP_SIZES (sizeof(op_sizes) / sizeof(op_sizes[0]))
+
+static void fill_op_input(float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rng_gauss() * scale;
+}
+
+/* |got - want| <= rel * |want| + abs, elementwise. */
+static void check_close(const char *what, const char *variant, int64_t n, const float *got, const float *want,
+                        double rel, double abs_tol, const float *x)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - want[i]);
+        if (!(d <= rel * fabs((double)want[i]) + abs_tol) && !(isnan(got[i]) && isnan(want[i])))
+            fail_msg("%s %s n=%lld [%lld] (x=%.9g): %.9g, reference %.9g", variant, what, (long long)n, (long long)i,
+                     x ? (double)x[i] : 0.0, (double)got[i], (double)want[i]);
+    }
+}
+
+static void test_ops(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    const struct kernel_table *rt = ref();
+    for (size_t si = 0; si < N_OP_SIZES; si++) {
+        const int64_t n = op_sizes[si];
+        float *x = malloc((size_t)n * sizeof(float)), *w = malloc((size_t)n * sizeof(float));
+        float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+        fill_op_input(x, n, 3.0f);
+        fill_op_input(w, n, 1.0f);
+
+        /* rmsnorm: the same float steps after a double sum of squares taken
+         * in another order: the mean can differ in its last bit, so allow
+         * 2^-22 relative (two roundings of a 2^-24 change in the scale) */
+        kt->rmsnorm(a, x, w, n, 1e-6f);
+        rt->rmsnorm(b, x, w, n, 1e-6f);
+        check_close("rmsnorm", kt->name, n, a, b, 0x1p-22, 0, x);
+        memcpy(a, x, (size_t)n * sizeof(float));
+        kt->rmsnorm(a, a, NULL, n, 1e-5f); /* in place, no weight */
+        rt->rmsnorm(b, x, NULL, n, 1e-5f);
+        check_close("rmsnorm (in place)", kt->name, n, a, b, 0x1p-22, 0, x);
+
+        /* softmax: expf within 1 ulp on both sides, then a sum and a scale:
+         * 8 ulp (4.8e-7) relative; a masked (-inf) entry gives exactly 0 */
+        memcpy(a, x, (size_t)n * sizeof(float));
+        a[n / 2] = -INFINITY;
+        memcpy(b, a, (size_t)n * sizeof(float));
+        kt->softmax(a, n);
+        rt->softmax(b, n);
+        check_close("softmax", kt->name, n, a, b, 4.8e-7, 1e-37, x);
+        if (n > 1)
+            assert_true(a[n / 2] == 0.0f);
+
+        /* silu: one exp (1 ulp each side), an add and a divide: 4 ulp */
+        memcpy(a, x, (size_t)n * sizeof(float));
+        memcpy(b, x, (size_t)n * sizeof(float));
+        kt->silu(a, n);
+        rt->silu(b, n);
+        check_close("silu", kt->name, n, a, b, 2.4e-7, 1e-37, x);
+
+        /* gelu: tanh within 1 ulp of 1 on both sides, so 1 + tanh may differ
+         * by 2^-23 absolute, i.e. 0.5 |x| 2^-23 in the result */
+        memcpy(a, x, (size_t)n * sizeof(float));
+        memcpy(b, x, (size_t)n * sizeof(float));
+        kt->gelu(a, n);
+        rt->gelu(b, n);
+        for (int64_t i = 0; i < n; i++)
+            if (!(fabs((double)a[i] - b[i]) <= 3e-7 * fabs((double)b[i]) + fabs((double)x[i]) * 0x1p-23))
+                fail_msg("%s gelu(%.9g) = %.9g, reference %.9g", kt->name, (double)x[i], (double)a[i], (double)b[i]);
+
+        /* gelu_ggml: fp16 results; a 1-ulp float difference before the final
+         * rounding can move it by one fp16 ulp (2^-10 relative, 2^-24 among
+         * subnormals), and for x << 0 the float formula's 1 + tanh differs
+         * by 2^-23 as for gelu */
+        memcpy(a, x, (size_t)n * sizeof(float));
+        memcpy(b, x, (size_t)n * sizeof(float));
+        a[0] = b[0] = -10.0f;
+        if (n > 1)
+            a[1] = b[1] = 11.5f;
+        kt->gelu_ggml(a, n);
+        rt->gelu_ggml(b, n);
+        for (int64_t i = 0; i < n; i++)
+            if (!(fabs((double)a[i] - b[i]) <= 0x1p-10 * fabs((double)b[i]) + fabs((double)x[i]) * 0x1p-22 + 0x1p-24))
+                fail_msg("%s gelu_ggml(%.9g) = %.9g, reference %.9g", kt->name, (double)x[i], (double)a[i],
+                         (double)b[i]);
+        assert_true(a[0] == 0.0f);
+        if (n > 1)
+            assert_true(a[1] == 11.5f);
+
+        /* element-wise vector ops: exact */
+        kt->vec_mul(a, x, w, n);
+        rt->vec_mul(b, x, w, n);
+        assert_memory_equal(a, b, (size_t)n * sizeof(float));
+        kt->vec_add(a, x, w, n);
+        rt->vec_add(b, x, w, n);
+        assert_memory_equal(a, b, (size_t)n * sizeof(float));
+        memcpy(a, x, (size_t)n * sizeof(float));
+        memcpy(b, x, (size_t)n * sizeof(float));
+        kt->vec_scale(a, n, -0.37f);
+        rt->vec_scale(b, n, -0.37f);
+        assert_memory_equal(a, b, (size_t)n * sizeof(float));
+        /* vec_dot_f32: float products summed in double in another order */
+        double sa = 0;
+        for (int64_t i = 0; i < n; i++)
+            sa += fabs((double)x[i] * w[i]);
+        const float d1 = kt->vec_dot_f32(x, w, n), d2 = rt->vec_dot_f32(x, w, n);
+        assert_true(fabs((double)d1 - d2) <= 0x1p-24 * fabs((double)d2) + 1e-12 * sa);
+        free(x);
+        free(w);
+        free(a);
+        free(b);
+    }
+}
+
+/* RoPE takes the reference's angles and rotates with the same float
+ * operations: bit-identical, for both pair orders, partial rotation and
+ * odd head sizes. */
+static void test_rope(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    static const struct {
+        int64_t n_heads, head_dim, n_rot;
+    } shapes[] = {{1, 2, 2}, {3, 64, 64}, {4, 256, 256}, {2, 128, 64}, {2, 40, 30}, {5, 18, 18}};
+    static const int64_t positions[] = {0, 1, 17, 4095};
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        const int64_t n = shapes[s].n_heads * shapes[s].head_dim;
+        float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+        for (size_t p = 0; p < 4; p++) {
+            for (int neox = 0; neox < 2; neox++) {
+                fill_op_input(a, n, 1.0f);
+                memcpy(b, a, (size_t)n * sizeof(float));
+                (neox ? kt->rope_neox : kt->rope_norm)(a, shapes[s].n_heads, shapes[s].head_dim, shapes[s].n_rot,
+                                                      positions[p], 10000.0f, 0.5f);
+                (neox ? ref()->rope_neox : ref()->rope_norm)(b, shapes[s].n_heads, shapes[s].head_dim,
+                                                            shapes[s].n_rot, positions[p], 10000.0f, 0.5f);
+                if (memcmp(a, b, (size_t)n * sizeof(float)) != 0)
+                    fail_msg("%s rope_%s %lldx%lld rot %lld pos %lld differs from the reference", kt->name,
+                             neox ? "neox" : "norm", (long long)shapes[s].n_heads, (long long)shapes[s].head_dim,
+                             (long long)shapes[s].n_rot, (long long)positions[p]);
+            }
+        }
+        free(a);
+        free(b);
+    }
+}
+
+/* Attention over F16 K/V blocks through a permuted block table, for odd
+ * head sizes, grouped heads, a sliding window and contexts longer than one
+ * chunk of the online softmax.  The variant's dot products and exp differ
+ * from the reference's by float rounding (~1e-7 relative in each score),
+ * which moves the softmax weights by as much relative: the bound is
+ * 1e-5 * max |V| per output. */
+static void test_attention(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    static const struct {
+        int n_head, n_head_kv, head_dim, bt, window;
+    } shapes[] = {{4, 1, 256, 32, 0}, {4, 2, 36, 5, 0}, {2, 2, 64, 7, 9}, {6, 3, 20, 3, 0}};
+    static const int64_t positions[] = {0, 7, 255, 256, 600};
+    const int n_tok = 5, n_blocks_seq = 700;
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+        const int nh = shapes[si].n_head, nkv = shapes[si].n_head_kv, hd = shapes[si].head_dim, bt = shapes[si].bt;
+        const int n_blocks = (n_blocks_seq + bt - 1) / bt;
+        const size_t head_bytes = (size_t)bt * (size_t)hd * 2, block_bytes = 2 * (size_t)nkv * head_bytes;
+        uint8_t *arena = malloc(block_bytes * (size_t)n_blocks);
+        float vmax = 0;
+        for (size_t i = 0; i < block_bytes * (size_t)n_blocks / 2; i++) {
+            const float v = rng_gauss();
+            const uint16_t h = fp32_to_fp16(v);
+            memcpy(arena + 2 * i, &h, 2);
+            vmax = fmaxf(vmax, fabsf(v));
+        }
+        int32_t *table = malloc((size_t)n_blocks * sizeof(int32_t));
+        for (int b = 0; b < n_blocks; b++)
+            table[b] = n_blocks - 1 - b; /* blocks in reverse order */
+        const int32_t *tables[5];
+        int64_t pos[5];
+        for (int t = 0; t < n_tok; t++) {
+            tables[t] = table;
+            pos[t] = positions[t];
+        }
+        struct attn_kv kv = {
+            .base = arena, .block_bytes = block_bytes, .k_off = 0, .v_off = (size_t)nkv * head_bytes,
+            .head_bytes = head_bytes, .block_tokens = bt, .blocks = tables, .pos = pos,
+        };
+        const size_t nq = (size_t)n_tok * (size_t)nh * (size_t)hd;
+        float *q = malloc(nq * sizeof(float)), *a = malloc(nq * sizeof(float)), *b = malloc(nq * sizeof(float));
+        for (size_t i = 0; i < nq; i++)
+            q[i] = rng_gauss();
+        const float scale = 1.0f / sqrtf((float)hd);
+        kt->attention(a, q, n_tok, &kv, nh, nkv, hd, scale, shapes[si].window);
+        ref()->attention(b, q, n_tok, &kv, nh, nkv, hd, scale, shapes[si].window);
+        double worst = 0;
+        for (size_t i = 0; i < nq; i++) {
+            const double e = fabs((double)a[i] - b[i]);
+            worst = fmax(worst, e / vmax);
+            if (!(e <= 1e-5 * vmax))
+                fail_msg("%s attention (heads %d/%d, dim %d, window %d) [%zu]: %.9g, reference %.9g", kt->name, nh,
+                         nkv, hd, shapes[si].window, i, (double)a[i], (double)b[i]);
+        }
+        print_message("  %s attention heads %d/%d dim %d block %d window %d: max error / max|V| %.3g\n", kt->name,
+                      nh, nkv, hd, bt, shapes[si].window, worst);
+        free(arena);
+        free(table);
+        free(q);
+        free(a);
+        free(b);
+    }
+}
+
+/* ------------------------------- dispatch ------------------------------- */
+
+/* The variant list ends with ref, which runs everywhere; kernels_init
+ * honours INFER_KERNELS and refuses unknown names; the report names the
+ * selected variant and every weight type. */
+static void test_dispatch(void **state)
+{
+    (void)state;
+    const size_t nv = kernels_n_variants();
+    assert_true(nv >= 1);
+    assert_string_equal(kernels_variant_name(nv - 1), "ref");
+    assert_true(kernels_variant_runs(nv - 1));
+    assert_null(kernels_variant_name(nv));
+    struct kernel_table t;
+    assert_int_equal(kernels_variant_fill(nv, &t), -1);
+    char err[256];
+    const char *old = getenv("INFER_KERNELS");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("INFER_KERNELS", "no-such-variant", 1);
+    assert_int_equal(kernels_init(err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "no-such-variant"));
+    for (size_t i = 0; i < nv; i++) {
+        setenv("INFER_KERNELS", kernels_variant_name(i), 1);
+        const int st = kernels_init(err, sizeof(err));
+        assert_int_equal(st, kernels_variant_runs(i) ? 0 : -1);
+        if (st == 0) {
+            assert_string_equal(kern.name, kernels_variant_name(i));
+            const char *rep = kernels_report();
+            assert_non_null(strstr(rep, kernels_variant_name(i)));
+            assert_non_null(strstr(rep, "Q4_K"));
+        }
+    }
+    if (saved) {
+        setenv("INFER_KERNELS", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("INFER_KERNELS");
+    }
+    assert_int_equal(kernels_init(err, sizeof(err)), 0);
+    print_message("%s", kernels_report());
+}
+
+int main(void)
+{
+    struct CMUnitTest tests[1 + 16 * 9];
+    size_t n = 0;
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_dispatch);
+    const size_t nv = kernels_n_variants();
+    static char names[16][9][64];
+    for (size_t v = 0; v < nv && v < 16; v++) {
+        static const struct {
+            const char *name;
+            CMUnitTestFunction fn;
+        } per[] = {
+            {"quantizers", test_quantizers}, {"vec_dot", test_vec_dot},           {"gemm_tile", test_gemm_tile},
+            {"matmul", test_matmul},         {"matmul_threads", test_matmul_threads}, {"ops", test_ops},
+            {"rope", test_rope},             {"gemm_many", test_gemm_many},       {"attention", test_attention},
+        };
+        for (size_t k = 0; k < 9; k++) {
+            snprintf(names[v][k], sizeof(names[v][k]), "%s/%s", kernels_variant_name(v), per[k].name);
+            tests[n++] = (struct CMUnitTest){names[v][k], per[k].fn, NULL, NULL, (void *)(uintptr_t)v};
+        }
+    }
+    return _cmocka_run_group_tests("kernels-simd", tests, n, NULL, NULL);
+}
