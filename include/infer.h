@@ -65,6 +65,10 @@ const char *infer_build_info(void);
  * variant supplying its dot product, gemm tile and activation quantizer,
  * then the same for the f32 ops.  Static buffer, not thread-safe. */
 const char *infer_kernel_report(void);
+/* Name of the kernel variant in use ("avx512", "neon", "ref", ...). */
+const char *infer_kernel_variant(void);
+/* The default thread count: the number of physical cores. */
+int infer_n_threads_default(void);
 
 /* ------------------------------------------------------------ GGUF files */
 

@@ -6,7 +6,7 @@
  *
  * File layout (little-endian), written to a temporary name then renamed:
  *
- *     struct kvb_header       96 bytes (below)
+ *     struct kvb_header       112 bytes (below)
  *     salt                    salt_len bytes, no NUL
  *     prefix tokens           (depth + 1) * block_tokens int32: every token
  *                             from position 0 to the end of this block
@@ -32,7 +32,7 @@
 #endif
 
 #define KVB_MAGIC "INFERKV"
-#define KVB_VERSION 1u
+#define KVB_VERSION 2u
 #define KVB_TYPE_F16 1u
 #define KVB_MAX_SALT 4096u
 #define KVB_MAX_DEPTH (1u << 20)
@@ -43,19 +43,21 @@ struct kvb_header {
     uint32_t header_bytes;  /* this struct + salt + prefix tokens */
     uint8_t fingerprint[16];
     uint8_t hash[16];       /* the block's chained hash (lo, hi) */
+    uint8_t parent_hash[16]; /* its parent's (or the root's) */
     uint32_t n_layer, n_head_kv, head_dim, block_tokens;
     uint32_t kv_type;
     uint32_t depth;
     uint32_t salt_len;
     uint32_t data_crc;      /* crc32c of the data */
     uint64_t block_bytes;
-    uint32_t header_crc;    /* crc32c of the header bytes with this field 0 */
+    uint32_t header_crc;    /* crc32c of this struct (this field 0), the salt and the prefix */
     uint32_t reserved;
 };
-_Static_assert(sizeof(struct kvb_header) == 96, "kvb_header is 96 bytes on disk");
+_Static_assert(sizeof(struct kvb_header) == 112, "kvb_header is 112 bytes on disk");
 
 struct disk_entry {
-    struct prefix_hash h;
+    struct prefix_hash h, ph; /* the block's hash and its parent's */
+    int32_t *tokens;   /* (bt) the block's own tokens */
     int32_t depth;
     int32_t next;      /* bucket chain, or free list */
     char *salt;        /* NULL when the entry is free */
@@ -138,6 +140,7 @@ static infer_status index_grow(struct disk_tier *d)
     d->e = ne;
     for (int32_t i = d->cap; i < cap; i++) {
         d->e[i].salt = NULL;
+        d->e[i].tokens = NULL;
         d->e[i].next = i + 1 < cap ? i + 1 : d->free_head;
     }
     d->free_head = d->cap;
@@ -169,18 +172,25 @@ static int32_t entry_find(const struct disk_tier *d, struct prefix_hash h, int32
     return -1;
 }
 
-static int32_t entry_add(struct disk_tier *d, struct prefix_hash h, int32_t depth, const char *salt, uint64_t bytes,
-                         double last_use)
+static int32_t entry_add(struct disk_tier *d, struct prefix_hash h, struct prefix_hash ph, int32_t depth,
+                         const char *salt, const int32_t *block_tokens, uint64_t bytes, double last_use)
 {
     if (d->free_head < 0 && index_grow(d))
         return -1;
     char *s = strdup(salt);
-    if (!s)
+    int32_t *t = malloc((size_t)d->shape.block_tokens * sizeof(int32_t));
+    if (!s || !t) {
+        free(s);
+        free(t);
         return -1;
+    }
+    memcpy(t, block_tokens, (size_t)d->shape.block_tokens * sizeof(int32_t));
     int32_t i = d->free_head;
     d->free_head = d->e[i].next;
     struct disk_entry *e = &d->e[i];
     e->h = h;
+    e->ph = ph;
+    e->tokens = t;
     e->depth = depth;
     e->salt = s;
     e->bytes = bytes;
@@ -208,7 +218,9 @@ static void entry_drop(struct disk_tier *d, int32_t i, bool unlink_file)
         p = &d->e[*p].next;
     *p = e->next;
     free(e->salt);
+    free(e->tokens);
     e->salt = NULL;
+    e->tokens = NULL;
     e->next = d->free_head;
     d->free_head = i;
     d->n--;
@@ -363,9 +375,15 @@ static void scan(struct disk_tier *d)
             d->st.errors++;
             continue;
         }
-        struct prefix_hash hh;
+        struct prefix_hash hh, ph;
         memcpy(&hh.lo, h.hash, 8);
         memcpy(&hh.hi, h.hash + 8, 8);
+        memcpy(&ph.lo, h.parent_hash, 8);
+        memcpy(&ph.hi, h.parent_hash + 8, 8);
+        int32_t *btok = malloc((size_t)h.block_tokens * sizeof(int32_t));
+        if (btok)
+            memcpy(btok, tail + h.salt_len + (size_t)h.depth * h.block_tokens * sizeof(int32_t),
+                   (size_t)h.block_tokens * sizeof(int32_t));
         char expect[4096];
         entry_path(d, hh, (int32_t)h.depth, expect, sizeof(expect));
         char *salt = malloc(h.salt_len + 1);
@@ -374,15 +392,19 @@ static void scan(struct disk_tier *d)
             salt[h.salt_len] = '\0';
         }
         free(tail);
-        if (!salt || strlen(salt) != h.salt_len || strcmp(expect, path) != 0 || entry_find(d, hh, (int32_t)h.depth) >= 0) {
-            if (salt)
+        if (!salt || !btok || strlen(salt) != h.salt_len || strcmp(expect, path) != 0 ||
+            entry_find(d, hh, (int32_t)h.depth) >= 0) {
+            if (salt && btok) {
                 warn(d, "KV cache file %s ignored: its name does not match its header", path);
-            d->st.errors += salt != NULL;
+                d->st.errors++;
+            }
             free(salt);
+            free(btok);
             continue;
         }
-        entry_add(d, hh, (int32_t)h.depth, salt, (uint64_t)sb.st_size, (double)sb.st_mtime);
+        entry_add(d, hh, ph, (int32_t)h.depth, salt, btok, (uint64_t)sb.st_size, (double)sb.st_mtime);
         free(salt);
+        free(btok);
     }
     closedir(dir);
 }
@@ -447,8 +469,10 @@ void disk_close(struct disk_tier *d)
 {
     if (!d)
         return;
-    for (int32_t i = 0; i < d->cap; i++)
+    for (int32_t i = 0; i < d->cap; i++) {
         free(d->e[i].salt);
+        free(d->e[i].tokens);
+    }
     free(d->e);
     free(d->buckets);
     free(d->dir);
@@ -461,7 +485,33 @@ int32_t disk_find(const struct disk_tier *d, struct prefix_hash h, int32_t depth
     return i >= 0 && !strcmp(d->e[i].salt, salt) ? i : -1;
 }
 
-infer_status disk_read(struct disk_tier *d, int32_t i, const int32_t *prefix, const char *salt, void *dst)
+int32_t disk_partial(const struct disk_tier *d, struct prefix_hash ph, int32_t depth, const char *salt,
+                     const int32_t *tokens, int64_t n, int32_t *k)
+{
+    *k = 0;
+    if (n > d->shape.block_tokens - 1)
+        n = d->shape.block_tokens - 1;
+    int32_t best = -1;
+    /* a scan of the index: once per request, small next to a forward pass */
+    for (int32_t i = 0; i < d->cap; i++) {
+        const struct disk_entry *e = &d->e[i];
+        if (!e->salt || e->depth != depth || !prefix_hash_eq(e->ph, ph) || strcmp(e->salt, salt) != 0)
+            continue;
+        int32_t j = 0;
+        while (j < n && e->tokens[j] == tokens[j])
+            j++;
+        if (j > *k || (j == *k && j > 0 && e->last_use > d->e[best].last_use)) {
+            *k = j;
+            best = i;
+        }
+    }
+    return best;
+}
+
+const int32_t *disk_block_tokens(const struct disk_tier *d, int32_t i) { return d->e[i].tokens; }
+
+infer_status disk_read(struct disk_tier *d, int32_t i, const int32_t *prefix, int64_t n_verify, const char *salt,
+                       void *dst)
 {
     if (i < 0 || i >= d->cap || !d->e[i].salt)
         return infer_error(INFER_ERR_INVALID, "no such disk entry");
@@ -481,7 +531,8 @@ infer_status disk_read(struct disk_tier *d, int32_t i, const int32_t *prefix, co
     if (!read_header(d, fd, &h, &tail, why, sizeof(why))) {
         corrupt = true;
     } else if (h.depth != (uint32_t)e->depth || h.salt_len != strlen(salt) || memcmp(tail, salt, h.salt_len) ||
-               memcmp(tail + h.salt_len, prefix, ((size_t)h.depth + 1) * h.block_tokens * sizeof(int32_t))) {
+               n_verify < 0 || (uint64_t)n_verify > ((uint64_t)h.depth + 1) * h.block_tokens ||
+               memcmp(tail + h.salt_len, prefix, (size_t)n_verify * sizeof(int32_t))) {
         /* a hash collision: another prefix under the same name; only a miss */
         st = infer_error(INFER_ERR_NOT_FOUND, "%s holds another prefix", path);
     } else if (!read_full(fd, dst, d->block_bytes, h.header_bytes)) {
@@ -509,8 +560,8 @@ infer_status disk_read(struct disk_tier *d, int32_t i, const int32_t *prefix, co
     return INFER_OK;
 }
 
-infer_status disk_write(struct disk_tier *d, struct prefix_hash hash, int32_t depth, const char *salt,
-                        const int32_t *prefix, const void *data)
+infer_status disk_write(struct disk_tier *d, struct prefix_hash hash, struct prefix_hash ph, int32_t depth,
+                        const char *salt, const int32_t *prefix, const void *data)
 {
     if (entry_find(d, hash, depth) >= 0)
         return INFER_OK;
@@ -525,6 +576,7 @@ infer_status disk_write(struct disk_tier *d, struct prefix_hash hash, int32_t de
                                                      (uint32_t)d->shape.block_tokens);
     memcpy(h.fingerprint, d->fp, 16);
     hash_bytes(hash, h.hash);
+    hash_bytes(ph, h.parent_hash);
     h.n_layer = (uint32_t)d->shape.n_layer;
     h.n_head_kv = (uint32_t)d->shape.n_head_kv;
     h.head_dim = (uint32_t)d->shape.head_dim;
@@ -560,7 +612,7 @@ infer_status disk_write(struct disk_tier *d, struct prefix_hash hash, int32_t de
         unlink(tmp);
         return infer_error(INFER_ERR_IO, "cannot write %s: %s", path, strerror(err));
     }
-    if (entry_add(d, hash, depth, salt, bytes, now_epoch()) < 0)
+    if (entry_add(d, hash, ph, depth, salt, prefix + (size_t)depth * d->shape.block_tokens, bytes, now_epoch()) < 0)
         return infer_error(INFER_ERR_NOMEM, "out of memory");
     d->st.writes++;
     d->st.write_bytes += bytes;

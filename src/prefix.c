@@ -357,7 +357,8 @@ static bool node_save(struct prefix_cache *c, int32_t node, int32_t **buf, size_
         *buf_cap = need;
     }
     node_prefix(c, node, *buf);
-    if (disk_write(c->disk, n->h, n->depth, c->salts[n->salt], *buf, kv_block_data(c->a, n->block)) != INFER_OK)
+    struct prefix_hash ph = n->parent >= 0 ? c->nodes[n->parent].h : prefix_root_hash(c, n->salt);
+    if (disk_write(c->disk, n->h, ph, n->depth, c->salts[n->salt], *buf, kv_block_data(c->a, n->block)) != INFER_OK)
         return false;
     n->on_disk = true;
     return true;

@@ -151,9 +151,9 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t n);
  * Directory DIR/infer-kv-<fingerprint hex>/ holds one file per block, named
  * by the block's hash and depth, written to a temporary name and renamed.
  * A file is self-describing: a header (magic, version, model fingerprint,
- * KV shape and type, hash, depth, salt, the whole token prefix up to the end
- * of the block, crc32c of the data, crc32c of the header) and the block's
- * K/V bytes.  The index is rebuilt at start from the headers; data is read
+ * KV shape and type, hash, parent hash, depth, salt, the whole token prefix
+ * up to the end of the block, crc32c of the data, crc32c of the header) and
+ * the block's K/V bytes.  The index is rebuilt at start from the headers; data is read
  * and checked (crc, and the token prefix against the request's) only on a
  * hit.  Files of another model, other shapes, truncated or failing a
  * checksum are ignored with a warning, never used. */
@@ -164,16 +164,26 @@ infer_status disk_open(struct disk_tier **out, const char *dir, const uint8_t fp
 void disk_close(struct disk_tier *d);
 /* Index entry for the block with hash h at depth `depth` under salt, or -1. */
 int32_t disk_find(const struct disk_tier *d, struct prefix_hash h, int32_t depth, const char *salt);
-/* Read entry e into dst (block_bytes), verifying header, salt, the token
- * prefix (tokens[0 .. (depth+1)*bt)) and the data checksum.  On any
- * mismatch the entry is dropped (a corrupt file is deleted, with a warning)
- * and an error returned; dst may have been written. */
-infer_status disk_read(struct disk_tier *d, int32_t e, const int32_t *prefix, const char *salt, void *dst);
-/* Write a block (its whole token prefix given) unless an entry with this
- * hash and depth exists.  Keeps the directory under max_bytes by deleting
- * the least recently used files. */
-infer_status disk_write(struct disk_tier *d, struct prefix_hash h, int32_t depth, const char *salt,
-                        const int32_t *prefix, const void *data);
+/* Partial reuse from disk (as prefix_partial): the entry at `depth` whose
+ * parent hash is ph, under salt, whose block tokens share the longest
+ * prefix (>= 1) with tokens[0..n), n < bt; *k gets its length.  -1 if none. */
+int32_t disk_partial(const struct disk_tier *d, struct prefix_hash ph, int32_t depth, const char *salt,
+                     const int32_t *tokens, int64_t n, int32_t *k);
+/* The block's own tokens (bt) of entry e, as indexed. */
+const int32_t *disk_block_tokens(const struct disk_tier *d, int32_t e);
+/* Read entry e into dst (block_bytes), verifying header, salt, the first
+ * n_verify tokens of the stored prefix against prefix[0..n_verify) ((depth
+ * + 1) * bt for the whole block, fewer for a partial reuse) and the data
+ * checksum.  On corruption the entry is dropped and its file deleted, with
+ * a warning; a prefix mismatch (a hash collision) is only a miss.  Either
+ * way an error is returned and dst may have been written. */
+infer_status disk_read(struct disk_tier *d, int32_t e, const int32_t *prefix, int64_t n_verify, const char *salt,
+                       void *dst);
+/* Write a block (its whole token prefix given, ph its parent's hash) unless
+ * an entry with this hash and depth exists.  Keeps the directory under
+ * max_bytes by deleting the least recently used files. */
+infer_status disk_write(struct disk_tier *d, struct prefix_hash h, struct prefix_hash ph, int32_t depth,
+                        const char *salt, const int32_t *prefix, const void *data);
 
 struct disk_stats {
     int64_t reads, writes;          /* blocks */

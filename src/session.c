@@ -246,7 +246,7 @@ static int32_t attach_from_disk(infer_session *s, const int32_t *tokens, int32_t
         if (de < 0 || engine_make_room(e, 1) != INFER_OK)
             break;
         int32_t b = kv_block_alloc(a);
-        if (disk_read(e->disk, de, tokens, salt, kv_block_data(a, b)) != INFER_OK) {
+        if (disk_read(e->disk, de, tokens, (int64_t)(k + 1) * bt, salt, kv_block_data(a, b)) != INFER_OK) {
             kv_block_unref(a, b);
             break;
         }
@@ -266,20 +266,54 @@ static int32_t attach_from_disk(infer_session *s, const int32_t *tokens, int32_t
     return got;
 }
 
-/* Blocks after the in-memory chain that the disk tier could supply. */
+/* Blocks after the in-memory chain that the disk tier could supply; *h
+ * advances to the hash of the last of them. */
 static int32_t disk_count(infer_session *s, const int32_t *tokens, int32_t from, int32_t max_blocks,
-                          struct prefix_hash h)
+                          struct prefix_hash *h)
 {
     infer_engine *e = s->e;
     const int bt = e->arena.s.block_tokens;
     const char *salt = prefix_salt_name(&e->pc, s->salt);
     int32_t k = from;
     for (; k < max_blocks; k++) {
-        h = prefix_block_hash(&e->pc, h, s->salt, tokens + (int64_t)k * bt);
-        if (disk_find(e->disk, h, k, salt) < 0)
+        struct prefix_hash hk = prefix_block_hash(&e->pc, *h, s->salt, tokens + (int64_t)k * bt);
+        if (disk_find(e->disk, hk, k, salt) < 0)
             break;
+        *h = hk;
     }
     return k - from;
+}
+
+/* Attach the first k rows of a block read from disk entry de (depth `depth`,
+ * continuing the session's registered chain): registered under its own
+ * tokens, shared, copied before the session writes into it.  Returns
+ * whether it was attached. */
+static bool attach_partial_from_disk(infer_session *s, const int32_t *tokens, int32_t depth, int32_t de, int32_t k)
+{
+    infer_engine *e = s->e;
+    struct kv_arena *a = &e->arena;
+    const int bt = a->s.block_tokens;
+    const char *salt = prefix_salt_name(&e->pc, s->salt);
+    if (s->n_reg != depth || engine_make_room(e, 1) != INFER_OK)
+        return false;
+    int32_t b = kv_block_alloc(a);
+    int32_t *own = malloc((size_t)bt * sizeof(int32_t));
+    bool ok = own && disk_read(e->disk, de, tokens, (int64_t)depth * bt + k, salt, kv_block_data(a, b)) == INFER_OK;
+    int32_t node = -1;
+    if (ok) {
+        memcpy(own, disk_block_tokens(e->disk, de), (size_t)bt * sizeof(int32_t));
+        node = prefix_insert(&e->pc, depth > 0 ? s->nodes[depth - 1] : -1, s->salt, own, b);
+        ok = node >= 0 && kv_seq_attach(&s->seq, a, e->pc.nodes[node].block) == INFER_OK;
+    }
+    if (ok && e->pc.nodes[node].block == b)
+        e->pc.nodes[node].on_disk = true;
+    kv_block_unref(a, b); /* the allocation's reference */
+    free(own);
+    if (!ok)
+        return false;
+    memcpy(s->tokens + (int64_t)depth * bt, tokens + (int64_t)depth * bt, (size_t)k * sizeof(int32_t));
+    seq_truncate(s, (int64_t)depth * bt + k);
+    return true;
 }
 
 infer_status infer_session_prepare(infer_session *s, const int32_t *tokens, int64_t n, int64_t *n_reused)
@@ -314,11 +348,20 @@ infer_status infer_session_prepare(infer_session *s, const int32_t *tokens, int6
             return infer_error(INFER_ERR_NOMEM, "out of memory");
         struct prefix_hash h;
         int32_t m = prefix_match(&e->pc, s->salt, tokens, n, max_blocks, chain, &h);
-        int32_t dm = e->disk ? disk_count(s, tokens, m, max_blocks, h) : 0;
-        /* and the first rows of a cached block that continues the chain */
-        int32_t pk = 0, pnode = -1;
-        if (m > 0 && dm == 0 && (int64_t)m * bt < n - 1)
-            pnode = prefix_partial(&e->pc, chain[m - 1], tokens + (int64_t)m * bt, n - 1 - (int64_t)m * bt, &pk);
+        struct prefix_hash hd = h; /* the hash where the disk chain ends */
+        int32_t dm = e->disk ? disk_count(s, tokens, m, max_blocks, &hd) : 0;
+        /* and the first rows of a cached block that continues the chain,
+         * from memory (children of the last node) or disk */
+        int32_t pk = 0, pnode = -1, dk = 0, dnode = -1;
+        int64_t at = (int64_t)(m + dm) * bt, left = n - 1 - at;
+        if (m > 0 && dm == 0 && left > 0)
+            pnode = prefix_partial(&e->pc, chain[m - 1], tokens + at, left, &pk);
+        if (e->disk && left > 0)
+            dnode = disk_partial(e->disk, hd, m + dm, prefix_salt_name(&e->pc, s->salt), tokens + at, left, &dk);
+        if (dk > pk)
+            pk = dk;
+        else
+            dnode = -1;
         int64_t cache_tokens = (int64_t)(m + dm) * bt + pk;
         if (cache_tokens > n - 1)
             cache_tokens = n - 1;
@@ -339,7 +382,10 @@ infer_status infer_session_prepare(infer_session *s, const int32_t *tokens, int6
                 attach_from_disk(s, tokens, m + dm, h);
             hit_blocks = s->n_reg;
             /* a partial block is shared as is and copied before its first write */
-            if (pnode >= 0 && s->n_reg == m && kv_seq_attach(&s->seq, a, e->pc.nodes[pnode].block) == INFER_OK) {
+            if (dnode >= 0) {
+                hit_blocks += attach_partial_from_disk(s, tokens, m + dm, dnode, pk);
+            } else if (pnode >= 0 && s->n_reg == m &&
+                       kv_seq_attach(&s->seq, a, e->pc.nodes[pnode].block) == INFER_OK) {
                 memcpy(s->tokens + (int64_t)m * bt, tokens + (int64_t)m * bt, (size_t)pk * sizeof(int32_t));
                 seq_truncate(s, (int64_t)m * bt + pk);
                 hit_blocks++;

@@ -47,3 +47,15 @@ const char *infer_build_info(void)
              kernels_built_in(), kern.name, feats[0] ? feats : "(none detected)");
     return buf;
 }
+
+const char *infer_kernel_variant(void)
+{
+    char err[256];
+    kernels_init(err, sizeof(err));
+    return kern.name;
+}
+
+int infer_n_threads_default(void)
+{
+    return infer_n_physical_cores();
+}

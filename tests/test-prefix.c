@@ -1148,6 +1148,27 @@ static void test_disk_roundtrip(void **state)
     infer_engine_free(e);
     char files[16][512];
     assert_int_equal(count_files(sub, ".kvb", files, 16), 8);
+    /* a new process, a prompt that leaves the stored chain 2 tokens into
+     * block 7: 7 blocks and 2 rows of the 8th come from disk */
+    {
+        int32_t u[36];
+        memcpy(u, t, 30 * sizeof(int32_t));
+        for (int i = 30; i < 36; i++)
+            u[i] = 160 + i;
+        infer_engine *r = engine(llama, 4, 16, 0, NULL, true);
+        infer_session *rs = session(r, NULL);
+        assert_int_equal(infer_session_set_tokens(rs, u, 36, NULL), INFER_OK);
+        e = engine(llama, 4, 16, 0, dir, false);
+        s = session(e, NULL);
+        int64_t got;
+        assert_int_equal(infer_session_set_tokens(s, u, 36, &got), INFER_OK);
+        assert_int_equal(got, 30);
+        assert_memory_equal(infer_session_logits(s), infer_session_logits(rs), (size_t)nv * sizeof(float));
+        infer_session_free(s);
+        infer_engine_free(e);
+        infer_session_free(rs);
+        infer_engine_free(r);
+    }
     /* second process: the prefix comes from disk, the answer is the same */
     warnings[0] = '\0';
     e = engine(llama, 4, 16, 0, dir, false);
@@ -1189,7 +1210,8 @@ static void test_disk_roundtrip(void **state)
     }
     infer_engine_get_metrics(e, &mt);
     assert_true(mt.evictions > 0);
-    assert_true(mt.disk_writes >= mt.evictions); /* every evicted block was saved first */
+    /* every evicted block was saved first, unless it had come from disk */
+    assert_true(mt.disk_writes + mt.disk_reads >= mt.evictions && mt.disk_writes > 0);
     int32_t q[24];
     prompt(q, 24, 300);
     assert_int_equal(infer_session_set_tokens(s, q, 24, &reused), INFER_OK);
@@ -1236,9 +1258,9 @@ static void test_disk_damage(void **state)
     assert_int_equal(truncate(path, 200), 0);
     file_of_depth(sub, 7, path);
     f = fopen(path, "r+b");
-    fseek(f, 100, SEEK_SET); /* a token of the stored prefix */
+    fseek(f, 120, SEEK_SET); /* a token of the stored prefix (after the 112-byte header) */
     ch = fgetc(f);
-    fseek(f, 100, SEEK_SET);
+    fseek(f, 120, SEEK_SET);
     fputc(ch ^ 1, f);
     fclose(f);
     /* a file of another model (the gemma's) placed among them */
@@ -1281,6 +1303,74 @@ static void test_disk_damage(void **state)
     assert_memory_equal(infer_session_logits(s), want, (size_t)nv * sizeof(float));
     infer_session_free(s);
     infer_engine_free(e);
+    free(want);
+}
+
+/* Every byte of a block file flipped in turn, and the file cut at many
+ * lengths: the engine starts, the request succeeds with the right logits
+ * (from disk when the damage is harmless, recomputed otherwise). */
+static void test_disk_hostile(void **state)
+{
+    (void)state;
+    const int nv = infer_model_n_vocab(llama);
+    char dir[600], sub[1024], path[512];
+    snprintf(dir, sizeof(dir), "%s/cache-hostile", tmpdir);
+    int32_t t[6];
+    prompt(t, 6, 23);
+    float *want = malloc((size_t)nv * sizeof(float));
+    infer_engine *e = engine(llama, 4, 16, 0, NULL, true);
+    infer_session *s = session(e, "s");
+    assert_int_equal(infer_session_set_tokens(s, t, 6, NULL), INFER_OK);
+    memcpy(want, infer_session_logits(s), (size_t)nv * sizeof(float));
+    infer_session_free(s);
+    infer_engine_free(e);
+    e = engine(llama, 4, 16, 0, dir, false);
+    snprintf(sub, sizeof(sub), "%s/infer-kv-%s", dir, infer_engine_fingerprint(e));
+    s = session(e, "s");
+    assert_int_equal(infer_session_set_tokens(s, t, 4, NULL), INFER_OK); /* one block */
+    infer_session_free(s);
+    infer_engine_free(e);
+    file_of_depth(sub, 0, path);
+    size_t len;
+    char *orig = test_read_file(path, &len);
+    assert_non_null(orig);
+    assert_true(len > 112 + 1 + 16);
+    int from_disk = 0, trials = 0;
+    /* mode 0: cut at `at`; mode 1: byte `at` flipped; mode 2: intact */
+    for (int mode = 0; mode < 3; mode++) {
+        for (size_t at = 0; at < len; at += at < 160 ? 1 : 97) {
+            FILE *f = fopen(path, "wb");
+            assert_non_null(f);
+            fwrite(orig, 1, mode == 0 ? at : len, f);
+            if (mode == 1) {
+                fseek(f, (long)at, SEEK_SET);
+                fputc(orig[at] ^ 0x5a, f);
+            }
+            fclose(f);
+            warnings[0] = '\0';
+            e = engine(llama, 4, 16, 0, dir, false);
+            s = session(e, "s");
+            int64_t reused;
+            assert_int_equal(infer_session_set_tokens(s, t, 6, &reused), INFER_OK);
+            assert_memory_equal(infer_session_logits(s), want, (size_t)nv * sizeof(float));
+            /* damage is always noticed: never served, and said */
+            if (mode < 2) {
+                assert_int_equal(reused, 0);
+                assert_true(warnings[0] != '\0');
+            } else {
+                assert_int_equal(reused, 4);
+            }
+            from_disk += reused > 0;
+            trials++;
+            infer_session_free(s);
+            infer_engine_free(e); /* rewrites the block when the file was dropped */
+            if (mode == 2)
+                break;
+        }
+    }
+    print_message("hostile block files: %d trials, %d served from disk\n", trials, from_disk);
+    assert_int_equal(from_disk, 1);
+    free(orig);
     free(want);
 }
 
@@ -1330,6 +1420,7 @@ int main(void)
         cmocka_unit_test(test_random_engine),
         cmocka_unit_test(test_disk_roundtrip),
         cmocka_unit_test(test_disk_damage),
+        cmocka_unit_test(test_disk_hostile),
         cmocka_unit_test(test_private_engine),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

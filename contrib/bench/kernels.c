@@ -284,7 +284,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "-s") && v) {
             o.shape = v, i++;
         } else {
-            fprintf(stderr, "usage: %s [-t threads] [-r reps] [-n n_tok] [-m MiB] [-v variants] [-T types] [-q] [-c] [-s NOUTxNIN]\n",
+            fprintf(stderr,
+                    "usage: %s [-t threads] [-r reps] [-n n_tok] [-m MiB] [-v variants] [-T types] [-q] [-c]"
+                    " [-s NOUTxNIN]\n",
                     argv[0]);
             return 2;
         }
@@ -365,9 +367,11 @@ int main(int argc, char **argv)
                 const double tc = time_matmul(type, cold, mb, copies, x, y, gvs[s].n_in, gvs[s].n_out, 1, o.reps * 3);
                 const double macs = (double)gvs[s].n_in * gvs[s].n_out;
                 printf("%-7s %-5s %-5s %5lldx%-5lld %-5s %10.4f %9.2f %9.2f\n", t.name, tn, "gemv",
-                       (long long)gvs[s].n_out, (long long)gvs[s].n_in, "hot", th * 1e3, mb / th / 1e9, macs / th / 1e9);
+                       (long long)gvs[s].n_out, (long long)gvs[s].n_in, "hot", th * 1e3, mb / th / 1e9,
+                       macs / th / 1e9);
                 printf("%-7s %-5s %-5s %5lldx%-5lld %-5s %10.4f %9.2f %9.2f\n", t.name, tn, "gemv",
-                       (long long)gvs[s].n_out, (long long)gvs[s].n_in, "cold", tc * 1e3, mb / tc / 1e9, macs / tc / 1e9);
+                       (long long)gvs[s].n_out, (long long)gvs[s].n_in, "cold", tc * 1e3, mb / tc / 1e9,
+                       macs / tc / 1e9);
             }
             for (int s0 = 0; s0 < n_gm; s0++) {
                 const struct shape sh = fit(type, gm[s0]), *gms = &sh;
@@ -379,7 +383,8 @@ int main(int argc, char **argv)
                 const int reps = strcmp(t.name, "ref") == 0 && macs > 2e9 ? 1 : o.reps;
                 const double tm = time_matmul(type, cold, mb, 1, x, y, gms[s].n_in, gms[s].n_out, o.n_tok, reps);
                 printf("%-7s %-5s %-5s %5lldx%-5lld %-5s %10.3f %9.2f %9.2f\n", t.name, tn, "gemm",
-                       (long long)gms[s].n_out, (long long)gms[s].n_in, "hot", tm * 1e3, mb / tm / 1e9, macs / tm / 1e9);
+                       (long long)gms[s].n_out, (long long)gms[s].n_in, "hot", tm * 1e3, mb / tm / 1e9,
+                       macs / tm / 1e9);
             }
             fflush(stdout);
         }

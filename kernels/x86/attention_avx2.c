@@ -38,7 +38,8 @@ INLINE const uint16_t *kv_row(const struct attn_kv *kv, const int32_t *blocks, s
                               int head_dim)
 {
     const uint8_t *blk = kv->base + (size_t)blocks[pos / kv->block_tokens] * kv->block_bytes;
-    return (const uint16_t *)(blk + off + (size_t)kvh * kv->head_bytes) + (size_t)(pos % kv->block_tokens) * (size_t)head_dim;
+    return (const uint16_t *)(blk + off + (size_t)kvh * kv->head_bytes) +
+           (size_t)(pos % kv->block_tokens) * (size_t)head_dim;
 }
 
 INLINE float hsum(__m256 v)

@@ -1,9 +1,8 @@
 /*
  * gemm_avx2.c - the many-token matmul (gemm_many) of the "avx2" variant:
  * lanes are tokens, products by vpmaddubsw (gemm_lt8_body.h), for Q4_0,
- * Q5_0, Q4_K, Q5_K and Q6_K; Q8_0 keeps the gemm tiles (its unsigned
- * weights would overflow vpmaddubsw's int16 pairs).  Compiled with the avx2
- * variant's flags.
+ * Q5_0, Q8_0 (as two nibble planes), Q4_K, Q5_K and Q6_K.  Compiled with
+ * the avx2 variant's flags.
  */
 #define GEMM_VNNI 0
 #include "gemm_lt8_body.h"

@@ -211,7 +211,8 @@ static void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
                 const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
                 for (int j = 0; j < 4; j++) {
                     const __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (j & 1)));
-                    const __m256i lo4 = j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+                    const __m256i lo4 =
+                        j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
                     const __m256i hi2 = j == 0 ? _mm256_slli_epi16(qh, 4)
                                         : j == 1 ? _mm256_slli_epi16(qh, 2)
                                         : j == 2 ? qh
@@ -245,7 +246,8 @@ static void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
                 const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
                 __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
                 if (type == GGML_TYPE_Q5_K) {
-                    const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+                    const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c)));
+                    const __m256i b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
                     lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qh, b0), lo, _mm256_set1_epi8(16));
                     hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, b1), hi, _mm256_set1_epi8(16));
                 }
@@ -350,8 +352,8 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
             UNROLL
             for (int r = 0; r < LR; r++) {
                 const struct metaK *mt = meta + (size_t)r * (size_t)nb + b;
-                facc[r] = _mm512_add_ps(facc[r],
-                                        _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->d), dy), _mm512_cvtepi32_ps(isum[r])));
+                const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(mt->d), dy);
+                facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum[r])));
                 if (type != GGML_TYPE_Q6_K) {
                     __m512i summ = _mm512_setzero_si512();
                     UNROLL

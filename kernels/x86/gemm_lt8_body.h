@@ -18,8 +18,9 @@
  *
  * vpmaddubsw adds pairs into int16 without overflow while 2 * 127 * u_max
  * times the number of groups summed stays below 2^15: 8 groups for 4-bit
- * quants, 4 for 5-bit, 2 for 6-bit.  Q8_0 (u up to 255) needs vpdpbusd, so
- * without VNNI it keeps the gemm tile path.
+ * quants, 4 for 5-bit, 2 for 6-bit.  Q8_0's u = w + 128 (up to 255) is split
+ * into two nibble planes, u = 16 hi + lo, each within the 4-bit bound (two
+ * products per byte, still no horizontal sums); vpdpbusd takes u whole.
  *
  * Every lane does the reference's float steps in its order, so the results
  * are vec_dot's bits (as gemm_many must give).
@@ -131,7 +132,8 @@ static void actK_pack(struct actK *A, const uint8_t *a, size_t a_row, int64_t n_
                 for (int k = 0; k < 64; k++)
                     ag->q[k][t] = ld32(yb->qs + 4 * k);
                 for (int k = 0; k < 8; k++)
-                    ag->bsp[k][t] = (uint32_t)(uint16_t)yb->bsums[2 * k] | (uint32_t)(uint16_t)yb->bsums[2 * k + 1] << 16;
+                    ag->bsp[k][t] =
+                        (uint32_t)(uint16_t)yb->bsums[2 * k] | (uint32_t)(uint16_t)yb->bsums[2 * k + 1] << 16;
                 ag->d[t] = yb->d;
             }
         }
@@ -171,6 +173,9 @@ INLINE __m256i unpack32(const int type, const uint8_t *blk)
     return _mm256_or_si256(u, _mm256_and_si256(h, _mm256_set1_epi8(16)));
 }
 
+/* Q8_0 without VNNI: unpacked rows hold two planes (lo, then hi nibbles). */
+INLINE int planes32(const int type) { return type == GGML_TYPE_Q8_0 && !GEMM_VNNI ? 2 : 1; }
+
 INLINE int koff32(const int type) { return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : 128; }
 
 INLINE size_t bbytes32(const int type)
@@ -190,7 +195,14 @@ INLINE void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t
     const size_t bs = bbytes32(type);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = row + (size_t)b * bs;
-        _mm256_storeu_si256((__m256i *)(w + 32 * b), unpack32(type, blk));
+        const __m256i u = unpack32(type, blk);
+        if (planes32(type) == 2) { /* lo nibbles at w, hi nibbles one row (32 nb bytes) later */
+            const __m256i m4 = _mm256_set1_epi8(0x0F);
+            _mm256_storeu_si256((__m256i *)(w + 32 * b), _mm256_and_si256(u, m4));
+            _mm256_storeu_si256((__m256i *)(w + 32 * (nb + b)), _mm256_and_si256(_mm256_srli_epi16(u, 4), m4));
+        } else {
+            _mm256_storeu_si256((__m256i *)(w + 32 * b), u);
+        }
         meta[b].d = h2f(ld16(blk));
     }
 }
@@ -210,7 +222,8 @@ INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
                 const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
                 for (int j = 0; j < 4; j++) {
                     const __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (j & 1)));
-                    const __m256i lo4 = j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+                    const __m256i lo4 =
+                        j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
                     const __m256i hi2 = j == 0 ? _mm256_slli_epi16(qh, 4)
                                         : j == 1 ? _mm256_slli_epi16(qh, 2)
                                         : j == 2 ? qh
@@ -238,7 +251,8 @@ INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
             const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
             __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             if (type == GGML_TYPE_Q5_K) {
-                const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+                const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c)));
+                const __m256i b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
                 const __m256i h16 = _mm256_set1_epi8(16);
                 lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), h16));
                 hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), h16));
@@ -301,7 +315,8 @@ INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta
                   int64_t n_tok, int nr, float *y, size_t ys)
 {
     const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
-    const int ubits = type == GGML_TYPE_Q4_0 ? 4 : type == GGML_TYPE_Q5_0 ? 5 : 8;
+    const int ubits = type == GGML_TYPE_Q4_0 ? 4 : type == GGML_TYPE_Q5_0 ? 5 : planes32(type) == 2 ? 4 : 8;
+    const size_t stride = (size_t)n * (size_t)planes32(type); /* bytes per unpacked row */
     for (int64_t g = 0; g < ng; g++) {
         __m256 facc[LR];
         UNROLL
@@ -313,8 +328,10 @@ INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta
             const __m256i corr = _mm256_load_si256((const __m256i *)ag->corr);
             UNROLL
             for (int r = 0; r < LR; r++) {
-                const uint32_t *wr = (const uint32_t *)(w + (size_t)r * (size_t)n + 32 * b);
-                const __m256i acc = _mm256_add_epi32(dot_groups(ubits, wr, ag->q, 0, 8, 1), corr);
+                const uint32_t *wr = (const uint32_t *)(w + (size_t)r * stride + 32 * b);
+                __m256i acc = _mm256_add_epi32(dot_groups(ubits, wr, ag->q, 0, 8, 1), corr);
+                if (planes32(type) == 2) /* + 16 * (hi plane) */
+                    acc = _mm256_add_epi32(acc, dot_groups(4, wr + 8 * nb, ag->q, 0, 8, 16));
                 const __m256 f = _mm256_cvtepi32_ps(acc), dx = _mm256_set1_ps(meta[(size_t)r * (size_t)nb + b].d);
                 if (type == GGML_TYPE_Q4_0)
                     facc[r] = _mm256_add_ps(facc[r], _mm256_mul_ps(_mm256_mul_ps(f, dx), dy));
@@ -365,8 +382,8 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
                     bs = _mm256_add_epi32(bs, _mm256_madd_epi16(ldq(ag->bsp[k]), bcast(&mt->mp[k])));
                 if (type == GGML_TYPE_Q6_K)
                     isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(bs, 5));
-                facc[r] = _mm256_add_ps(facc[r],
-                                        _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(mt->d), dy), _mm256_cvtepi32_ps(isum[r])));
+                const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(mt->d), dy);
+                facc[r] = _mm256_add_ps(facc[r], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum[r])));
                 if (type != GGML_TYPE_Q6_K)
                     facc[r] = _mm256_sub_ps(facc[r], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(mt->dmin), dy),
                                                                    _mm256_cvtepi32_ps(bs)));
@@ -387,7 +404,8 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
     const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
-    const size_t w_bytes = up64((size_t)LR * (size_t)n), meta_bytes = up64((size_t)(LR * nb) * msz);
+    const size_t stride = (size_t)n * (size_t)(k ? 1 : planes32(type)); /* bytes per unpacked row */
+    const size_t w_bytes = up64((size_t)LR * stride), meta_bytes = up64((size_t)(LR * nb) * msz);
     uint8_t *scratch = aligned_alloc(64, act_bytes + w_bytes + meta_bytes);
     if (!scratch)
         return -1;
@@ -401,9 +419,9 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     for (int64_t r0 = 0; r0 < n_rows; r0 += LR) {
         const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
         for (int r = 0; r < LR; r++) {
-            uint8_t *wr = w + (size_t)r * (size_t)n;
+            uint8_t *wr = w + (size_t)r * stride;
             if (r >= nr) { /* padding rows: zero weights and scales */
-                memset(wr, 0, (size_t)n);
+                memset(wr, 0, stride);
                 memset((char *)meta + (size_t)(r * nb) * msz, 0, (size_t)nb * msz);
                 continue;
             }
@@ -431,9 +449,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
 
 DEFINE_MANY(many_q4_0, GGML_TYPE_Q4_0)
 DEFINE_MANY(many_q5_0, GGML_TYPE_Q5_0)
-#if GEMM_VNNI
 DEFINE_MANY(many_q8_0, GGML_TYPE_Q8_0)
-#endif
 DEFINE_MANY(many_q4_K, GGML_TYPE_Q4_K)
 DEFINE_MANY(many_q5_K, GGML_TYPE_Q5_K)
 DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K)
@@ -443,9 +459,7 @@ static void fill_many(struct kernel_table *t)
 {
     t->types[GGML_TYPE_Q4_0].gemm_many = many_q4_0;
     t->types[GGML_TYPE_Q5_0].gemm_many = many_q5_0;
-#if GEMM_VNNI
     t->types[GGML_TYPE_Q8_0].gemm_many = many_q8_0;
-#endif
     t->types[GGML_TYPE_Q4_K].gemm_many = many_q4_K;
     t->types[GGML_TYPE_Q5_K].gemm_many = many_q5_K;
     t->types[GGML_TYPE_Q6_K].gemm_many = many_q6_K;

@@ -313,7 +313,8 @@ static const uint16_t idx_k6[4][32] __attribute__((aligned(64))) = {
 };
 #undef Q4
 /* [m0 m0 m1 m1 .. m7 m7] from the 16 int16 [sc0..7, m0..7] */
-static const uint16_t idx_mdup[16] __attribute__((aligned(32))) = {8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
+static const uint16_t idx_mdup[16] __attribute__((aligned(32))) = {8,  8,  9,  9,  10, 10, 11, 11,
+                                                                   12, 12, 13, 13, 14, 14, 15, 15};
 
 INLINE __m512i lidx(const uint16_t *p) { return _mm512_load_si512((const void *)p); }
 

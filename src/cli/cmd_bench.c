@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -797,6 +798,150 @@ static void print_md_a(const struct result_a *a)
            100 * a->hit_rate, (long long)a->reused, a->cold_prefill_tok_s, a->prefill_tok_s);
 }
 
+/* ---- llama-bench-style prompt processing (ppN) and generation (tgN) ---- */
+
+struct tp_opts {
+    int n_prompt, n_gen, reps;
+};
+
+static int nonneg(const char *arg, int *out)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (*arg == '\0' || *end || v < 0 || v > 1 << 20) {
+        fprintf(stderr, "error: '%s' is not a count\n", arg);
+        return 2;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static void mean_sd(const double *v, int n, double *mean, double *sd)
+{
+    double s = 0, s2 = 0;
+    for (int i = 0; i < n; i++)
+        s += v[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++)
+        s2 += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt(s2 / (n - 1)) : 0.0;
+}
+
+/* One repetition: tokens/s of evaluating n random tokens from an empty
+ * context, in batches (pp) or one at a time (tg).  Random tokens are drawn
+ * anew each time and the prefix cache is off, so nothing is reused. */
+static double tp_run(infer_session *s, int n, bool one_by_one, uint32_t *seed, int n_vocab)
+{
+    int32_t *toks = malloc((size_t)n * sizeof(int32_t));
+    if (!toks)
+        return -1;
+    for (int i = 0; i < n; i++)
+        toks[i] = (int32_t)(rnd(seed) % (uint32_t)n_vocab);
+    infer_session_truncate(s, 0);
+    double t0 = infer_now_seconds();
+    infer_status st = INFER_OK;
+    if (one_by_one)
+        for (int i = 0; i < n && !st; i++)
+            st = infer_session_append(s, &toks[i], 1);
+    else
+        st = infer_session_append(s, toks, n);
+    double dt = infer_now_seconds() - t0;
+    free(toks);
+    return st ? -1 : n / dt;
+}
+
+static int bench_throughput(struct bench *b, const char *model, const struct tp_opts *tp)
+{
+    const char *path = cli_model_path(model);
+    if (!path)
+        return 1;
+    infer_residency before = {0};
+    infer_file_residency(path, &before);
+    infer_model *m;
+    if (infer_model_load(&m, path, NULL) != INFER_OK)
+        return cli_fail("loading model");
+    infer_session_params sp = b->sp;
+    sp.n_ctx = tp->n_prompt + tp->n_gen + 16;
+    sp.n_batch = b->n_batch;
+    sp.n_threads = b->threads;
+    sp.kv_block = b->kv_block;
+    sp.no_prefix_cache = true;
+    infer_session *s;
+    if (infer_session_new(&s, m, &sp) != INFER_OK) {
+        infer_model_free(m);
+        return cli_fail("session");
+    }
+    const infer_gguf *g = infer_model_gguf(m);
+    uint64_t n_params = 0;
+    for (int64_t i = 0; i < infer_gguf_n_tensors(g); i++) {
+        infer_tensor_info t;
+        infer_gguf_tensor(g, i, &t);
+        n_params += (uint64_t)(t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]);
+    }
+    const int threads = b->threads ? b->threads : infer_n_threads_default();
+    char desc[256];
+    snprintf(desc, sizeof(desc), "%s %s", infer_model_arch(m), infer_gguf_get_str(g, "general.size_label", ""));
+    uint32_t seed = 1234;
+    const int n_vocab = infer_model_n_vocab(m);
+    /* warm-up, as llama-bench: one short batch and one token */
+    tp_run(s, tp->n_prompt > 0 ? (tp->n_prompt < 32 ? tp->n_prompt : 32) : 8, false, &seed, n_vocab);
+    tp_run(s, 1, true, &seed, n_vocab);
+    struct { const char *kind; int n; bool tg; } tests[2] = {{"pp", tp->n_prompt, false}, {"tg", tp->n_gen, true}};
+    if (!b->json)
+        printf("| model | size | params | backend | threads | test | t/s |\n"
+               "| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+    else
+        printf("[\n");
+    int printed = 0, rc = 0;
+    for (int k = 0; k < 2; k++) {
+        if (tests[k].n <= 0)
+            continue;
+        double *ts = calloc((size_t)tp->reps, sizeof(double));
+        for (int r = 0; r < tp->reps && ts; r++) {
+            ts[r] = tp_run(s, tests[k].n, tests[k].tg, &seed, n_vocab);
+            if (ts[r] < 0) {
+                rc = cli_fail("benchmark");
+                break;
+            }
+        }
+        if (rc || !ts) {
+            free(ts);
+            break;
+        }
+        double mean, sd;
+        mean_sd(ts, tp->reps, &mean, &sd);
+        char test[32];
+        snprintf(test, sizeof(test), "%s%d", tests[k].kind, tests[k].n);
+        if (!b->json) {
+            printf("| %s | %.2f MiB | %.2f M | CPU (%s) | %d | %s | %.2f ± %.2f |\n", desc,
+                   mib(infer_gguf_file_size(g)), (double)n_params / 1e6, infer_kernel_variant(), threads, test,
+                   mean, sd);
+        } else {
+            printf("%s  {\"model\": \"%s\", \"model_size\": %zu, \"model_n_params\": %llu, \"kernels\": \"%s\", "
+                   "\"n_threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"avg_ts\": %.4f, "
+                   "\"stddev_ts\": %.4f, \"samples_ts\": [",
+                   printed ? ",\n" : "", desc, infer_gguf_file_size(g), (unsigned long long)n_params,
+                   infer_kernel_variant(), threads, test, tests[k].tg ? 0 : tests[k].n, tests[k].tg ? tests[k].n : 0,
+                   mean, sd);
+            for (int r = 0; r < tp->reps; r++)
+                printf("%s%.4f", r ? ", " : "", ts[r]);
+            printf("], \"load_seconds\": %.4f, \"resident_at_load_percent\": %.2f}", infer_model_load_seconds(m),
+                   before.percent);
+        }
+        printed++;
+        free(ts);
+    }
+    if (b->json)
+        printf("\n]\n");
+    else
+        printf("\nload %.3f s (map, validate, bind, tokenizer); %.1f%% of the file was in the page cache before "
+               "loading; kernels %s; %d repetitions, mean ± sample stddev\n",
+               infer_model_load_seconds(m), before.percent, infer_kernel_variant(), tp->reps);
+    infer_session_free(s);
+    infer_model_free(m);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -814,6 +959,7 @@ int cmd_bench(int argc, char **argv)
     infer_session_params_default(&b.sp);
     const char *model = NULL, *scen = "ABCD", *ph = NULL;
     bool prefix = false;
+    struct tp_opts tp = {.n_prompt = 512, .n_gen = 128, .reps = 5};
     int c, rc;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:t:b:o:p:n:r:h", opts, NULL)) != -1) {
@@ -839,18 +985,17 @@ int cmd_bench(int argc, char **argv)
         case B_CHAT_GEN: if ((rc = positive(optarg, &b.chat_gen))) return rc; break;
         case B_GEN: if ((rc = positive(optarg, &b.gen))) return rc; break;
         case B_PHASE: ph = optarg; break;
-        case 'p': case 'n': case 'r': break; /* pp/tg mode options */
+        case 'p': if ((rc = nonneg(optarg, &tp.n_prompt))) return rc; break;
+        case 'n': if ((rc = nonneg(optarg, &tp.n_gen))) return rc; break;
+        case 'r': if ((rc = positive(optarg, &tp.reps))) return rc; break;
         case 'h': printf("%s", bench_help); return 0;
         default:
             if (cli_cache_option(&b.sp, c, optarg) != 0)
                 return 2;
         }
     }
-    if (!prefix) {
-        fprintf(stderr, "infer bench: the prompt/generation mode is not implemented yet; use --prefix for the "
-                        "prefix-cache scenarios\n");
-        return 2;
-    }
+    if (!prefix)
+        return bench_throughput(&b, model, &tp);
     for (const char *s = scen; *s; s++)
         if (!strchr("ABCDabcd,", *s)) {
             fprintf(stderr, "error: --scenario takes letters from A, B, C, D\n");

@@ -200,6 +200,10 @@ int cmd_chat(int argc, char **argv)
         if (tty) {
             cli_interrupted = 0;
             in = readline("> ");
+            if (!in && cli_interrupted) { /* Ctrl-C at the prompt: a fresh line, not an exit */
+                printf("\n");
+                continue;
+            }
             if (!in)
                 break;
             if (*in)

@@ -318,7 +318,8 @@ static bool sse_push_raw(struct conn_ctx *ctx, const char *s)
 /* SSE content reader: blocks (this is the connection's own thread) until
  * the engine has produced something, turns it into chunks and copies them
  * out.  Ends the stream after "data: [DONE]", or with an error when the
- * client has gone. */
+ * client has gone.  The lock is held only to take the new text and the
+ * job's state; chunks are built without it. */
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -329,42 +330,25 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
         if (ctx->sent_final)
             return MHD_CONTENT_READER_END_OF_STREAM;
         ctx->out_off = ctx->out_len = 0;
+        char *text = NULL;
+        size_t n_text = 0;
+        bool done = false, ping = false;
         pthread_mutex_lock(&srv->mu);
         for (;;) {
-            bool more = j->text_len > ctx->sent_text, done = j->state == JOB_DONE;
-            if (!ctx->sent_first || more) {
-                /* the role chunk goes first, at once; then the text as it comes */
-                sse_push(ctx, api_chunk(j, srv->model_id, j->text ? j->text + ctx->sent_text : "",
-                                        j->text_len - ctx->sent_text, !ctx->sent_first, FINISH_NONE));
-                ctx->sent_first = true;
-                ctx->sent_text = j->text_len;
-                if (!done)
-                    break;
-            }
-            if (done) {
-                if (j->err.status) {
-                    char *e = api_error_json(&j->err);
-                    if (e) {
-                        sse_push_raw(ctx, "data: ");
-                        sse_push_raw(ctx, e);
-                        sse_push_raw(ctx, "\n\n");
-                        free(e);
-                    }
-                } else {
-                    sse_push(ctx, api_chunk(j, srv->model_id, "", 0, false, j->finish));
-                    if (j->req.include_usage)
-                        sse_push(ctx, api_usage_chunk(j, srv->model_id));
+            done = j->state == JOB_DONE;
+            if (j->text_len > ctx->sent_text) {
+                n_text = j->text_len - ctx->sent_text;
+                if (!(text = malloc(n_text))) {
+                    pthread_mutex_unlock(&srv->mu);
+                    return MHD_CONTENT_READER_END_WITH_ERROR;
                 }
-                sse_push_raw(ctx, "data: [DONE]\n\n");
-                ctx->sent_final = true;
-                /* idle timeout again (it was off while generating) */
-                MHD_set_connection_option(ctx->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)srv->cfg->timeout);
-                break;
+                memcpy(text, j->text + ctx->sent_text, n_text);
+                ctx->sent_text = j->text_len;
             }
+            if (n_text || done || !ctx->sent_first)
+                break;
             if (infer_now_seconds() - ctx->t_last_out > SSE_PING_SECONDS) {
-                /* an SSE comment while queued or in a long prefill: proxies
-                 * see traffic, and a write to a closed socket ends us */
-                sse_push_raw(ctx, ": ping\n\n");
+                ping = true;
                 break;
             }
             cond_wait_for(&j->cv, &srv->mu, 0.1);
@@ -377,6 +361,37 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
             }
         }
         pthread_mutex_unlock(&srv->mu);
+        /* from here on, what is read of the job is fixed (done: all of it) */
+        if (ping) {
+            /* an SSE comment while queued or in a long prefill: proxies see
+             * traffic, and a write to a closed socket ends us */
+            sse_push_raw(ctx, ": ping\n\n");
+        }
+        if (n_text || !ctx->sent_first) {
+            /* the role chunk goes first, at once; then the text as it comes */
+            sse_push(ctx, api_chunk(j, srv->model_id, text ? text : "", n_text, !ctx->sent_first, FINISH_NONE));
+            ctx->sent_first = true;
+        }
+        free(text);
+        if (done) {
+            if (j->err.status) {
+                char *e = api_error_json(&j->err);
+                if (e) {
+                    sse_push_raw(ctx, "data: ");
+                    sse_push_raw(ctx, e);
+                    sse_push_raw(ctx, "\n\n");
+                    free(e);
+                }
+            } else {
+                sse_push(ctx, api_chunk(j, srv->model_id, "", 0, false, j->finish));
+                if (j->req.include_usage)
+                    sse_push(ctx, api_usage_chunk(j, srv->model_id));
+            }
+            sse_push_raw(ctx, "data: [DONE]\n\n");
+            ctx->sent_final = true;
+            /* idle timeout again (it was off while generating) */
+            MHD_set_connection_option(ctx->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)srv->cfg->timeout);
+        }
         if (ctx->out_len == 0)
             return MHD_CONTENT_READER_END_WITH_ERROR; /* out of memory */
     }

@@ -465,7 +465,19 @@ static bool slot_add_text(struct slot *sl, const char *piece, size_t n)
 static void slot_sample(struct sched *s, struct slot *sl)
 {
     const float *logits = infer_session_logits(sl->sess);
-    int32_t id = logits ? infer_sampler_sample(sl->smp, logits, s->n_vocab) : -1;
+    const infer_sampler_params *sp = &sl->job->req.sp;
+    int32_t id = -1;
+    if (logits && sp->temp <= 0.0f && sp->repeat_penalty == 1.0f) {
+        /* greedy: the first largest logit, as the sampler picks it, without
+         * its copy of the whole vocabulary (1.3 ms for 262k tokens, per
+         * token and sequence, on the engine thread) */
+        id = 0;
+        for (int i = 1; i < s->n_vocab; i++)
+            if (logits[i] > logits[id])
+                id = i;
+    } else if (logits) {
+        id = infer_sampler_sample(sl->smp, logits, s->n_vocab);
+    }
     double now = infer_now_seconds();
     if (sl->n_gen == 0)
         sl->t_first = now;

@@ -94,6 +94,14 @@ class Server:
                     return int(line.split()[1])
         return 0
 
+    def under_asan(self):
+        """Is the server built with AddressSanitizer (its allocator keeps freed memory in quarantine)?"""
+        try:
+            with open(f"/proc/{self.proc.pid}/maps") as f:
+                return "libasan" in f.read()
+        except OSError:
+            return False
+
     def alive(self):
         return self.proc.poll() is None
 

@@ -157,8 +157,13 @@ def main():
             growth = rss1 - rss0
             print(f"server RSS: {rss0 / 1024:.1f} MiB after warm-up, {rss1 / 1024:.1f} MiB after the load "
                   f"({growth / 1024:+.1f} MiB)")
-            # allowed: allocator noise, not growth with the number of requests
-            ok = ok and growth < max(8 * 1024, rss0 // 20)
+            if srv.under_asan():
+                # ASan's quarantine holds freed memory, so RSS grows anyway; LeakSanitizer
+                # checks for leaks when the server exits (a report fails its exit status)
+                print("server RSS check skipped under ASan (LeakSanitizer runs at exit)")
+            else:
+                # allowed: allocator noise, not growth with the number of requests
+                ok = ok and growth < max(8 * 1024, rss0 // 20)
         ok = ok and r["errors"] == 0 and warm["errors"] == 0 and r["ok"] == r["requests"]
         if a.json:
             print(json.dumps(r, indent=1))
