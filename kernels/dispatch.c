@@ -8,6 +8,7 @@
  */
 #include "dispatch.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,51 @@ int kernels_init(char *err, size_t n)
         }
     }
     return 0;
+}
+
+/* ------------------------------- scratch ------------------------------- */
+
+struct scratch {
+    void *p;
+    size_t size;
+};
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void *v)
+{
+    struct scratch *s = v;
+    free(s->p);
+    free(s);
+}
+
+static void scratch_init(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
+
+void *kernels_scratch(size_t bytes)
+{
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_key_ok)
+        return NULL;
+    struct scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = calloc(1, sizeof(*s));
+        if (!s || pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    if (bytes > s->size) {
+        const size_t n = (bytes + 63) & ~(size_t)63; /* aligned_alloc wants a multiple of 64 */
+        void *p = aligned_alloc(64, n);
+        if (!p)
+            return NULL;
+        free(s->p);
+        s->p = p;
+        s->size = n;
+    }
+    return s->p;
 }
 
 /* ------------------------------- report ------------------------------- */

@@ -52,13 +52,12 @@ typedef void (*gemm_fn)(int64_t n, const void *w, size_t w_row, const void *a, s
  * range of rows,
  *     y[t * y_stride + r] = vec_dot(n, w + r * w_row, a + t * a_row)
  * for r < n_rows, t < n_tok, with exactly vec_dot's bits (as gemm_fn).  It
- * may reorganize the activations and the weights of the range into scratch
- * memory it allocates (so that, e.g., vector lanes hold tokens and no
- * horizontal sums are needed); matmul calls it once per thread with that
- * thread's rows and all tokens when n_tok >= the table's many_min_tok
- * (GEMM_MANY_MIN_TOK when that is 0).  Returns 0,
- * or -1 when its scratch cannot be allocated (nothing written; matmul then
- * uses gemm).
+ * may reorganize the activations and the weights of the range into the
+ * thread's kernels_scratch() memory (so that, e.g., vector lanes hold tokens
+ * and no horizontal sums are needed).  matmul calls it from each thread with
+ * that thread's rows and a chunk of tokens when n_tok >= the table's
+ * many_min_tok (GEMM_MANY_MIN_TOK when that is 0).  Returns 0, or -1 when
+ * its scratch cannot be allocated (nothing written; matmul then uses gemm).
  */
 typedef int (*gemm_many_fn)(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,
                             int64_t n_tok, float *y, size_t y_stride);
@@ -122,6 +121,13 @@ size_t kernels_n_variants(void);
 const char *kernels_variant_name(size_t i);
 bool kernels_variant_runs(size_t i);
 int kernels_variant_fill(size_t i, struct kernel_table *t);
+
+/* Per-thread scratch memory for kernels (gemm_many): at least `bytes`,
+ * 64-byte aligned, kept between calls (so that repeated matmuls do not fault
+ * in fresh pages) and freed when the thread exits.  One user at a time per
+ * thread; contents are not preserved.  NULL if it cannot grow (the previous
+ * buffer is kept). */
+void *kernels_scratch(size_t bytes);
 
 /* Multi-line report of the active variant: the detected choice, and for every
  * supported type its activation format and which variant supplies its

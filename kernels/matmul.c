@@ -39,7 +39,7 @@
 /* gemm_many: rows are split in multiples of this; tokens go in chunks of
  * at most MATMUL_MANY_TOK (bounding its scratch and keeping it in L2). */
 #define MATMUL_MANY_ROWS 16
-#define MATMUL_MANY_TOK 256
+#define MATMUL_MANY_TOK 512
 
 /* ------------------------- reference gemm tiles ------------------------- */
 

@@ -667,7 +667,7 @@ static void test_rope(void **state)
 
 /* Attention over F16 K/V blocks through a permuted block table, for odd
  * head sizes, grouped heads, a sliding window and contexts longer than one
- * chunk of the online softmax.  The variant's dot products and exp differ
+ * chunk of the online softmax; a token alone must give its bits in the batch.  The variant's dot products and exp differ
  * from the reference's by float rounding (~1e-7 relative in each score),
  * which moves the softmax weights by as much relative: the bound is
  * 1e-5 * max |V| per output. */
@@ -718,6 +718,17 @@ static void test_attention(void **state)
             if (!(e <= 1e-5 * vmax))
                 fail_msg("%s attention (heads %d/%d, dim %d, window %d) [%zu]: %.9g, reference %.9g", kt->name, nh,
                          nkv, hd, shapes[si].window, i, (double)a[i], (double)b[i]);
+        }
+        /* each token alone (decode) gives the batch's bits */
+        for (int t = 0; t < n_tok; t++) {
+            struct attn_kv one = kv;
+            one.blocks = tables + t;
+            one.pos = pos + t;
+            const size_t off = (size_t)t * (size_t)nh * (size_t)hd;
+            kt->attention(b, q + off, 1, &one, nh, nkv, hd, scale, shapes[si].window);
+            if (memcmp(b, a + off, (size_t)nh * (size_t)hd * sizeof(float)) != 0)
+                fail_msg("%s attention (heads %d/%d, dim %d): token %d alone differs from the batch", kt->name, nh,
+                         nkv, hd, t);
         }
         print_message("  %s attention heads %d/%d dim %d block %d window %d: max error / max|V| %.3g\n", kt->name,
                       nh, nkv, hd, bt, shapes[si].window, worst);

@@ -3,16 +3,17 @@
  * AVX2 + FMA + F16C, the "avx2" variant's `attention` (the avxvnni and
  * avx512 variants use it too).  Compiled with the avx2 flags.
  *
- * Same contract as attention_ref (kernels/attention.c) and the same work
- * split: one (token, head) pair per OpenMP work item, each computed the same
- * way whatever the thread count.  Per pair, positions are taken in chunks of
+ * Same contract as attention_ref (kernels/attention.c).  Work items are
+ * (token, head) for one token and (token, up to ATTN_GROUP heads sharing a KV
+ * head) for batches, each computed the same way whatever the thread count or
+ * grouping.  Per head, positions are taken in chunks of
  * ATTN_CHUNK with an online softmax (running max m, running sum l, the
  * accumulator rescaled by exp(m_old - m_new) when the max grows), so no
  * buffer grows with the context:
- *   scores  s_j = scale * q . k_j, four positions at a time (q read once per
- *           8 dims for all four), k_j converted from F16 by vcvtph2ps;
+ *   scores  s_j = scale * q . k_j, several positions and heads at a time (each
+ *           k_j converted from F16 by vcvtph2ps once for the group's heads);
  *   softmax e_j = exp(s_j - m) with sleef's expf (1 ulp), l summed in double;
- *   values  acc += e_j v_j, 64 dims at a time held in registers.
+ *   values  acc += e_j v_j, 64 dims (over the group's heads) in registers.
  * Contexts of at most ATTN_CHUNK positions follow the reference's steps
  * (max, exp, double sum, weighted sum, one scale); longer ones differ by the
  * rescaling's rounding.  The dot products use fma in 8 lanes instead of the
@@ -69,111 +70,166 @@ INLINE __m256 ld8f(const float *p, int d, int n)
     return _mm256_loadu_ps(tmp);
 }
 
-/* s[i] = scale * q . k_{j0 + i} for i < m. */
-static void scores(float *s, const float *q, const struct attn_kv *kv, const int32_t *blocks, int kvh, int64_t j0,
-                   int m, int head_dim, float scale)
+/* The query heads of one KV head are done together, up to ATTN_GROUP at a
+ * time, so that each K and V row is loaded and converted once for all of
+ * them.  Per head the operations are the same whatever G, so grouping (used
+ * for batches) and single heads (decode) give the same bits. */
+#define ATTN_GROUP 4
+
+/* s[g][i] = scale * q_g . k_{j0 + i} for heads g < G (q_g at q + g * head_dim)
+ * and i < m; 8 / G positions at a time (8 accumulators). */
+INLINE void scores(const int G, float (*s)[ATTN_CHUNK], const float *q, const struct attn_kv *kv,
+                   const int32_t *blocks, int kvh, int64_t j0, int m, int head_dim, float scale)
 {
-    int i = 0;
-    for (; i + 4 <= m; i += 4) {
-        const uint16_t *k[4];
-        __m256 acc[4];
+    const int P = 8 / G;
+    for (int i0 = 0; i0 < m; i0 += P) {
+        const int np = m - i0 < P ? m - i0 : P;
+        const uint16_t *k[8];
+        __m256 acc[4][8];
         UNROLL
-        for (int r = 0; r < 4; r++) {
-            k[r] = kv_row(kv, blocks, kv->k_off, kvh, j0 + i + r, head_dim);
-            acc[r] = _mm256_setzero_ps();
+        for (int p = 0; p < P; p++) {
+            k[p] = kv_row(kv, blocks, kv->k_off, kvh, j0 + i0 + (p < np ? p : 0), head_dim);
+            UNROLL
+            for (int g = 0; g < G; g++)
+                acc[g][p] = _mm256_setzero_ps();
         }
         for (int d = 0; d < head_dim; d += 8) {
-            const __m256 qv = ld8f(q, d, head_dim);
+            __m256 kv8[8];
             UNROLL
-            for (int r = 0; r < 4; r++)
-                acc[r] = _mm256_fmadd_ps(qv, ld8h(k[r], d, head_dim), acc[r]);
+            for (int p = 0; p < P; p++)
+                kv8[p] = ld8h(k[p], d, head_dim);
+            UNROLL
+            for (int g = 0; g < G; g++) {
+                const __m256 qv = ld8f(q + (size_t)g * (size_t)head_dim, d, head_dim);
+                UNROLL
+                for (int p = 0; p < P; p++)
+                    acc[g][p] = _mm256_fmadd_ps(qv, kv8[p], acc[g][p]);
+            }
         }
         UNROLL
-        for (int r = 0; r < 4; r++)
-            s[i + r] = hsum(acc[r]) * scale;
-    }
-    for (; i < m; i++) {
-        const uint16_t *k = kv_row(kv, blocks, kv->k_off, kvh, j0 + i, head_dim);
-        __m256 acc = _mm256_setzero_ps();
-        for (int d = 0; d < head_dim; d += 8)
-            acc = _mm256_fmadd_ps(ld8f(q, d, head_dim), ld8h(k, d, head_dim), acc);
-        s[i] = hsum(acc) * scale;
+        for (int g = 0; g < G; g++)
+            UNROLL
+            for (int p = 0; p < P; p++)
+                if (p < np)
+                    s[g][i0 + p] = hsum(acc[g][p]) * scale;
     }
 }
 
-/* acc[d] = acc[d] * f + sum_i e[i] v_{j0 + i}[d], 64 dims at a time. */
-static void values(float *acc, float f, const float *e, const struct attn_kv *kv, const int32_t *blocks, int kvh,
-                   int64_t j0, int m, int head_dim)
+/* acc_g[d] = acc_g[d] * f[g] + sum_i e[g][i] v_{j0 + i}[d] for heads g < G,
+ * 64 / G dims at a time (8 accumulators). */
+INLINE void values(const int G, float (*acc)[ATTN_MAX_DIM], const float *f, float (*e)[ATTN_CHUNK],
+                   const struct attn_kv *kv, const int32_t *blocks, int kvh, int64_t j0, int m, int head_dim)
 {
-    for (int d0 = 0; d0 < head_dim; d0 += 64) {
-        __m256 a[8];
+    const int C = 8 / G; /* vectors of 8 dims per head */
+    for (int d0 = 0; d0 < head_dim; d0 += 8 * C) {
+        __m256 a[4][8];
         UNROLL
-        for (int c = 0; c < 8; c++)
-            a[c] = d0 + 8 * c < head_dim ? _mm256_mul_ps(ld8f(acc, d0 + 8 * c, head_dim), _mm256_set1_ps(f))
-                                         : _mm256_setzero_ps();
+        for (int g = 0; g < G; g++)
+            UNROLL
+            for (int c = 0; c < C; c++)
+                a[g][c] = d0 + 8 * c < head_dim ? _mm256_mul_ps(ld8f(acc[g], d0 + 8 * c, head_dim), _mm256_set1_ps(f[g]))
+                                                : _mm256_setzero_ps();
         for (int i = 0; i < m; i++) {
             const uint16_t *v = kv_row(kv, blocks, kv->v_off, kvh, j0 + i, head_dim);
-            const __m256 w = _mm256_set1_ps(e[i]);
+            __m256 vv[8];
             UNROLL
-            for (int c = 0; c < 8; c++)
-                if (d0 + 8 * c < head_dim)
-                    a[c] = _mm256_fmadd_ps(w, ld8h(v, d0 + 8 * c, head_dim), a[c]);
+            for (int c = 0; c < C; c++)
+                vv[c] = d0 + 8 * c < head_dim ? ld8h(v, d0 + 8 * c, head_dim) : _mm256_setzero_ps();
+            UNROLL
+            for (int g = 0; g < G; g++) {
+                const __m256 w = _mm256_set1_ps(e[g][i]);
+                UNROLL
+                for (int c = 0; c < C; c++)
+                    a[g][c] = _mm256_fmadd_ps(w, vv[c], a[g][c]);
+            }
         }
         UNROLL
-        for (int c = 0; c < 8; c++) {
-            const int d = d0 + 8 * c;
-            if (d + 8 <= head_dim) {
-                _mm256_storeu_ps(acc + d, a[c]);
-            } else if (d < head_dim) {
-                float tmp[8];
-                _mm256_storeu_ps(tmp, a[c]);
-                memcpy(acc + d, tmp, (size_t)(head_dim - d) * 4);
+        for (int g = 0; g < G; g++) {
+            UNROLL
+            for (int c = 0; c < C; c++) {
+                const int d = d0 + 8 * c;
+                if (d + 8 <= head_dim) {
+                    _mm256_storeu_ps(acc[g] + d, a[g][c]);
+                } else if (d < head_dim) {
+                    float tmp[8];
+                    _mm256_storeu_ps(tmp, a[g][c]);
+                    memcpy(acc[g] + d, tmp, (size_t)(head_dim - d) * 4);
+                }
             }
         }
     }
 }
 
-/* One (token, head): out[d] over positions [first, pos]. */
-static void attend(float *out, const float *q, const struct attn_kv *kv, const int32_t *blocks, int kvh,
+/* e = exp(s - m) in place for i < n (n <= ATTN_CHUNK), returning sum(e) in
+ * double. */
+static double exp_sum(float *s, int n, float m)
+{
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256d sum = _mm256_setzero_pd();
+    for (int i = 0; i < n; i += 8) {
+        __m256 x = i + 8 <= n ? _mm256_load_ps(s + i) : ld8f(s + i, 0, n - i);
+        x = Sleef_expf8_u10avx2(_mm256_sub_ps(x, mv));
+        if (i + 8 > n) { /* padding lanes must add nothing */
+            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            x = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - i), lane)));
+        }
+        _mm256_store_ps(s + i, x);
+        sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+        sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+    }
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(sum), _mm256_extractf128_pd(sum, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+
+/* G query heads (q, out: G consecutive heads of head_dim) of one KV head,
+ * over positions [first, pos]. */
+INLINE void attend(const int G, float *out, const float *q, const struct attn_kv *kv, const int32_t *blocks, int kvh,
                    int64_t first, int64_t pos, int head_dim, float scale)
 {
-    float s[ATTN_CHUNK] __attribute__((aligned(32)));
-    float acc[ATTN_MAX_DIM] __attribute__((aligned(32)));
-    memset(acc, 0, (size_t)head_dim * sizeof(float));
-    float m = -INFINITY;
-    double l = 0.0;
+    float s[ATTN_GROUP][ATTN_CHUNK] __attribute__((aligned(32)));
+    float acc[ATTN_GROUP][ATTN_MAX_DIM] __attribute__((aligned(32)));
+    float m[ATTN_GROUP], f[ATTN_GROUP];
+    double l[ATTN_GROUP];
+    for (int g = 0; g < G; g++) {
+        memset(acc[g], 0, (size_t)head_dim * sizeof(float));
+        m[g] = -INFINITY;
+        l[g] = 0.0;
+    }
     for (int64_t j0 = first; j0 <= pos; j0 += ATTN_CHUNK) {
         const int n = pos + 1 - j0 < ATTN_CHUNK ? (int)(pos + 1 - j0) : ATTN_CHUNK;
-        scores(s, q, kv, blocks, kvh, j0, n, head_dim, scale);
-        float mc = m;
-        for (int i = 0; i < n; i++)
-            mc = s[i] > mc ? s[i] : mc;
-        /* the first chunk sets the max (factor 0 * empty accumulator) */
-        const float f = m == -INFINITY ? 0.0f : expf(m - mc);
-        l *= (double)f;
-        m = mc;
-        const __m256 mv = _mm256_set1_ps(m);
-        __m256d sum = _mm256_setzero_pd();
-        for (int i = 0; i < n; i += 8) {
-            __m256 x = i + 8 <= n ? _mm256_load_ps(s + i) : ld8f(s + i, 0, n - i);
-            x = Sleef_expf8_u10avx2(_mm256_sub_ps(x, mv));
-            if (i + 8 > n) { /* padding lanes must add nothing */
-                const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-                x = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - i), lane)));
-            }
-            _mm256_store_ps(s + i, x);
-            sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
-            sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+        scores(G, s, q, kv, blocks, kvh, j0, n, head_dim, scale);
+        for (int g = 0; g < G; g++) {
+            float mc = m[g];
+            for (int i = 0; i < n; i++)
+                mc = s[g][i] > mc ? s[g][i] : mc;
+            /* the first chunk sets the max (factor 0 on an empty accumulator) */
+            f[g] = m[g] == -INFINITY ? 0.0f : expf(m[g] - mc);
+            m[g] = mc;
+            l[g] = l[g] * (double)f[g] + exp_sum(s[g], n, mc);
         }
-        __m128d h = _mm_add_pd(_mm256_castpd256_pd128(sum), _mm256_extractf128_pd(sum, 1));
-        l += _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
-        values(acc, f, s, kv, blocks, kvh, j0, n, head_dim);
+        values(G, acc, f, s, kv, blocks, kvh, j0, n, head_dim);
     }
-    const float inv = (float)(1.0 / l);
-    for (int d = 0; d < head_dim; d++)
-        out[d] = acc[d] * inv;
+    for (int g = 0; g < G; g++) {
+        const float inv = (float)(1.0 / l[g]);
+        for (int d = 0; d < head_dim; d++)
+            out[(size_t)g * (size_t)head_dim + (size_t)d] = acc[g][d] * inv;
+    }
 }
 
+static void attend_heads(int G, float *out, const float *q, const struct attn_kv *kv, const int32_t *blocks, int kvh,
+                         int64_t first, int64_t pos, int head_dim, float scale)
+{
+    switch (G) {
+    case 1: attend(1, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;
+    case 2: attend(2, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;
+    case 3: attend(3, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;
+    default: attend(4, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;
+    }
+}
+
+/* Work items: (token, head) for a single token (decode: the heads give the
+ * parallelism), (token, group of up to ATTN_GROUP heads of one KV head) for
+ * batches. */
 static void attention_avx2(float *out, const float *q, int64_t n_tok, const struct attn_kv *kv, int n_head,
                            int n_head_kv, int head_dim, float scale, int window)
 {
@@ -182,13 +238,17 @@ static void attention_avx2(float *out, const float *q, int64_t n_tok, const stru
         return;
     }
     const int group = n_head / n_head_kv;
+    const int G = n_tok > 1 ? (group < ATTN_GROUP ? group : ATTN_GROUP) : 1;
+    const int per_kv = (group + G - 1) / G; /* items per KV head: they never straddle two */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t t = 0; t < n_tok; t++) {
-        for (int h = 0; h < n_head; h++) {
+        for (int it = 0; it < n_head_kv * per_kv; it++) {
+            const int kvh = it / per_kv, h0 = kvh * group + (it % per_kv) * G;
+            const int g = group - (h0 - kvh * group) < G ? group - (h0 - kvh * group) : G;
             const int64_t pos = kv->pos[t];
             const int64_t first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-            const size_t o = ((size_t)t * (size_t)n_head + (size_t)h) * (size_t)head_dim;
-            attend(out + o, q + o, kv, kv->blocks[t], h / group, first, pos, head_dim, scale);
+            const size_t o = ((size_t)t * (size_t)n_head + (size_t)h0) * (size_t)head_dim;
+            attend_heads(g, out + o, q + o, kv, kv->blocks[t], kvh, first, pos, head_dim, scale);
         }
     }
 }

@@ -374,6 +374,7 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
 /* Round up to a multiple of 64 bytes. */
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 
+
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
                 size_t a_row, int64_t n_tok, float *y, size_t ys)
 {
@@ -382,7 +383,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
     const size_t w_bytes = up64((size_t)LR * (size_t)n);
     const size_t meta_bytes = up64((size_t)(LR * nb) * (k ? sizeof(struct metaK) : sizeof(struct meta32)));
-    uint8_t *scratch = aligned_alloc(64, act_bytes + w_bytes + meta_bytes);
+    uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes);
     if (!scratch)
         return -1;
     void *act = scratch, *meta = scratch + act_bytes + w_bytes;
@@ -413,7 +414,6 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
         else
             run32(type, n, w, meta, act, n_tok, nr, y + r0, ys);
     }
-    free(scratch);
     return 0;
 }
 

@@ -397,6 +397,7 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
 
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 
+
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
                 size_t a_row, int64_t n_tok, float *y, size_t ys)
 {
@@ -406,7 +407,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
     const size_t stride = (size_t)n * (size_t)(k ? 1 : planes32(type)); /* bytes per unpacked row */
     const size_t w_bytes = up64((size_t)LR * stride), meta_bytes = up64((size_t)(LR * nb) * msz);
-    uint8_t *scratch = aligned_alloc(64, act_bytes + w_bytes + meta_bytes);
+    uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes);
     if (!scratch)
         return -1;
     void *act = scratch, *meta = scratch + act_bytes + w_bytes;
@@ -436,7 +437,6 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
         else
             run32(type, n, w, meta, act, n_tok, nr, y + r0, ys);
     }
-    free(scratch);
     return 0;
 }
 

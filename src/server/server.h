@@ -8,9 +8,11 @@
  *              CORS, body limits, SSE streaming, error responses
  *   api.c      JSON (jansson): request parsing and validation into a
  *              struct gen_request, response and chunk building
- *   sched.c    the engine thread: it alone touches the model; it admits jobs
- *              (template, tokenize, validate), runs every running sequence one
- *              step at a time, unloads after --keep-alive and reloads
+ *   sched.c    the engine thread: it alone touches the model and its
+ *              infer_engine; it admits jobs (template, tokenize, validate),
+ *              advances every running sequence with one batched
+ *              infer_engine_step() per step, unloads after --keep-alive and
+ *              reloads
  *   metrics.c  counters and histograms, rendered as Prometheus text
  *
  * A request becomes a `struct job`, shared by its connection thread and the
@@ -42,7 +44,7 @@ struct server_config {
     int parallel;              /* running sequences at most */
     int queue;                 /* admitted-but-waiting requests at most; more get 503 */
     int n_ctx;                 /* context per sequence (0: min(model, 4096)) */
-    int n_batch;               /* prompt tokens evaluated per step and sequence */
+    int n_batch;               /* tokens per forward pass (decode tokens + prompt chunks) */
     int n_threads;             /* 0: physical cores */
     int kv_block;              /* 0: library default */
     bool mlock;

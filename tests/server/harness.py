@@ -84,8 +84,11 @@ class Server:
         return f"http://{HOST}:{self.port}/v1"
 
     def log(self):
-        with open(self.log_path, "r", errors="replace") as f:
-            return f.read()
+        try:
+            with open(self.log_path, "r", errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
 
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -106,7 +109,9 @@ class Server:
         return self.proc.poll() is None
 
     def stop(self, timeout=60):
-        """SIGTERM, wait; returns the exit status (an ASan report makes it non-zero)."""
+        """SIGTERM, wait; returns the exit status (an ASan report makes it non-zero).  The log
+        file is removed after a clean exit (kept, and named on stdout, otherwise or with
+        INFER_SERVE_KEEP_LOGS set)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -114,7 +119,12 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-        self.log_file.close()
+        if not self.log_file.closed:
+            self.log_file.close()
+            if self.proc.returncode == 0 and not os.environ.get("INFER_SERVE_KEEP_LOGS"):
+                os.unlink(self.log_path)
+            else:
+                print(f"server log: {self.log_path}", flush=True)
         return self.proc.returncode
 
     # ---- plain HTTP (http.client): exact status codes and headers ----

@@ -11,6 +11,7 @@
 # INFER_SERVE_LOAD="CLIENTS REQUESTS" sizes the load test (default "4 5").
 # Exit 77 (skipped) without python's openai module, curl or any model.
 set -u
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
 here=$(cd "$(dirname "$0")" && pwd)
 PYTHON=${PYTHON:-python3}
 export INFER_BUILDDIR=${INFER_BUILDDIR:-$(pwd)}

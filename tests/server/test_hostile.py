@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
 from harness import Server  # noqa: E402
