@@ -189,7 +189,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             .blocks = s->blocks,
             .pos = b->pos,
         };
-        attention_ref(s->att, s->q, n_tok, &view, c->n_head, c->n_head_kv, (int)head_dim, c->attn_scale,
+        kern.attention(s->att, s->q, n_tok, &view, c->n_head, c->n_head_kv, (int)head_dim, c->attn_scale,
                       swa ? c->n_swa : 0);
         if ((st = mat_mul(s->xb2, &l->wo, s->att, n_tok)))
             return st;
