@@ -15,7 +15,11 @@
  *       D  restart: A with --cache-dir in a child process that exits, then a
  *          new process's first request
  *   infer bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [-o md|json]
- *       llama-bench-style prompt/generation throughput (not here yet)
+ *       llama-bench-style prompt processing (ppN: N random tokens in batches
+ *       from an empty context) and generation (tgN: N tokens one at a time),
+ *       mean ± stddev over repetitions, prefix cache off, in llama-bench's
+ *       table layout or as JSON objects (test, n_prompt, n_gen, avg_ts,
+ *       stddev_ts, samples_ts)
  *
  * Every request runs in a fresh session of one shared engine, as a server
  * would, so reuse comes from the prefix cache, never from a session's own
