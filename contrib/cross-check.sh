@@ -155,7 +155,7 @@ if ! make -j"$jobs" "${programs[@]}" infer > build.log 2>&1; then
 fi
 say "built in $(since "$t_build")"
 
-export INFER_SRCDIR=$srcdir INFER_BUILDDIR=$builddir INFER_SHARED=$srcdir/../shared
+export INFER_SRCDIR=$srcdir INFER_BUILDDIR=$builddir INFER_SHARED=${INFER_SHARED:-$srcdir/../shared}
 export OMP_NUM_THREADS=2
 passed=0
 failed=0

@@ -154,8 +154,17 @@ step model env PYTHON="$venv_python" models/fetch-default
 if [[ $mode == check ]]; then
     # x86-64: the arm64 packages for the aarch64 cross build that make check runs under qemu
     step "aarch64 cross tools" contrib/cross-check.sh --install-only
+    # The shared folder (test fixtures) sits beside the checkout; for a clone made
+    # elsewhere, beside the repository it was cloned from.
+    shared="$root/../shared"
+    if [[ ! -d $shared ]]; then
+        origin=$(git -C "$root" config --get remote.origin.url 2>/dev/null || true)
+        [[ -n $origin && -d $origin/../shared ]] && shared=$(cd "$origin/../shared" && pwd)
+    fi
+    [[ -d $shared ]] || die "the shared folder with the test fixtures was not found beside $root"
+    export INFER_SHARED=$shared
     step "make check" env PYTHON="$venv_python" \
-        make -C build --no-print-directory -j"$jobs" check VERBOSE=1
+        make -C build --no-print-directory -j"$jobs" check VERBOSE=1 SHARED_DIR="$shared"
     say "all done in $(since "$t_begin")"
     exit 0
 fi
