@@ -79,7 +79,7 @@ static void run_case(void **state)
     infer_session *s;
     assert_int_equal(infer_session_new(&s, m, &sp), INFER_OK);
     const int n_vocab = infer_model_n_vocab(m);
-    const double tol = getenv("INFER_GOLDEN_TOL") ? atof(getenv("INFER_GOLDEN_TOL")) : tolerance_for(mc->name);
+    const double tol = tolerance_for(mc->name);
     double max_err = 0.0;
     for (int pi = 0; pi < gd.n_prompts; pi++) {
         const struct golden_prompt *p = &gd.prompts[pi];

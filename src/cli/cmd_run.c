@@ -136,6 +136,23 @@ int cli_load(struct cli_gen *g, infer_model **m, infer_session **s, infer_sample
     return 0;
 }
 
+/* Append k bytes to the NUL-terminated *text (length *len, capacity *cap);
+ * on allocation failure the text keeps what it had. */
+static void text_append(char **text, size_t *len, size_t *cap, const char *p, size_t k)
+{
+    if (*len + k + 1 > *cap) {
+        size_t ncap = (*len + k + 1) * 2;
+        char *nt = realloc(*text, ncap);
+        if (!nt)
+            return;
+        *text = nt;
+        *cap = ncap;
+    }
+    memcpy(*text + *len, p, k);
+    *len += k;
+    (*text)[*len] = '\0';
+}
+
 /* Generate after the session's current tokens until EOG, n_predict, the
  * context end or Ctrl-C, streaming text to out.  Appends the text to *text
  * when text is not NULL.  Returns tokens generated, or -1 on error. */
@@ -166,15 +183,8 @@ int cli_generate(infer_model *m, infer_session *s, infer_sampler *smp, int n_pre
         if (k) {
             fwrite(piece, 1, k, out);
             fflush(out);
-            if (text) {
-                if (tlen + k + 1 > tcap) {
-                    tcap = (tlen + k + 1) * 2;
-                    *text = realloc(*text, tcap);
-                }
-                memcpy(*text + tlen, piece, k);
-                tlen += k;
-                (*text)[tlen] = '\0';
-            }
+            if (text)
+                text_append(text, &tlen, &tcap, piece, k);
         }
         if (infer_session_n_tokens(s) + 1 > infer_session_n_ctx(s)) {
             fprintf(stderr, "\n[context full: %d tokens; use -c to enlarge it]\n", infer_session_n_ctx(s));
@@ -189,11 +199,8 @@ int cli_generate(infer_model *m, infer_session *s, infer_sampler *smp, int n_pre
     size_t k = infer_detok_flush(d, piece, sizeof(piece));
     if (k) {
         fwrite(piece, 1, k, out);
-        if (text) {
-            *text = realloc(*text, tlen + k + 1);
-            memcpy(*text + tlen, piece, k);
-            (*text)[tlen + k] = '\0';
-        }
+        if (text)
+            text_append(text, &tlen, &tcap, piece, k);
     }
     fflush(out);
     infer_detok_free(d);
