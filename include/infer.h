@@ -465,6 +465,11 @@ typedef enum infer_chat_family {
     INFER_CHAT_PHI3 = 9,             /* <|assistant|> + <|end|> */
 } infer_chat_family;
 
+/* A byte range of a text. */
+typedef struct infer_text_span {
+    size_t off, len;
+} infer_text_span;
+
 typedef struct infer_chat_msg {
     const char *role;    /* "system" (first only), "user", "assistant" */
     const char *content; /* an assistant's text exactly as generated, without the end-of-turn token */
@@ -488,6 +493,13 @@ bool infer_chat_family_from_name(const char *name, infer_chat_family *out);
  * followed by the answer as generated, is a prefix of the rendering of any
  * longer conversation that continues with that answer. */
 char *infer_chat_format(infer_chat_family f, const infer_chat_msg *msgs, size_t n, bool add_gen);
+/* Render msgs as infer_chat_format does and tokenize the result for m, BOS
+ * as the model asks: the template's markers become special tokens, message
+ * content never does (a user who types "<end_of_turn>" gets that text, not
+ * the control token).  *out is malloc'ed (the caller frees it).  Returns the
+ * token count, or a negative infer_status with infer_last_error(). */
+int64_t infer_model_tokenize_chat(const infer_model *m, infer_chat_family f, const infer_chat_msg *msgs, size_t n,
+                                  bool add_gen, int32_t **out);
 /* End-of-turn marker texts (NULL-terminated): generation stops on the tokens
  * they name as well as on EOS; markers missing from the vocabulary are to be
  * skipped. */
@@ -527,6 +539,11 @@ int32_t infer_tokenizer_find(const infer_tokenizer *t, const char *piece);
  * with a bigger buffer), or a negative infer_status. */
 int64_t infer_tokenize(const infer_tokenizer *t, const char *text, size_t len, bool add_special,
                        bool parse_special, int32_t *out, int64_t cap);
+/* infer_tokenize with parse_special, except that no control token is matched
+ * where it would overlap one of the literal byte ranges (sorted, disjoint):
+ * text there is tokenized as parse_special=false would. */
+int64_t infer_tokenize_literal(const infer_tokenizer *t, const char *text, size_t len, bool add_special,
+                               const infer_text_span *literal, size_t n_literal, int32_t *out, int64_t cap);
 /* Raw vocabulary entry of a token (not NUL-terminated), NULL for a bad id. */
 const char *infer_token_piece(const infer_tokenizer *t, int32_t id, size_t *len);
 /* Text of one token (control tokens are "" unless special).  Writes at most

@@ -243,6 +243,9 @@ struct sbuf {
     char *p;
     size_t len, cap;
     bool failed; /* allocation failed or size overflowed; p is then freed */
+    infer_text_span *spans; /* message content written, in order (when wanted) */
+    size_t n_spans, cap_spans;
+    bool want_spans;
 };
 
 static void sb_putn(struct sbuf *b, const char *s, size_t n)
@@ -273,7 +276,29 @@ static void sb_putn(struct sbuf *b, const char *s, size_t n)
 
 static void sb_puts(struct sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
 
-/* Jinja's `| trim` / Python's str.strip(), on ASCII whitespace. */
+/* Message content: written like sb_putn, and its byte range recorded. */
+static void sb_content(struct sbuf *b, const char *s, size_t n)
+{
+    size_t off = b->len;
+    sb_putn(b, s, n);
+    if (b->failed || !b->want_spans || n == 0)
+        return;
+    if (b->n_spans == b->cap_spans) {
+        size_t cap = b->cap_spans ? b->cap_spans * 2 : 8;
+        infer_text_span *p = cap < SIZE_MAX / sizeof(*p) ? realloc(b->spans, cap * sizeof(*p)) : NULL;
+        if (!p) {
+            b->failed = true;
+            return;
+        }
+        b->spans = p;
+        b->cap_spans = cap;
+    }
+    b->spans[b->n_spans++] = (infer_text_span){off, n};
+}
+
+static void sb_puts_content(struct sbuf *b, const char *s) { sb_content(b, s, strlen(s)); }
+
+/* Jinja's `| trim` / Python's str.strip(), on ASCII whitespace; content. */
 static void sb_put_trimmed(struct sbuf *b, const char *s)
 {
     size_t n = strlen(s);
@@ -283,7 +308,7 @@ static void sb_put_trimmed(struct sbuf *b, const char *s)
     }
     while (n > 0 && isspace((unsigned char)s[n - 1]))
         n--;
-    sb_putn(b, s, n);
+    sb_content(b, s, n);
 }
 
 /* ------------------------------------------------------------ rendering */
@@ -343,7 +368,7 @@ static void render_chatml(struct sbuf *b, const struct chat_msg *m, const enum r
         sb_puts(b, "<|im_start|>");
         sb_puts(b, m[i].role);
         sb_puts(b, "\n");
-        sb_puts(b, m[i].content);
+        sb_puts_content(b, m[i].content);
         sb_puts(b, "<|im_end|>\n");
     }
     if (add_gen)
@@ -358,7 +383,7 @@ static void render_phi3(struct sbuf *b, const struct chat_msg *m, const enum rol
         sb_puts(b, "<|");
         sb_puts(b, m[i].role);
         sb_puts(b, "|>\n");
-        sb_puts(b, m[i].content);
+        sb_puts_content(b, m[i].content);
         sb_puts(b, "<|end|>\n");
     }
     if (add_gen)
@@ -373,7 +398,7 @@ static void render_llama3(struct sbuf *b, const struct chat_msg *m, const enum r
         sb_puts(b, m[i].role);
         sb_puts(b, "<|end_header_id|>\n\n");
         if (roles[i] == ROLE_ASSISTANT)
-            sb_puts(b, m[i].content);
+            sb_puts_content(b, m[i].content);
         else
             sb_put_trimmed(b, m[i].content);
         sb_puts(b, "<|eot_id|>");
@@ -392,7 +417,7 @@ static void render_gemma(struct sbuf *b, const struct chat_msg *m, const enum ro
         switch (roles[i]) {
         case ROLE_SYSTEM:
             sb_puts(b, "<start_of_turn>user\n");
-            sb_puts(b, m[i].content);
+            sb_puts_content(b, m[i].content);
             sb_puts(b, "\n\n");
             user_open = true;
             break;
@@ -405,7 +430,7 @@ static void render_gemma(struct sbuf *b, const struct chat_msg *m, const enum ro
             break;
         case ROLE_ASSISTANT:
             sb_puts(b, "<start_of_turn>model\n");
-            sb_puts(b, m[i].content);
+            sb_puts_content(b, m[i].content);
             sb_puts(b, "<end_of_turn>\n");
             break;
         }
@@ -466,7 +491,7 @@ static void render_inst(struct sbuf *b, const struct inst_style *st, const struc
             if (st->strip)
                 sb_put_trimmed(b, c);
             else
-                sb_puts(b, c);
+                sb_puts_content(b, c);
             sb_puts(b, st->sys_close);
             break;
         case ROLE_USER:
@@ -479,13 +504,13 @@ static void render_inst(struct sbuf *b, const struct inst_style *st, const struc
             if (st->strip)
                 sb_put_trimmed(b, c);
             else
-                sb_puts(b, c);
+                sb_puts_content(b, c);
             sb_puts(b, st->close);
             break;
         case ROLE_ASSISTANT:
             if (!isspace((unsigned char)c[0])) /* also true for an empty answer */
                 sb_puts(b, st->answer_sep);
-            sb_puts(b, c);
+            sb_puts_content(b, c);
             sb_puts(b, "</s>");
             after_answer = true;
             break;
@@ -493,8 +518,13 @@ static void render_inst(struct sbuf *b, const struct inst_style *st, const struc
     }
 }
 
-char *chat_format(enum chat_family f, const struct chat_msg *msgs, size_t n, bool add_gen)
+char *chat_format_spans(enum chat_family f, const struct chat_msg *msgs, size_t n, bool add_gen,
+                        infer_text_span **spans, size_t *n_spans)
 {
+    if (spans) {
+        *spans = NULL;
+        *n_spans = 0;
+    }
     if ((unsigned)f >= CHAT_N_FAMILIES) {
         infer_error(INFER_ERR_INVALID, "chat: unknown template family %d", (int)f);
         return NULL;
@@ -517,7 +547,7 @@ char *chat_format(enum chat_family f, const struct chat_msg *msgs, size_t n, boo
         return NULL;
     }
 
-    struct sbuf b = {0};
+    struct sbuf b = {.want_spans = spans != NULL};
     switch (f) {
     case CHAT_CHATML: render_chatml(&b, msgs, roles, n, add_gen); break;
     case CHAT_PHI3: render_phi3(&b, msgs, roles, n, add_gen); break;
@@ -532,10 +562,20 @@ char *chat_format(enum chat_family f, const struct chat_msg *msgs, size_t n, boo
     }
     if (b.failed) {
         free(b.p);
+        free(b.spans);
         infer_error(INFER_ERR_NOMEM, "chat: out of memory rendering %zu messages", n);
         return NULL;
     }
+    if (spans) {
+        *spans = b.spans;
+        *n_spans = b.n_spans;
+    }
     return b.p;
+}
+
+char *chat_format(enum chat_family f, const struct chat_msg *msgs, size_t n, bool add_gen)
+{
+    return chat_format_spans(f, msgs, n, add_gen, NULL, NULL);
 }
 
 /* ------------------------------------------------------------ public API */
@@ -602,8 +642,14 @@ bool infer_chat_family_from_name(const char *name, infer_chat_family *out)
 
 char *infer_chat_format(infer_chat_family f, const infer_chat_msg *msgs, size_t n, bool add_gen)
 {
+    return chat_format_public(f, msgs, n, add_gen, NULL, NULL);
+}
+
+char *chat_format_public(infer_chat_family f, const infer_chat_msg *msgs, size_t n, bool add_gen,
+                         infer_text_span **spans, size_t *n_spans)
+{
     if (n == 0 || !msgs)
-        return chat_format((enum chat_family)f, NULL, 0, add_gen); /* sets the error */
+        return chat_format_spans((enum chat_family)f, NULL, 0, add_gen, spans, n_spans); /* sets the error */
     if (n > SIZE_MAX / sizeof(struct chat_msg)) {
         infer_error(INFER_ERR_INVALID, "chat: too many messages (%zu)", n);
         return NULL;
@@ -617,7 +663,7 @@ char *infer_chat_format(infer_chat_family f, const infer_chat_msg *msgs, size_t 
         m[i].role = msgs[i].role;
         m[i].content = msgs[i].content;
     }
-    char *s = chat_format((enum chat_family)f, m, n, add_gen);
+    char *s = chat_format_spans((enum chat_family)f, m, n, add_gen, spans, n_spans);
     free(m);
     return s;
 }

@@ -84,6 +84,15 @@ bool chat_family_from_name(const char *name, enum chat_family *out);
  * On error returns NULL with infer_last_error() set (INFER_ERR_INVALID for a
  * bad message list, INFER_ERR_NOMEM); nothing is allocated. */
 char *chat_format(enum chat_family f, const struct chat_msg *msgs, size_t n, bool add_gen);
+/* Same, and *spans (malloc'ed, *n_spans entries, in order, disjoint; NULL
+ * when there are none) gets the byte ranges of message content, which is
+ * the user's text: it is to be tokenized without special-token parsing. */
+char *chat_format_spans(enum chat_family f, const struct chat_msg *msgs, size_t n, bool add_gen,
+                        infer_text_span **spans, size_t *n_spans);
+
+/* chat_format_spans on the public message type. */
+char *chat_format_public(infer_chat_family f, const infer_chat_msg *msgs, size_t n, bool add_gen,
+                         infer_text_span **spans, size_t *n_spans);
 
 /* End-of-turn markers of the family, NULL-terminated, most specific first
  * (e.g. {"<end_of_turn>", NULL}); generation stops on any of them as well as

@@ -6,6 +6,7 @@
  * rest, and the engine's step evaluates queued tokens in batches; each block
  * a session completes is registered in the prefix cache.
  */
+#include "chat.h"
 #include "engine.h"
 #include "tokenizer.h"
 
@@ -521,6 +522,38 @@ int64_t infer_model_tokenize(const infer_model *m, const char *text, size_t len,
                              bool parse_special, int32_t *out, int64_t cap)
 {
     return tokenizer_encode(m->tok, text, len, add_special, parse_special, out, cap);
+}
+
+int64_t infer_model_tokenize_chat(const infer_model *m, infer_chat_family f, const infer_chat_msg *msgs, size_t n,
+                                  bool add_gen, int32_t **out)
+{
+    *out = NULL;
+    infer_text_span *spans = NULL;
+    size_t n_spans = 0;
+    char *text = chat_format_public(f, msgs, n, add_gen, &spans, &n_spans);
+    if (!text)
+        return INFER_ERR_INVALID; /* message list rejected (infer_last_error() says why) */
+    size_t len = strlen(text);
+    int64_t cap = (int64_t)len + 16, got = INFER_ERR_NOMEM;
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *p = realloc(*out, (size_t)cap * sizeof(int32_t));
+        if (!p) {
+            got = infer_error(INFER_ERR_NOMEM, "tokenize: out of memory for %lld tokens", (long long)cap);
+            break;
+        }
+        *out = p;
+        got = tokenizer_encode_literal(m->tok, text, len, true, true, spans, n_spans, *out, cap);
+        if (got <= cap)
+            break;
+        cap = got;
+    }
+    free(text);
+    free(spans);
+    if (got < 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return got;
 }
 
 int32_t infer_model_bos(const infer_model *m) { return tokenizer_bos(m->tok); }

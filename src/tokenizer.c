@@ -1174,8 +1174,40 @@ static void bpe_tokenize(struct enc *e, const char *s, size_t n)
  * each candidate, longest first, takes its leftmost non-overlapping
  * occurrences in the raw fragments left by the ones before it.  Candidates
  * whose bytes (or byte pairs) do not all occur in the text are skipped. */
+/* Does [pos, pos+L) overlap one of the literal ranges (sorted, disjoint)? */
+static bool overlaps_literal(const infer_text_span *lit, size_t n_lit, size_t pos, size_t L)
+{
+    size_t lo = 0, hi = n_lit; /* first range ending after pos */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (lit[mid].off + lit[mid].len <= pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n_lit && lit[lo].off < pos + L && lit[lo].len > 0;
+}
+
+/* Leftmost occurrence of s[0..L) in text[base..base+rem) that a literal
+ * range does not forbid (lit is NULL when the token may match anywhere). */
+static const char *find_special(const char *text, size_t base, size_t rem, const unsigned char *s, size_t L,
+                                const infer_text_span *lit, size_t n_lit)
+{
+    while (rem >= L) {
+        const char *hit = memmem(text + base, rem, s, L);
+        if (!hit)
+            return NULL;
+        size_t pos = (size_t)(hit - text);
+        if (!lit || !overlaps_literal(lit, n_lit, pos, L))
+            return hit;
+        rem -= pos + 1 - base;
+        base = pos + 1;
+    }
+    return NULL;
+}
+
 static bool partition(const struct tokenizer *t, const char *text, size_t len, bool parse_special,
-                      struct frag **frags_out, size_t *n_out)
+                      const infer_text_span *literal, size_t n_literal, struct frag **frags_out, size_t *n_out)
 {
     struct frag *a = malloc(sizeof(*a) * 2), *b = NULL;
     size_t na = 0, cap_a = 2, cap_b = 0;
@@ -1201,8 +1233,10 @@ static bool partition(const struct tokenizer *t, const char *text, size_t len, b
     for (size_t c = 0; c < t->n_special && na; c++) {
         int32_t id = t->special[c];
         const struct tok_entry *e = &t->tok[id];
-        if (!parse_special && (e->attr & (TOKEN_ATTR_CONTROL | TOKEN_ATTR_UNKNOWN)))
+        bool control = (e->attr & (TOKEN_ATTR_CONTROL | TOKEN_ATTR_UNKNOWN)) != 0;
+        if (!parse_special && control)
             continue;
+        const infer_text_span *lit = control && n_literal ? literal : NULL;
         const unsigned char *s = (const unsigned char *)t->text + e->off;
         size_t L = e->len;
         if (L > len || !(bytes[s[0] >> 6] & (1ull << (s[0] & 63))))
@@ -1222,7 +1256,7 @@ static bool partition(const struct tokenizer *t, const char *text, size_t len, b
             struct frag fr = a[f];
             const char *hit = NULL;
             if (fr.id < 0 && fr.len >= L)
-                hit = memmem(text + fr.off, fr.len, s, L);
+                hit = find_special(text, fr.off, fr.len, s, L, lit, n_literal);
             if (!found && !hit)
                 continue;
             if (!found) {
@@ -1242,7 +1276,7 @@ static bool partition(const struct tokenizer *t, const char *text, size_t len, b
                 b[nb++] = (struct frag){(uint32_t)pos, (uint32_t)L, id};
                 rem -= pos - base + L;
                 base = pos + L;
-                hit = rem >= L ? memmem(text + base, rem, s, L) : NULL;
+                hit = find_special(text, base, rem, s, L, lit, n_literal);
             }
             if (!grow((void **)&b, &cap_b, nb + 1, sizeof(*b)))
                 goto done;
@@ -1272,6 +1306,18 @@ done:
 int64_t tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bool add_special,
                          bool parse_special, int32_t *out, int64_t cap)
 {
+    return tokenizer_encode_literal(t, text, len, add_special, parse_special, NULL, 0, out, cap);
+}
+
+int64_t tokenizer_encode_literal(const struct tokenizer *t, const char *text, size_t len, bool add_special,
+                                 bool parse_special, const infer_text_span *literal, size_t n_literal, int32_t *out,
+                                 int64_t cap)
+{
+    for (size_t i = 0; i < n_literal; i++)
+        if (!literal || literal[i].off > len || literal[i].len > len - literal[i].off ||
+            (i && literal[i].off < literal[i - 1].off + literal[i - 1].len))
+            return infer_error(INFER_ERR_INVALID, "tokenize: literal range %zu is out of order or outside the text",
+                               i);
     if (!text && len)
         return infer_error(INFER_ERR_INVALID, "tokenize: NULL text");
     if (len > MAX_TEXT_BYTES)
@@ -1282,7 +1328,7 @@ int64_t tokenizer_encode(const struct tokenizer *t, const char *text, size_t len
     size_t n_frags = 0;
     if (add_special && t->add_bos)
         put(&e, t->bos);
-    if (!partition(t, text, len, parse_special, &frags, &n_frags)) {
+    if (!partition(t, text, len, parse_special, literal, n_literal, &frags, &n_frags)) {
         e.oom = true;
         goto done;
     }
@@ -1506,6 +1552,12 @@ int64_t infer_tokenize(const infer_tokenizer *t, const char *text, size_t len, b
                        bool parse_special, int32_t *out, int64_t cap)
 {
     return tokenizer_encode(T(t), text, len, add_special, parse_special, out, cap);
+}
+
+int64_t infer_tokenize_literal(const infer_tokenizer *t, const char *text, size_t len, bool add_special,
+                               const infer_text_span *literal, size_t n_literal, int32_t *out, int64_t cap)
+{
+    return tokenizer_encode_literal(T(t), text, len, add_special, true, literal, n_literal, out, cap);
 }
 
 const char *infer_token_piece(const infer_tokenizer *t, int32_t id, size_t *len)

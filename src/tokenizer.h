@@ -49,6 +49,13 @@ void tokenizer_free(struct tokenizer *t);
  * cap (then call again with a bigger buffer), or a negative infer_status. */
 int64_t tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bool add_special,
                          bool parse_special, int32_t *out, int64_t cap);
+/* Same, but no control token is matched where it would overlap one of the
+ * literal byte ranges (sorted, disjoint; n_literal may be 0): user text
+ * inside a template keeps its "<end_of_turn>" as text.  A range out of order
+ * or outside the text is INFER_ERR_INVALID. */
+int64_t tokenizer_encode_literal(const struct tokenizer *t, const char *text, size_t len, bool add_special,
+                                 bool parse_special, const infer_text_span *literal, size_t n_literal, int32_t *out,
+                                 int64_t cap);
 
 /* Raw vocabulary text of a token (not NUL-terminated), or NULL for a bad id. */
 const char *tokenizer_piece(const struct tokenizer *t, int32_t id, size_t *len);

@@ -97,18 +97,8 @@ static int turn(infer_model *m, infer_session *s, infer_sampler *smp, infer_chat
 {
     if (convo_add(c, "user", user))
         return 1;
-    char *prompt = infer_chat_format(fam, c->msgs, c->n, true);
-    if (!prompt) {
-        c->n--;
-        free(c->owned[c->n]);
-        fprintf(stderr, "error: %s\n", infer_last_error());
-        return 1;
-    }
-    size_t len = strlen(prompt);
-    int64_t cap = (int64_t)len + 16;
-    int32_t *toks = malloc((size_t)cap * sizeof(int32_t));
-    int64_t n = toks ? infer_model_tokenize(m, prompt, len, true, true, toks, cap) : -1;
-    free(prompt);
+    int32_t *toks = NULL;
+    int64_t n = infer_model_tokenize_chat(m, fam, c->msgs, c->n, true, &toks);
     if (n < 0 || n > infer_session_n_ctx(s) - 1) {
         if (n < 0)
             fprintf(stderr, "error: %s\n", infer_last_error());

@@ -300,13 +300,11 @@ static bool admit(struct sched *s, struct job *j)
     struct api_error *e = &j->err;
     int64_t n;
     if (r->kind == GEN_CHAT) {
-        char *text = infer_chat_format(s->fam, r->msgs, r->n_msgs, true);
-        if (!text) {
+        n = infer_model_tokenize_chat(s->model, s->fam, r->msgs, r->n_msgs, true, &j->tokens);
+        if (n == INFER_ERR_INVALID) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value", "messages: %s", infer_last_error());
             return false;
         }
-        n = tokenize(s->model, text, &j->tokens);
-        free(text);
     } else if (r->prompt) {
         n = tokenize(s->model, r->prompt, &j->tokens);
     } else {
