@@ -226,6 +226,14 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
     const struct server_config *cfg = s->srv->cfg;
     infer_model_params mp = {.flags = cfg->mlock ? INFER_GGUF_OPEN_MLOCK : 0};
     double t0 = infer_now_seconds();
+    /* Test hook: stay "loading" this long, so that the tests can watch
+     * /health answer 503 while a (normally quick) mmap load is under way. */
+    const char *delay = getenv("INFER_TEST_LOAD_DELAY_MS");
+    if (delay) {
+        long ms = strtol(delay, NULL, 10);
+        if (ms > 0 && ms <= 60000)
+            nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
+    }
     if (infer_model_load(&s->model, cfg->model_path, &mp) != INFER_OK) {
         snprintf(err, err_len, "loading %s: %s", cfg->model_path, infer_last_error());
         return false;

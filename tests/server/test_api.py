@@ -375,6 +375,42 @@ def test_queue_bound_and_keep_alive():
         shutil.rmtree(cache_dir, ignore_errors=True)
 
 
+def test_health_while_loading_and_failed():
+    """/health is 503 while the model loads (held open by the test hook) and after a failed load; a
+    request sent during the load is answered once it is done; a model that cannot load fails requests
+    with 503 and the server keeps answering."""
+    srv = Server(MODEL, ["-c", "256", "-np", "1"], env={"INFER_TEST_LOAD_DELAY_MS": "4000"}, name="loading",
+                 wait_ready=False)
+    try:
+        st, h = srv.get_json("/health")
+        assert st == 503 and h["status"] == "loading" and h["model_state"] == "loading", (st, h)
+        assert srv.metrics()["infer_model_loaded"] == 0
+        st, data = srv.post("/v1/completions", {"prompt": "Hello", "max_tokens": 2, "temperature": 0})
+        assert st == 200 and data["usage"]["completion_tokens"] >= 1, (st, data)
+        st, h = srv.get_json("/health")
+        assert st == 200 and h["model_state"] == "loaded", (st, h)
+    finally:
+        assert srv.stop() == 0, srv.log()
+    tmp = tempfile.mkdtemp(prefix="infer-badmodel-")
+    bad = os.path.join(tmp, "broken.gguf")
+    with open(MODEL, "rb") as f, open(bad, "wb") as g:
+        g.write(f.read(4096))  # header and part of the metadata: truncated
+    srv = Server(bad, ["-c", "256"], name="failed", wait_ready=False)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and srv.get_json("/health")[1]["model_state"] != "failed":
+            time.sleep(0.05)
+        st, h = srv.get_json("/health")
+        assert st == 503 and h["status"] == "error" and h["model_state"] == "failed", (st, h)
+        st, data = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                                      "max_tokens": 1})
+        assert st == 503 and "broken.gguf" in data["error"]["message"], (st, data)
+        assert srv.get_json("/health")[0] == 503
+    finally:
+        assert srv.stop() == 0, srv.log()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_default_model_smoke():
     """One short request on the real default model (Gemma 3 270M), when it is there."""
     dm = harness.default_model()
@@ -404,7 +440,8 @@ def main():
     tests = [test_health, test_models, test_chat, test_chat_stream_equals_plain, test_completions,
              test_seed_reproducible, test_sampling_parameters, test_cached_tokens_on_repeated_prefix,
              test_stop_sequences, test_errors, test_curl, test_cors, test_client_disconnect, test_metrics,
-             test_api_keys_and_tenants, test_queue_bound_and_keep_alive, test_default_model_smoke]
+             test_api_keys_and_tenants, test_queue_bound_and_keep_alive, test_health_while_loading_and_failed,
+             test_default_model_smoke]
     if len(sys.argv) > 1:
         tests = [t for t in tests if t.__name__ in sys.argv[1:]]
     try:
