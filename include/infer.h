@@ -442,6 +442,9 @@ infer_status infer_sampler_new(infer_sampler **out, const infer_sampler_params *
 void infer_sampler_free(infer_sampler *s);
 /* Pick the next token from logits; -1 on allocation failure. */
 int32_t infer_sampler_sample(infer_sampler *s, const float *logits, int n_vocab);
+/* Greedy choice: the index of the first largest of x[0..n) (vectorized;
+ * NaNs are passed over unless x[0] is one); 0 when n <= 0. */
+int32_t infer_argmax(const float *x, int n);
 /* Record a token in the repetition-penalty history. */
 void infer_sampler_accept(infer_sampler *s, int32_t token);
 void infer_sampler_reset(infer_sampler *s);

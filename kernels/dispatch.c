@@ -56,6 +56,7 @@
         .rmsnorm = rmsnorm_ref, .rope_norm = rope_norm_ref, .rope_neox = rope_neox_ref, .softmax = softmax_ref, \
         .silu = silu_ref, .gelu = gelu_ref, .gelu_ggml = gelu_ggml_ref, .vec_mul = vec_mul_ref,                 \
         .vec_add = vec_add_ref, .vec_scale = vec_scale_ref, .vec_dot_f32 = vec_dot_f32_ref,                     \
+        .argmax = argmax_ref,                                                                                   \
         .attention = attention_ref,                                                                             \
     }
 
@@ -287,7 +288,7 @@ const char *kernels_report(void)
         const char *name;
         size_t off;
     } ops[] = {
-        OP(rmsnorm), OP(rope_norm), OP(rope_neox), OP(softmax),   OP(silu),        OP(gelu),
+        OP(rmsnorm), OP(rope_norm), OP(rope_neox), OP(softmax), OP(argmax),   OP(silu),        OP(gelu),
         OP(gelu_ggml), OP(vec_mul), OP(vec_add), OP(vec_scale), OP(vec_dot_f32), OP(attention),
     };
 #undef OP

@@ -92,6 +92,7 @@ struct kernel_table {
     void (*vec_add)(float *out, const float *a, const float *b, int64_t n);
     void (*vec_scale)(float *x, int64_t n, float s);
     float (*vec_dot_f32)(const float *a, const float *b, int64_t n);
+    int64_t (*argmax)(const float *x, int64_t n);
     /* causal attention over F16 K/V blocks (contract: attention_ref in
      * attention.h) */
     void (*attention)(float *out, const float *q, int64_t n_tok, const struct attn_kv *kv, int n_head,

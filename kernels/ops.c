@@ -198,3 +198,13 @@ void vec_mul(float *out, const float *a, const float *b, int64_t n) { kern.vec_m
 void vec_add(float *out, const float *a, const float *b, int64_t n) { kern.vec_add(out, a, b, n); }
 void vec_scale(float *x, int64_t n, float s) { kern.vec_scale(x, n, s); }
 float vec_dot_f32(const float *a, const float *b, int64_t n) { return kern.vec_dot_f32(a, b, n); }
+int64_t argmax(const float *x, int64_t n) { return kern.argmax(x, n); }
+
+int64_t argmax_ref(const float *x, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}

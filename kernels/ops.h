@@ -53,6 +53,9 @@ void vec_mul(float *out, const float *a, const float *b, int64_t n);
 void vec_add(float *out, const float *a, const float *b, int64_t n);
 void vec_scale(float *x, int64_t n, float s);
 float vec_dot_f32(const float *a, const float *b, int64_t n);
+/* Index of the first largest element (greedy sampling): NaNs are passed
+ * over, except that a NaN x[0] gives 0; 0 when n <= 0. */
+int64_t argmax(const float *x, int64_t n);
 
 /* Scalar references (the table's "ref" entries). */
 void rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps);
@@ -68,5 +71,6 @@ void vec_mul_ref(float *out, const float *a, const float *b, int64_t n);
 void vec_add_ref(float *out, const float *a, const float *b, int64_t n);
 void vec_scale_ref(float *x, int64_t n, float s);
 float vec_dot_f32_ref(const float *a, const float *b, int64_t n);
+int64_t argmax_ref(const float *x, int64_t n);
 
 #endif

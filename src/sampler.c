@@ -4,6 +4,7 @@
  * temp <= 0 is greedy (argmax, first index on ties).
  */
 #include "common.h"
+#include "../kernels/ops.h"
 
 #include <math.h>
 #include <string.h>
@@ -157,17 +158,15 @@ static void softmax_cands(struct cand *c, int n, float temp)
         c[i].p = (float)(c[i].p / sum);
 }
 
+int32_t infer_argmax(const float *x, int n) { return n > 0 && x ? (int32_t)argmax(x, n) : 0; }
+
 int32_t infer_sampler_sample(infer_sampler *s, const float *logits, int n_vocab)
 {
     if (n_vocab <= 0)
         return -1;
     const bool penalise = s->p.repeat_penalty != 1.0f && s->p.repeat_penalty > 0.0f && s->n_hist > 0;
     if (s->p.temp <= 0.0f && !penalise) { /* greedy: no candidate list needed */
-        int best = 0;
-        for (int i = 1; i < n_vocab; i++)
-            if (logits[i] > logits[best])
-                best = i;
-        return best;
+        return (int32_t)argmax(logits, n_vocab);
     }
     if (s->n_cands_cap < n_vocab) {
         struct cand *nc = realloc(s->cands, (size_t)n_vocab * sizeof(*nc));

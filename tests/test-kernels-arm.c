@@ -32,6 +32,7 @@
 #include "../kernels/dispatch.h"
 #include "../kernels/ops.h"
 #include "../kernels/quants.h"
+#include "check-argmax.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 
@@ -407,6 +408,7 @@ static void test_ops(void **state)
     static const int64_t sizes[] = {0, 1, 3, 4, 7, 17, 64, 641, 2048, N};
     double e_rms = 0, e_soft = 0, e_silu = 0, e_gelu = 0;
     int64_t gg_diff = 0, gg_total = 0;
+    check_argmax(t, r);
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
         const int64_t n = sizes[k];
         for (int64_t i = 0; i < n; i++) {

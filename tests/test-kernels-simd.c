@@ -37,6 +37,7 @@
 #include "../kernels/matmul.h"
 #include "../kernels/ops.h"
 #include "../kernels/quants.h"
+#include "check-argmax.h"
 
 /* ------------------------------ helpers ------------------------------ */
 
@@ -560,6 +561,9 @@ static void test_ops(void **state)
         kt->rmsnorm(a, a, NULL, n, 1e-5f); /* in place, no weight */
         rt->rmsnorm(b, x, NULL, n, 1e-5f);
         check_close("rmsnorm (in place)", kt->name, n, a, b, 0x1p-22, 0, x);
+
+        if (si == 0)
+            check_argmax(kt, rt);
 
         /* softmax: expf within 1 ulp on both sides, then a sum and a scale:
          * 8 ulp (4.8e-7) relative; a masked (-inf) entry gives exactly 0 */

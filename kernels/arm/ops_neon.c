@@ -181,6 +181,34 @@ static void vec_scale_neon(float *x, int64_t n, float s)
         x[i] *= s;
 }
 
+/* As argmax_avx2: the largest value (vmaxnmq ignores NaN lanes), then the
+ * first element equal to it; a NaN x[0] stays the answer. */
+static int64_t argmax_neon(const float *x, int64_t n)
+{
+    if (n <= 1 || x[0] != x[0])
+        return 0;
+    float32x4_t m0 = vdupq_n_f32(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m0 = vmaxnmq_f32(m0, vld1q_f32(x + i));
+        m1 = vmaxnmq_f32(m1, vld1q_f32(x + i + 4));
+        m2 = vmaxnmq_f32(m2, vld1q_f32(x + i + 8));
+        m3 = vmaxnmq_f32(m3, vld1q_f32(x + i + 12));
+    }
+    float m = vmaxnmvq_f32(vmaxnmq_f32(vmaxnmq_f32(m0, m1), vmaxnmq_f32(m2, m3)));
+    m = x[0] > m ? x[0] : m;
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    const float32x4_t mv = vdupq_n_f32(m);
+    for (i = 0; i + 4 <= n; i += 4)
+        if (vmaxvq_u32(vceqq_f32(vld1q_f32(x + i), mv)))
+            break;
+    for (; i < n; i++)
+        if (x[i] == m)
+            return i;
+    return 0; /* not reached: m is one of the elements */
+}
+
 void kernels_fill_ops_neon(struct kernel_table *t)
 {
     t->rmsnorm = rmsnorm_neon;
@@ -191,6 +219,7 @@ void kernels_fill_ops_neon(struct kernel_table *t)
     t->vec_mul = vec_mul_neon;
     t->vec_add = vec_add_neon;
     t->vec_scale = vec_scale_neon;
+    t->argmax = argmax_neon;
 }
 
 #else

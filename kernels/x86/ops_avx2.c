@@ -286,6 +286,40 @@ static void rope_neox_avx2(float *x, int64_t n_heads, int64_t head_dim, int64_t 
     rope_avx2(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, 1);
 }
 
+/* Two passes: the largest value (max_ps(x, m) keeps m when x is NaN), then
+ * the first element equal to it.  A NaN x[0] stays the answer, as in the
+ * reference's strict comparison. */
+static int64_t argmax_avx2(const float *x, int64_t n)
+{
+    if (n <= 1 || x[0] != x[0])
+        return 0;
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+        m2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), m2);
+        m3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), m3);
+    }
+    m0 = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
+    float lanes[8], m = x[0];
+    _mm256_storeu_ps(lanes, m0);
+    for (int k = 0; k < 8; k++)
+        m = lanes[k] > m ? lanes[k] : m;
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    const __m256 mv = _mm256_set1_ps(m);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), mv, _CMP_EQ_OQ));
+        if (hit)
+            return i + __builtin_ctz((unsigned)hit);
+    }
+    for (; i < n; i++)
+        if (x[i] == m)
+            return i;
+    return 0; /* not reached: m is one of the elements */
+}
+
 void kernels_fill_ops_avx2(struct kernel_table *t)
 {
     t->rmsnorm = rmsnorm_avx2;
@@ -299,4 +333,5 @@ void kernels_fill_ops_avx2(struct kernel_table *t)
     t->vec_add = vec_add_avx2;
     t->vec_scale = vec_scale_avx2;
     t->vec_dot_f32 = vec_dot_f32_avx2;
+    t->argmax = argmax_avx2;
 }

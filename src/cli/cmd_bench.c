@@ -279,15 +279,6 @@ static int32_t *render(struct bench *b, const infer_chat_msg *msgs, size_t n_msg
     return t;
 }
 
-static int argmax(const float *l, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (l[i] > l[best])
-            best = i;
-    return best;
-}
-
 static infer_status engine_for(struct bench *b, int n_ctx, uint64_t high, uint64_t low, const char *dir,
                                infer_engine **e)
 {
@@ -322,7 +313,7 @@ static int request(struct bench *b, infer_engine *e, const int32_t *toks, int64_
         infer_session_free(s);
         return cli_fail("request");
     }
-    int32_t id = argmax(infer_session_logits(s), nv);
+    int32_t id = infer_argmax(infer_session_logits(s), nv);
     r->ttft = infer_now_seconds() - t0;
     r->prompt = n;
     infer_detok *d = answer ? infer_detok_new(b->m) : NULL;
@@ -342,7 +333,7 @@ static int request(struct bench *b, infer_engine *e, const int32_t *toks, int64_
         if (k + 1 == gen || infer_session_n_tokens(s) + 1 >= infer_session_n_ctx(s) ||
             infer_session_append(s, &id, 1) != INFER_OK)
             break;
-        id = argmax(infer_session_logits(s), nv);
+        id = infer_argmax(infer_session_logits(s), nv);
     }
     if (d) {
         size_t pl = infer_detok_flush(d, piece, sizeof(piece));
@@ -751,7 +742,10 @@ static int phase(struct bench *b, const char *which)
 
 static const char *bench_help =
     "usage: infer bench --prefix [-m MODEL] [--scenario A,B,C,D] [sizes] [cache options] [-o md|json]\n"
-    "       infer bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [-o md|json]   (prompt/generation rates)\n\n"
+    "       infer bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--np N] [-o md|json]   (prompt/generation "
+    "rates)\n"
+    "  --np N (--parallel N): generate with N sequences at once, one token of each per forward pass (as\n"
+    "  infer serve batches them); tgK xN reports all sequences' tokens per second\n\n"
     "Prefix-cache scenarios (each request in a fresh session of one engine; TTFT = prompt handed\n"
     "to the engine -> first token chosen, greedy):\n"
     "  A  one agent: a long system prompt + document, then short questions (cold vs warm TTFT)\n"
@@ -786,7 +780,7 @@ static int positive(const char *arg, int *out)
 
 enum {
     B_PREFIX = 2000, B_SCENARIO, B_PREFIX_TOKENS, B_QUESTIONS, B_AGENT_TOKENS, B_REQUESTS, B_TURNS, B_CHAT_GEN,
-    B_GEN, B_PHASE,
+    B_GEN, B_PHASE, B_PARALLEL,
 };
 
 static void print_md_a(const struct result_a *a)
@@ -806,6 +800,7 @@ static void print_md_a(const struct result_a *a)
 
 struct tp_opts {
     int n_prompt, n_gen, reps;
+    int parallel; /* tg: sequences decoded together, one token each per step */
 };
 
 static int nonneg(const char *arg, int *out)
@@ -854,6 +849,38 @@ static double tp_run(infer_session *s, int n, bool one_by_one, uint32_t *seed, i
     return st ? -1 : n / dt;
 }
 
+/* Generation with several sequences at once, as `infer serve` runs them:
+ * every step evaluates one random token of each of the np sessions of e in
+ * one forward pass (infer_engine_step).  Returns aggregate tokens/s. */
+static double tp_run_parallel(infer_engine *e, infer_session **ss, int np, int n, uint32_t *seed, int n_vocab)
+{
+    infer_status *st = calloc((size_t)np, sizeof(*st));
+    if (!st)
+        return -1;
+    for (int i = 0; i < np; i++)
+        infer_session_truncate(ss[i], 0);
+    double t0 = infer_now_seconds();
+    infer_status rc = INFER_OK;
+    for (int k = 0; k < n && !rc; k++) {
+        for (int i = 0; i < np && !rc; i++) {
+            int32_t tok = (int32_t)(rnd(seed) % (uint32_t)n_vocab);
+            rc = infer_session_push(ss[i], &tok, 1);
+        }
+        int64_t done = 0;
+        if (!rc)
+            rc = infer_engine_step(e, ss, np, st, &done);
+        for (int i = 0; i < np && !rc; i++)
+            rc = st[i];
+        if (!rc && done != np) {
+            fprintf(stderr, "error: a step evaluated %lld of %d tokens\n", (long long)done, np);
+            rc = INFER_ERR_INVALID;
+        }
+    }
+    double dt = infer_now_seconds() - t0;
+    free(st);
+    return rc ? -1 : (double)n * np / dt;
+}
+
 static int bench_throughput(struct bench *b, const char *model, const struct tp_opts *tp)
 {
     const char *path = cli_model_path(model);
@@ -875,6 +902,33 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         infer_model_free(m);
         return cli_fail("session");
     }
+    /* -np N: an engine with N sessions for tg (the private one above does pp) */
+    infer_engine *pe = NULL;
+    infer_session **ps = NULL;
+    if (tp->parallel > 1) {
+        infer_engine_params ep;
+        infer_engine_params_default(&ep);
+        ep.n_ctx = sp.n_ctx;
+        ep.n_batch = b->n_batch;
+        ep.n_threads = b->threads;
+        ep.kv_block = b->kv_block;
+        ep.n_seq = tp->parallel;
+        ep.no_prefix_cache = true;
+        ps = calloc((size_t)tp->parallel, sizeof(*ps));
+        bool ok = ps && infer_engine_new(&pe, m, &ep) == INFER_OK;
+        for (int i = 0; ok && i < tp->parallel; i++)
+            ok = infer_session_new_in(&ps[i], pe, NULL) == INFER_OK;
+        if (!ok) {
+            int rc = cli_fail("engine for --parallel");
+            for (int i = 0; ps && i < tp->parallel; i++)
+                infer_session_free(ps[i]);
+            free(ps);
+            infer_engine_free(pe);
+            infer_session_free(s);
+            infer_model_free(m);
+            return rc;
+        }
+    }
     const infer_gguf *g = infer_model_gguf(m);
     uint64_t n_params = 0;
     for (int64_t i = 0; i < infer_gguf_n_tensors(g); i++) {
@@ -890,6 +944,8 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
     /* warm-up, as llama-bench: one short batch and one token */
     tp_run(s, tp->n_prompt > 0 ? (tp->n_prompt < 32 ? tp->n_prompt : 32) : 8, false, &seed, n_vocab);
     tp_run(s, 1, true, &seed, n_vocab);
+    if (pe)
+        tp_run_parallel(pe, ps, tp->parallel, 2, &seed, n_vocab);
     struct { const char *kind; int n; bool tg; } tests[2] = {{"pp", tp->n_prompt, false}, {"tg", tp->n_gen, true}};
     if (!b->json)
         printf("| model | size | params | backend | threads | test | t/s |\n"
@@ -902,7 +958,8 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
             continue;
         double *ts = calloc((size_t)tp->reps, sizeof(double));
         for (int r = 0; r < tp->reps && ts; r++) {
-            ts[r] = tp_run(s, tests[k].n, tests[k].tg, &seed, n_vocab);
+            ts[r] = tests[k].tg && pe ? tp_run_parallel(pe, ps, tp->parallel, tests[k].n, &seed, n_vocab)
+                                      : tp_run(s, tests[k].n, tests[k].tg, &seed, n_vocab);
             if (ts[r] < 0) {
                 rc = cli_fail("benchmark");
                 break;
@@ -915,7 +972,10 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         double mean, sd;
         mean_sd(ts, tp->reps, &mean, &sd);
         char test[32];
-        snprintf(test, sizeof(test), "%s%d", tests[k].kind, tests[k].n);
+        if (tests[k].tg && pe) /* llama-batched-bench's aggregate: all sequences' tokens per second */
+            snprintf(test, sizeof(test), "%s%d x%d", tests[k].kind, tests[k].n, tp->parallel);
+        else
+            snprintf(test, sizeof(test), "%s%d", tests[k].kind, tests[k].n);
         if (!b->json) {
             printf("| %s | %.2f MiB | %.2f M | CPU (%s) | %d | %s | %.2f ± %.2f |\n", desc,
                    mib(infer_gguf_file_size(g)), (double)n_params / 1e6, infer_kernel_variant(), threads, test,
@@ -941,6 +1001,10 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         printf("\nload %.3f s (map, validate, bind, tokenizer); %.1f%% of the file was in the page cache before "
                "loading; kernels %s; %d repetitions, mean ± sample stddev\n",
                infer_model_load_seconds(m), before.percent, infer_kernel_variant(), tp->reps);
+    for (int i = 0; ps && i < tp->parallel; i++)
+        infer_session_free(ps[i]);
+    free(ps);
+    infer_engine_free(pe);
     infer_session_free(s);
     infer_model_free(m);
     return rc;
@@ -956,7 +1020,8 @@ int cmd_bench(int argc, char **argv)
         {"questions", required_argument, 0, B_QUESTIONS}, {"agent-tokens", required_argument, 0, B_AGENT_TOKENS},
         {"requests", required_argument, 0, B_REQUESTS}, {"turns", required_argument, 0, B_TURNS},
         {"chat-gen", required_argument, 0, B_CHAT_GEN}, {"gen", required_argument, 0, B_GEN},
-        {"phase", required_argument, 0, B_PHASE}, CLI_CACHE_LONGOPTS, {"help", no_argument, 0, 'h'},
+        {"phase", required_argument, 0, B_PHASE}, {"parallel", required_argument, 0, B_PARALLEL},
+        {"np", required_argument, 0, B_PARALLEL}, CLI_CACHE_LONGOPTS, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct bench b = {.n_batch = 512, .kv_block = 32, .prefix_tokens = 2000, .questions = 20, .agent_tokens = 1500,
                       .requests = 30, .turns = 10, .chat_gen = 24, .gen = 1};
@@ -992,6 +1057,7 @@ int cmd_bench(int argc, char **argv)
         case 'p': if ((rc = nonneg(optarg, &tp.n_prompt))) return rc; break;
         case 'n': if ((rc = nonneg(optarg, &tp.n_gen))) return rc; break;
         case 'r': if ((rc = positive(optarg, &tp.reps))) return rc; break;
+        case B_PARALLEL: if ((rc = positive(optarg, &tp.parallel))) return rc; break;
         case 'h': printf("%s", bench_help); return 0;
         default:
             if (cli_cache_option(&b.sp, c, optarg) != 0)

@@ -477,10 +477,7 @@ static void slot_sample(struct sched *s, struct slot *sl)
         /* greedy: the first largest logit, as the sampler picks it, without
          * its copy of the whole vocabulary (1.3 ms for 262k tokens, per
          * token and sequence, on the engine thread) */
-        id = 0;
-        for (int i = 1; i < s->n_vocab; i++)
-            if (logits[i] > logits[id])
-                id = i;
+        id = infer_argmax(logits, s->n_vocab);
     } else if (logits) {
         id = infer_sampler_sample(sl->smp, logits, s->n_vocab);
     }
