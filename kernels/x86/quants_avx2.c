@@ -45,6 +45,17 @@
 
 /* ------------------------------ helpers ------------------------------ */
 
+#ifndef PF_ROWS
+#define PF_ROWS 8 /* software prefetch distance of the weight streams, in rows (see quants_avx512.c) */
+#endif
+
+/* Ask for the bytes of a weight block PF_ROWS rows further on. */
+INLINE void prefetch_ahead(const uint8_t *blk, size_t w_row, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)blk + PF_ROWS * w_row + o, _MM_HINT_T0);
+}
+
 INLINE float h2f(ggml_half h) { return _cvtsh_ss(h); }
 
 INLINE uint16_t ld16(const void *p)
@@ -145,6 +156,7 @@ INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const 
             UNROLL
             for (int r = 0; r < NR; r++) {
                 const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
+                prefetch_ahead(blk, w_row, bs);
                 const __m256i wv = unpack32(type, blk);
                 v[r] = dot_s8(wv, _mm256_abs_epi8(wv), av);
                 dh[r] = ld16(blk);
@@ -172,6 +184,7 @@ INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const 
         UNROLL
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
+            prefetch_ahead(blk, w_row, bs);
             const __m256i wv = unpack32(type, blk), wabs = _mm256_abs_epi8(wv);
             __m256i v[4] = {zero, zero, zero, zero};
             UNROLL
@@ -386,6 +399,7 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
             UNROLL
             for (int r = 0; r < NR; r++) {
                 struct kblock k;
+                prefetch_ahead(w + (size_t)r * w_row + (size_t)b * bs, w_row, bs);
                 kblock_load(type, &k, w + (size_t)r * w_row + (size_t)b * bs);
                 v[r] = kdot(type, &k, yb, &m[r]);
                 dx[r] = k.d;
@@ -415,6 +429,7 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
         UNROLL
         for (int r = 0; r < NR; r++) {
             struct kblock k;
+            prefetch_ahead(w + (size_t)r * w_row + (size_t)b * bs, w_row, bs);
             kblock_load(type, &k, w + (size_t)r * w_row + (size_t)b * bs);
             __m256i v[4] = {zero, zero, zero, zero}, m[4] = {zero, zero, zero, zero};
             UNROLL

@@ -35,7 +35,23 @@
  * vector arrays of a tile live in registers. */
 #define UNROLL _Pragma("GCC unroll 16")
 
+/* Software prefetch distance of the weight streams, in rows: the tile
+ * kernels touch four rows at a time, each a separate stream, and the
+ * hardware prefetchers alone left decode at about half the read bandwidth
+ * (contrib/bench/bench-kernels). */
+#ifndef PF_ROWS
+#define PF_ROWS 8
+#endif
+
 INLINE float h2f(ggml_half h) { return _cvtsh_ss(h); }
+
+/* Ask for the bytes of a weight block PF_ROWS rows further on. */
+INLINE void prefetch_ahead(const uint8_t *blk, size_t w_row, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)blk + PF_ROWS * w_row + o, _MM_HINT_T0);
+}
+
 
 INLINE uint16_t ld16(const void *p)
 {
@@ -219,6 +235,7 @@ INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const 
             UNROLL
             for (int r = 0; r < NR; r++) {
                 const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
+                prefetch_ahead(blk, w_row, 2 * bs);
                 v[r] = _mm512_dpbusd_epi32(corr[0], unpack2(type, blk), av[0]);
                 dxh[0][r] = ld16(blk);
                 dxh[1][r] = ld16(blk + bs);
@@ -265,6 +282,99 @@ INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const 
     }
 }
 
+/*
+ * 2-4 tokens (several sequences decoding together) against 4 rows, one
+ * block at a time, with lanes that are (token, dword) pairs: 128-bit lane t
+ * of a vector holds 16 bytes of token t's block (A0: bytes 0-15, A1:
+ * 16-31), and the 16 matching weight bytes of row r are broadcast to all
+ * four lanes, so two vpdpbusd per row cover the whole 4-token x 32-byte
+ * block with no padding and no unpacked copy of the weights.  The four
+ * rows' vectors are then summed within each 128-bit lane (reduce4_lanes),
+ * giving the exact integer sum of (token t, row r) in lane 4t + r, and
+ * every lane does the same float steps as gemm32, so the bits are
+ * vec_dot's.  Per block this is about two thirds of gemm32's instructions
+ * for a 4 x 4 tile, and none of its cross-lane shuffles in the row loop.
+ */
+INLINE void gemm32_few(const int type, const int NT, int64_t n, const uint8_t *w, size_t w_row, const uint8_t *a,
+                       size_t a_row, float *y, size_t ys)
+{
+    const int64_t nb = n / 32;
+    const size_t bs = bbytes32(type);
+    const __m512i zero = _mm512_setzero_si512(), K = _mm512_set1_epi8((char)koff(type));
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 facc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i A0 = zero, A1 = zero;
+        uint16_t dyh[4] = {0, 0, 0, 0};
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + b;
+            const __mmask16 lane = (__mmask16)(0xF << (4 * t));
+            A0 = _mm512_mask_broadcast_i32x4(A0, lane, _mm_loadu_si128((const __m128i *)ab->qs));
+            A1 = _mm512_mask_broadcast_i32x4(A1, lane, _mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+            dyh[t] = ld16(&ab->d);
+        }
+        /* K * (four-byte sums of each token), removed from every row's lanes */
+        const __m512i C = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, K, A0), K, A1);
+        __m512i v[4];
+        uint16_t dxh[4];
+        UNROLL
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
+            __m512i W0, W1;
+            prefetch_ahead(blk, w_row, bs);
+            dxh[r] = ld16(blk);
+            if (type == GGML_TYPE_Q8_0) {
+                W0 = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(blk + 2))),
+                                      _mm512_set1_epi8((char)0x80));
+                W1 = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(blk + 18))),
+                                      _mm512_set1_epi8((char)0x80));
+            } else {
+                const size_t off = type == GGML_TYPE_Q5_0 ? 6 : 2;
+                const __m512i q = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(blk + off)));
+                W0 = _mm512_and_si512(q, m4);
+                W1 = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (type == GGML_TYPE_Q5_0) {
+                    uint32_t qh;
+                    memcpy(&qh, blk + 2, 4);
+                    const __mmask64 k0 = (__mmask64)(qh & 0xFFFFu) * 0x0001000100010001ull;
+                    const __mmask64 k1 = (__mmask64)(qh >> 16) * 0x0001000100010001ull;
+                    W0 = _mm512_mask_add_epi8(W0, k0, W0, _mm512_set1_epi8(16));
+                    W1 = _mm512_mask_add_epi8(W1, k1, W1, _mm512_set1_epi8(16));
+                }
+            }
+            v[r] = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, W0, A0), W1, A1), C);
+        }
+        const __m512 f = _mm512_cvtepi32_ps(reduce4_lanes(v[0], v[1], v[2], v[3]));
+        const __m512 dx = _mm512_broadcast_f32x4(h2f4(dxh[0], dxh[1], dxh[2], dxh[3]));
+        const __m512 dy = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(h2f4(dyh[0], dyh[1], dyh[2], dyh[3])));
+        if (type == GGML_TYPE_Q4_0)
+            facc = _mm512_add_ps(facc, _mm512_mul_ps(_mm512_mul_ps(f, dx), dy));
+        else
+            facc = _mm512_add_ps(facc, _mm512_mul_ps(_mm512_mul_ps(dx, dy), f));
+    }
+    float out[16];
+    _mm512_storeu_ps(out, facc);
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        UNROLL
+        for (int r = 0; r < 4; r++)
+            y[(size_t)t * ys + (size_t)r] = out[4 * t + r];
+}
+
+#define DEFINE_GEMM_FEW(NAME, TYPE)                                                                           \
+    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
+                     int nt)                                                                                  \
+    {                                                                                                         \
+        switch (nt) {                                                                                         \
+        case 1: gemm32(TYPE, 4, 1, n, w, w_row, a, a_row, y, ys); break;                                      \
+        case 2: gemm32_few(TYPE, 2, n, w, w_row, a, a_row, y, ys); break;                                     \
+        case 3: gemm32_few(TYPE, 3, n, w, w_row, a, a_row, y, ys); break;                                     \
+        default: gemm32_few(TYPE, 4, n, w, w_row, a, a_row, y, ys); break;                                    \
+        }                                                                                                     \
+    }
+
 #define DEFINE_GEMM(NAME, CORE, TYPE)                                                                         \
     static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
                      int nt)                                                                                  \
@@ -284,9 +394,9 @@ INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const 
         return y;                                                                                             \
     }
 
-DEFINE_GEMM(gemm_q4_0, gemm32, GGML_TYPE_Q4_0)
-DEFINE_GEMM(gemm_q5_0, gemm32, GGML_TYPE_Q5_0)
-DEFINE_GEMM(gemm_q8_0, gemm32, GGML_TYPE_Q8_0)
+DEFINE_GEMM_FEW(gemm_q4_0, GGML_TYPE_Q4_0)
+DEFINE_GEMM_FEW(gemm_q5_0, GGML_TYPE_Q5_0)
+DEFINE_GEMM_FEW(gemm_q8_0, GGML_TYPE_Q8_0)
 DEFINE_DOT(vec_dot_q4_0, gemm32, GGML_TYPE_Q4_0)
 DEFINE_DOT(vec_dot_q5_0, gemm32, GGML_TYPE_Q5_0)
 DEFINE_DOT(vec_dot_q8_0, gemm32, GGML_TYPE_Q8_0)
@@ -441,6 +551,7 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
             UNROLL
             for (int r = 0; r < NR; r++) {
                 struct kblock k;
+                prefetch_ahead(w + (size_t)r * w_row + (size_t)b * bs, w_row, bs);
                 kblock_load(type, &k, w + (size_t)r * w_row + (size_t)b * bs);
                 v[r] = kdot(type, &k, yb[0], &m[r]);
                 dx[r] = k.d;
@@ -455,6 +566,7 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
         UNROLL
         for (int r = 0; r < NR; r++) { /* lanes are tokens */
             struct kblock k;
+            prefetch_ahead(w + (size_t)r * w_row + (size_t)b * bs, w_row, bs);
             kblock_load(type, &k, w + (size_t)r * w_row + (size_t)b * bs);
             __m512i v[4] = {zero, zero, zero, zero};
             __m256i m[4] = {zero8, zero8, zero8, zero8};

@@ -49,8 +49,10 @@ def percentile(xs, p):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def run_load(base_url, clients, requests, max_tokens, system, api_key="none", salt=None):
-    """Returns a dict of figures; errors are counted, never raised."""
+def run_load(base_url, clients, requests, max_tokens, system, api_key="none", salt=None, need_usage=True):
+    """Returns a dict of figures; errors are counted, never raised.  need_usage=False accepts a
+    server that sends no usage chunk (llama-cpp-python's): completion tokens are then the content
+    chunks counted, and prompt and cached tokens are unknown (0)."""
     c = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=300)
     model = c.models.list().data[0].id
     lock = threading.Lock()
@@ -69,18 +71,23 @@ def run_load(base_url, clients, requests, max_tokens, system, api_key="none", sa
                     model=model, messages=[{"role": "system", "content": system}, {"role": "user", "content": q}],
                     max_tokens=max_tokens, temperature=0, stream=True, stream_options={"include_usage": True},
                     extra_body=extra)
-                u = None
+                u, n_content = None, 0
                 for chunk in stream:
                     if first is None and chunk.choices and (chunk.choices[0].delta.content or
                                                             chunk.choices[0].finish_reason):
                         first = time.monotonic() - t0
+                    if chunk.choices and chunk.choices[0].delta.content:
+                        n_content += 1
                     if chunk.usage:
                         u = chunk.usage
-                if u is None:
+                if u is None and need_usage:
                     raise RuntimeError("no usage chunk")
                 with lock:
                     ttfts.append(first if first is not None else time.monotonic() - t0)
-                    usage.append((u.prompt_tokens, u.prompt_tokens_details.cached_tokens, u.completion_tokens))
+                    if u is None:
+                        usage.append((0, 0, n_content))
+                    else:
+                        usage.append((u.prompt_tokens, u.prompt_tokens_details.cached_tokens, u.completion_tokens))
                     n_done[0] += 1
             except Exception as e:  # counted, reported
                 with lock:
