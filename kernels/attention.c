@@ -30,7 +30,7 @@ void attention_ref(float *out, const float *q, int64_t n_tok, const struct attn_
     {
         float *scores = malloc((size_t)n_ctx * sizeof(float));
         float *acc = malloc((size_t)head_dim * sizeof(float));
-        #pragma omp for collapse(2) schedule(static)
+        #pragma omp for collapse(2) schedule(static, 1)
         for (int64_t t = 0; t < n_tok; t++) {
             for (int h = 0; h < n_head; h++) {
                 const int64_t pos = kv->pos[t];

@@ -43,14 +43,6 @@ INLINE const uint16_t *kv_row(const struct attn_kv *kv, const int32_t *blocks, s
            (size_t)(pos % kv->block_tokens) * (size_t)head_dim;
 }
 
-INLINE float hsum(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* Eight halves at p[d], zero past n (the head's last chunk). */
 INLINE __m256 ld8h(const uint16_t *p, int d, int n)
 {
@@ -106,12 +98,22 @@ INLINE void scores(const int G, float (*s)[ATTN_CHUNK], const float *q, const st
                     acc[g][p] = _mm256_fmadd_ps(qv, kv8[p], acc[g][p]);
             }
         }
+        /* the G x P (<= 8) horizontal sums at once: a tree of hadds */
+        __m256 v[8];
+        UNROLL
+        for (int x = 0; x < 8; x++)
+            v[x] = x < G * P ? acc[x / P][x % P] : _mm256_setzero_ps();
+        const __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+        const __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+        float sums[8];
+        _mm256_storeu_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20),
+                                             _mm256_permute2f128_ps(h0, h1, 0x31)));
         UNROLL
         for (int g = 0; g < G; g++)
             UNROLL
             for (int p = 0; p < P; p++)
                 if (p < np)
-                    s[g][i0 + p] = hsum(acc[g][p]) * scale;
+                    s[g][i0 + p] = sums[g * P + p] * scale;
     }
 }
 
@@ -240,7 +242,7 @@ static void attention_avx2(float *out, const float *q, int64_t n_tok, const stru
     const int group = n_head / n_head_kv;
     const int G = n_tok > 1 ? (group < ATTN_GROUP ? group : ATTN_GROUP) : 1;
     const int per_kv = (group + G - 1) / G; /* items per KV head: they never straddle two */
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static, 1)
     for (int64_t t = 0; t < n_tok; t++) {
         for (int it = 0; it < n_head_kv * per_kv; it++) {
             const int kvh = it / per_kv, h0 = kvh * group + (it % per_kv) * G;
