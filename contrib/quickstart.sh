@@ -2,7 +2,8 @@
 # contrib/quickstart.sh - set up, build and run infer on Debian 12 (bookworm) with one command.
 #
 #   contrib/quickstart.sh [ARGS...]   set up, then `build/infer chat ARGS...` on the default model
-#   contrib/quickstart.sh check       set up, then `make check` (this is all .ci/run does)
+#   contrib/quickstart.sh check       set up, then `make check` and the server suites under ASan
+#                                     (build-asan/); this is all .ci/run does
 #
 # The set-up steps, each a no-op (or nearly) when its work is already done, so a re-run is fast:
 #   packages    install the Debian packages below that dpkg says are missing; apt is not called
@@ -135,6 +136,31 @@ run_configure() {
     (cd build && ../configure PYTHON="$venv_python")
 }
 
+# The server's API and hostile-input suites again, against an infer built with
+# AddressSanitizer + UBSan (build-asan/): any report makes the server's exit
+# status non-zero, which the suites check.  The test model is the one make
+# check generated in build/.
+run_server_asan() {
+    if [[ ! -f build-asan/Makefile || configure -nt build-asan/config.status ]]; then
+        mkdir -p build-asan
+        (cd build-asan && ../configure --enable-asan PYTHON="$venv_python" > configure.log) ||
+            die "configuring build-asan/ failed (build-asan/configure.log)"
+    fi
+    make -C build-asan --no-print-directory -j"$jobs" infer > build-asan/make.log 2>&1 ||
+        die "building build-asan/infer failed (build-asan/make.log)"
+    local model=$root/build/models/gen/gemma3-q8_0.gguf
+    [[ -f $model ]] || die "$model is missing (make check generates it)"
+    local rc=0
+    for suite in test_api test_hostile; do
+        env INFER_BUILDDIR="$root/build-asan" INFER_SRCDIR="$root" INFER_SERVE_TEST_MODEL="$model" \
+            INFER_SERVE_SKIP_DEFAULT=1 OMP_NUM_THREADS=2 PYTHONDONTWRITEBYTECODE=1 \
+            ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:exitcode=66 \
+            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=67 \
+            "$venv_python" tests/server/$suite.py || rc=1
+    done
+    return $rc
+}
+
 mode=chat
 case "${1:-}" in
     check) mode=check; shift ;;
@@ -165,6 +191,7 @@ if [[ $mode == check ]]; then
     export INFER_SHARED=$shared
     step "make check" env PYTHON="$venv_python" \
         make -C build --no-print-directory -j"$jobs" check VERBOSE=1 SHARED_DIR="$shared"
+    step "server suites under ASan" run_server_asan
     say "all done in $(since "$t_begin")"
     exit 0
 fi
