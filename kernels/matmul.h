@@ -52,6 +52,13 @@ size_t matmul_act_size(uint32_t wtype, int64_t n_in, int64_t n_tok);
 int matmul_act_quantize(void *xq, uint32_t wtype, const float *x, int64_t n_in, int64_t n_tok);
 int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok);
 
+/* OpenBLAS for batches of float (F32, F16, BF16) weights: on (on > 0) or
+ * off, returning the previous setting.  Off unless INFER_BLAS is set to
+ * something other than 0: faster prefill for float models, but batches then
+ * lose the single-token bits (see matmul.c).  Not thread-safe: set it
+ * before matmuls run. */
+bool matmul_use_blas(int on);
+
 /* The reference gemm tiles (dispatch.h, gemm_fn): loops over the reference
  * vec_dot of each type, the specification of every SIMD gemm. */
 void gemm_f32_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);

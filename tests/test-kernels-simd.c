@@ -481,6 +481,64 @@ static void test_matmul(void **state)
     }
 }
 
+/* The opt-in OpenBLAS path for float weights (matmul_use_blas): a batch
+ * large enough to take it is the product of the float activations and the
+ * dequantized weights to float rounding (sgemm sums in its own order; the
+ * F16/BF16 tiles round the activations to the weight type first, so they
+ * are not the yardstick), and a smaller batch keeps the tiles' bits. */
+static void test_matmul_blas(void **state)
+{
+    (void)state;
+    static const uint32_t types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
+    const int64_t n_in = 320, n_out = 301;
+    for (size_t k = 0; k < 3; k++) {
+        for (int64_t n_tok = 9; n_tok <= 200; n_tok += 191) {
+            const size_t wrow = row_bytes(types[k], n_in);
+            uint8_t *w = malloc(wrow * n_out);
+            float *x = malloc((size_t)(n_tok * n_in) * sizeof(float));
+            float *yb = malloc((size_t)(n_tok * n_out) * sizeof(float));
+            float *yt = malloc((size_t)(n_tok * n_out) * sizeof(float));
+            float *wf = malloc((size_t)n_in * sizeof(float));
+            random_rows(types[k], w, n_out, n_in);
+            for (int64_t i = 0; i < n_tok * n_in; i++)
+                x[i] = rng_gauss();
+            const bool was = matmul_use_blas(1);
+            assert_int_equal(matmul(yb, w, types[k], x, n_in, n_out, n_tok), INFER_OK);
+            matmul_use_blas(0);
+            assert_int_equal(matmul(yt, w, types[k], x, n_in, n_out, n_tok), INFER_OK);
+            matmul_use_blas(was);
+            if (n_tok < 32) {
+                assert_memory_equal(yb, yt, (size_t)(n_tok * n_out) * sizeof(float));
+            } else {
+                double worst = 0;
+                for (int64_t o = 0; o < n_out; o++) {
+                    dequantize_row(types[k], w + (size_t)o * wrow, wf, n_in);
+                    for (int64_t t = 0; t < n_tok; t++) {
+                        double scale = 0, exact = 0;
+                        for (int64_t i = 0; i < n_in; i++) {
+                            scale += fabs((double)wf[i] * x[t * n_in + i]);
+                            exact += (double)wf[i] * x[t * n_in + i];
+                        }
+                        const double e = fabs((double)yb[t * n_out + o] - exact) / scale;
+                        worst = fmax(worst, e);
+                        if (e > 1e-6)
+                            fail_msg("%s blas [%lld,%lld]: %.9g, exact %.9g (tiles %.9g)", tname(types[k]),
+                                     (long long)t, (long long)o, (double)yb[t * n_out + o], exact,
+                                     (double)yt[t * n_out + o]);
+                    }
+                }
+                print_message("  %-5s matmul with OpenBLAS (%lld tokens): max normalized error vs the exact product "
+                              "%.3g\n", tname(types[k]), (long long)n_tok, worst);
+            }
+            free(w);
+            free(x);
+            free(yb);
+            free(yt);
+            free(wf);
+        }
+    }
+}
+
 /* The result does not depend on the number of threads (GEMV and GEMM). */
 static void test_matmul_threads(void **state)
 {
@@ -788,9 +846,10 @@ static void test_dispatch(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[1 + 16 * 9];
+    struct CMUnitTest tests[2 + 16 * 9];
     size_t n = 0;
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_dispatch);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_matmul_blas);
     const size_t nv = kernels_n_variants();
     static char names[16][9][64];
     for (size_t v = 0; v < nv && v < 16; v++) {
