@@ -259,6 +259,14 @@ typedef struct infer_engine infer_engine;
 
 typedef void (*infer_log_fn)(void *ctx, const char *msg);
 
+/* Element type of the KV cache (llama.cpp's --cache-type-k/-v): F16, or
+ * Q8_0 (blocks of 32 int8 values and an F16 scale: about half the memory,
+ * slightly different logits; needs a head size divisible by 32). */
+typedef enum infer_kv_type { INFER_KV_F16 = 0, INFER_KV_Q8_0 = 1 } infer_kv_type;
+/* "f16" / "q8_0" -> type; false for anything else. */
+bool infer_kv_type_from_name(const char *name, infer_kv_type *out);
+const char *infer_kv_type_name(infer_kv_type t);
+
 typedef struct infer_engine_params {
     int n_ctx;              /* default context of a session (0: min(model's, 4096)) */
     int n_batch;            /* tokens per forward pass (0: 512) */
@@ -271,6 +279,7 @@ typedef struct infer_engine_params {
     uint64_t mem_floor;     /* bytes of MemAvailable (0: default; UINT64_MAX: never shrink) */
     const char *cache_dir;  /* disk tier directory, created if missing (NULL: none) */
     bool no_prefix_cache;   /* sessions share nothing; nothing is cached */
+    infer_kv_type kv_type_k, kv_type_v; /* KV cache element types (default F16) */
     infer_log_fn log;       /* warnings (ignored cache files, ...); NULL: stderr */
     void *log_ctx;
 } infer_engine_params;
@@ -302,6 +311,7 @@ typedef struct infer_session_params {
     uint64_t cache_high, cache_low, cache_disk_max;
     const char *cache_dir;
     bool no_prefix_cache;
+    infer_kv_type kv_type_k, kv_type_v;
 } infer_session_params;
 
 void infer_session_params_default(infer_session_params *p);

@@ -5,17 +5,30 @@
  */
 #include "attention.h"
 
+#include "quants.h"
 #include "types.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-static inline const uint16_t *row_at(const struct attn_kv *kv, const int32_t *blocks, size_t off, int kvh,
-                                     int64_t pos, int head_dim)
+/* The row of position pos of KV head kvh (K: v = 0, V: v = 1). */
+static inline const uint8_t *row_at(const struct attn_kv *kv, const int32_t *blocks, int v, int kvh, int64_t pos,
+                                    int head_dim)
 {
+    const int q8 = v ? kv->v_q8 : kv->k_q8;
+    const size_t hb = v && kv->head_bytes_v ? kv->head_bytes_v : kv->head_bytes;
+    const size_t rb = q8 ? (size_t)(head_dim / 32) * sizeof(block_q8_0) : (size_t)head_dim * sizeof(uint16_t);
     const uint8_t *blk = kv->base + (size_t)blocks[pos / kv->block_tokens] * kv->block_bytes;
-    return (const uint16_t *)(blk + off + (size_t)kvh * kv->head_bytes) +
-           (size_t)(pos % kv->block_tokens) * (size_t)head_dim;
+    return blk + (v ? kv->v_off : kv->k_off) + (size_t)kvh * hb + (size_t)(pos % kv->block_tokens) * rb;
+}
+
+/* Element d of a row: an F16 value, or q * d of its Q8_0 block. */
+static inline float row_val(const uint8_t *row, int q8, int d)
+{
+    if (!q8)
+        return fp16_to_fp32(((const uint16_t *)row)[d]);
+    const block_q8_0 *b = (const block_q8_0 *)row + d / 32;
+    return (float)b->qs[d % 32] * fp16_to_fp32(b->d);
 }
 
 void attention_ref(float *out, const float *q, int64_t n_tok, const struct attn_kv *kv, int n_head, int n_head_kv,
@@ -40,10 +53,10 @@ void attention_ref(float *out, const float *q, int64_t n_tok, const struct attn_
                 int64_t first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
                 float max = -INFINITY;
                 for (int64_t j = first; j <= pos; j++) {
-                    const uint16_t *k = row_at(kv, blocks, kv->k_off, kvh, j, head_dim);
+                    const uint8_t *k = row_at(kv, blocks, 0, kvh, j, head_dim);
                     float s = 0.0f;
                     for (int d = 0; d < head_dim; d++)
-                        s += qh[d] * fp16_to_fp32(k[d]);
+                        s += qh[d] * row_val(k, kv->k_q8, d);
                     s *= scale;
                     scores[j] = s;
                     if (s > max)
@@ -57,10 +70,10 @@ void attention_ref(float *out, const float *q, int64_t n_tok, const struct attn_
                 for (int d = 0; d < head_dim; d++)
                     acc[d] = 0.0f;
                 for (int64_t j = first; j <= pos; j++) {
-                    const uint16_t *v = row_at(kv, blocks, kv->v_off, kvh, j, head_dim);
+                    const uint8_t *v = row_at(kv, blocks, 1, kvh, j, head_dim);
                     const float w = scores[j];
                     for (int d = 0; d < head_dim; d++)
-                        acc[d] += w * fp16_to_fp32(v[d]);
+                        acc[d] += w * row_val(v, kv->v_q8, d);
                 }
                 float *o = out + (size_t)t * n_head * head_dim + (size_t)h * head_dim;
                 const float inv = (float)(1.0 / sum);

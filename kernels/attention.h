@@ -3,7 +3,9 @@
  *
  * K and V are read through a block table (src/kv.h layout): position p of a
  * sequence is row p % bt of block blocks[p / bt]; inside a block each KV head
- * of each layer is a contiguous [bt][head_dim] F16 array.
+ * of each layer is a contiguous [bt][row] array, a row being head_dim F16
+ * values or head_dim / 32 Q8_0 blocks (k_q8, v_q8), whose values are read
+ * as (float)q * d.
  */
 #ifndef INFER_KERNELS_ATTENTION_H
 #define INFER_KERNELS_ATTENTION_H
@@ -17,7 +19,9 @@ struct attn_kv {
     const uint8_t *base;           /* arena base */
     size_t block_bytes;            /* stride between blocks */
     size_t k_off, v_off;           /* this layer's K and V (head 0) inside a block */
-    size_t head_bytes;             /* stride between heads inside a block */
+    size_t head_bytes;             /* stride between K heads inside a block */
+    size_t head_bytes_v;           /* stride between V heads (0: head_bytes) */
+    int k_q8, v_q8;                /* rows are Q8_0 blocks instead of F16 */
     int block_tokens;
     const int32_t *const *blocks;  /* per token: its sequence's block table */
     const int64_t *pos;            /* per token: its position */

@@ -10,13 +10,15 @@
  *     salt                    salt_len bytes, no NUL
  *     prefix tokens           (depth + 1) * block_tokens int32: every token
  *                             from position 0 to the end of this block
- *     data                    block_bytes: the arena block as is (F16 K/V)
+ *     data                    block_bytes: the arena block as is (F16 or Q8_0 K/V)
  *
  * Every byte read back is hostile: sizes are checked against the file size
  * before anything is allocated or read, the header is covered by its own
  * crc32c and the data by another.  A file that fails is never used.
  */
 #include "prefix.h"
+
+#include "../kernels/types.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,9 +35,15 @@
 
 #define KVB_MAGIC "INFERKV"
 #define KVB_VERSION 2u
-#define KVB_TYPE_F16 1u
+#define KVB_TYPE_F16 1u /* K and V F16; 2: K Q8_0, 3: V Q8_0, 4: both Q8_0 */
 #define KVB_MAX_SALT 4096u
 #define KVB_MAX_DEPTH (1u << 20)
+
+/* The header's code for the shape's K and V element types. */
+static uint32_t kvb_type(const struct kv_shape *s)
+{
+    return KVB_TYPE_F16 + (s->type_k == GGML_TYPE_Q8_0 ? 1u : 0u) + (s->type_v == GGML_TYPE_Q8_0 ? 2u : 0u);
+}
 
 struct kvb_header {
     char magic[8];          /* "INFERKV\0" */
@@ -251,7 +259,7 @@ static bool header_ok(const struct disk_tier *d, const struct kvb_header *h, uin
     }
     if (h->n_layer != (uint32_t)d->shape.n_layer || h->n_head_kv != (uint32_t)d->shape.n_head_kv ||
         h->head_dim != (uint32_t)d->shape.head_dim || h->block_tokens != (uint32_t)d->shape.block_tokens ||
-        h->kv_type != KVB_TYPE_F16 || h->block_bytes != d->block_bytes) {
+        h->kv_type != kvb_type(&d->shape) || h->block_bytes != d->block_bytes) {
         snprintf(why, n, "KV shape or type differs (blocks of %u tokens, %llu bytes)", h->block_tokens,
                  (unsigned long long)h->block_bytes);
         return false;
@@ -581,7 +589,7 @@ infer_status disk_write(struct disk_tier *d, struct prefix_hash hash, struct pre
     h.n_head_kv = (uint32_t)d->shape.n_head_kv;
     h.head_dim = (uint32_t)d->shape.head_dim;
     h.block_tokens = (uint32_t)d->shape.block_tokens;
-    h.kv_type = KVB_TYPE_F16;
+    h.kv_type = kvb_type(&d->shape);
     h.depth = (uint32_t)depth;
     h.salt_len = (uint32_t)salt_len;
     h.block_bytes = d->block_bytes;

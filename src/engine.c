@@ -13,8 +13,11 @@
  */
 #include "engine.h"
 
+#include "../kernels/types.h"
+
 #include <omp.h>
 #include <string.h>
+#include <strings.h>
 
 static void log_stderr(void *ctx, const char *msg)
 {
@@ -97,6 +100,21 @@ void engine_release(infer_engine *e)
         engine_destroy(e);
 }
 
+bool infer_kv_type_from_name(const char *name, infer_kv_type *out)
+{
+    if (!name || !out)
+        return false;
+    if (!strcasecmp(name, "f16"))
+        *out = INFER_KV_F16;
+    else if (!strcasecmp(name, "q8_0"))
+        *out = INFER_KV_Q8_0;
+    else
+        return false;
+    return true;
+}
+
+const char *infer_kv_type_name(infer_kv_type t) { return t == INFER_KV_Q8_0 ? "q8_0" : "f16"; }
+
 void infer_engine_free(infer_engine *e)
 {
     if (!e || e->creator_released)
@@ -148,9 +166,20 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
     e->log_ctx = p.log_ctx;
 
     /* budget in blocks */
-    struct kv_shape shape = {m->c.n_layer, m->c.n_head_kv, m->c.head_dim, p.kv_block};
-    uint64_t block_bytes = (uint64_t)shape.n_layer * 2 * (uint64_t)shape.n_head_kv * (uint64_t)shape.head_dim *
-                           (uint64_t)shape.block_tokens * sizeof(uint16_t);
+    if ((unsigned)p.kv_type_k > INFER_KV_Q8_0 || (unsigned)p.kv_type_v > INFER_KV_Q8_0) {
+        free(e);
+        return infer_error(INFER_ERR_INVALID, "unknown KV cache type");
+    }
+    struct kv_shape shape = {m->c.n_layer, m->c.n_head_kv, m->c.head_dim, p.kv_block,
+                             p.kv_type_k == INFER_KV_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F16,
+                             p.kv_type_v == INFER_KV_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F16};
+    const uint64_t block_bytes = kv_block_bytes(&shape);
+    if (block_bytes == 0) {
+        free(e);
+        return infer_error(INFER_ERR_INVALID, "KV cache type %s/%s: q8_0 needs a head size divisible by 32 (this "
+                                              "model's is %d)", infer_kv_type_name(p.kv_type_k),
+                           infer_kv_type_name(p.kv_type_v), m->c.head_dim);
+    }
     uint64_t high = p.cache_high ? p.cache_high : default_high(infer_gguf_file_size(m->gguf));
     uint64_t low = p.cache_low ? p.cache_low : high / 4 * 3;
     if (low > high)
@@ -188,6 +217,20 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
     }
     uint8_t fp[16];
     model_fingerprint(m->gguf, fp);
+    if (p.kv_type_k != INFER_KV_F16 || p.kv_type_v != INFER_KV_F16) {
+        /* blocks of another element type are another cache (F16 keys stay
+         * those of earlier versions, so existing disk tiers remain valid) */
+        sha256_ctx h;
+        uint8_t d[32];
+        const char tag[] = "infer-kv-type";
+        const uint8_t types[2] = {(uint8_t)p.kv_type_k, (uint8_t)p.kv_type_v};
+        sha256_init(&h);
+        sha256_update(&h, tag, sizeof(tag));
+        sha256_update(&h, fp, 16);
+        sha256_update(&h, types, 2);
+        sha256_final(&h, d);
+        memcpy(fp, d, 16);
+    }
     for (int i = 0; i < 16; i++)
         snprintf(e->fp_hex + 2 * i, 3, "%02x", fp[i]);
     if (e->use_cache) {

@@ -96,7 +96,19 @@ static infer_status mat_mul(float *y, const struct mat *w, const float *x, int64
     return INFER_OK;
 }
 
-/* Store the batch's new keys and values (F16) at their sequences' positions. */
+/* One head's row of K or V in the cache's element type. */
+static void store_row(uint8_t *dst, uint32_t type, const float *src, int head_dim)
+{
+    if (type == GGML_TYPE_Q8_0) {
+        quantize_row_q8_0_ref(src, dst, head_dim);
+        return;
+    }
+    uint16_t *h = (uint16_t *)dst;
+    for (int d = 0; d < head_dim; d++)
+        h[d] = fp32_to_fp16(src[d]);
+}
+
+/* Store the batch's new keys and values (F16 or Q8_0) at their sequences' positions. */
 static void kv_store(struct kv_arena *a, const struct batch *batch, int il, const float *k, const float *v,
                      int n_head_kv, int head_dim)
 {
@@ -105,14 +117,12 @@ static void kv_store(struct kv_arena *a, const struct batch *batch, int il, cons
         int64_t pos = batch->pos[t];
         int32_t b = batch->seq[t]->blocks[pos / bt];
         for (int h = 0; h < n_head_kv; h++) {
-            uint16_t *kd = kv_k(a, b, il, h) + (size_t)(pos % bt) * head_dim;
-            uint16_t *vd = kv_v(a, b, il, h) + (size_t)(pos % bt) * head_dim;
+            uint8_t *kd = (uint8_t *)kv_k(a, b, il, h) + (size_t)(pos % bt) * a->row_k;
+            uint8_t *vd = (uint8_t *)kv_v(a, b, il, h) + (size_t)(pos % bt) * a->row_v;
             const float *ks = k + ((size_t)t * n_head_kv + h) * head_dim;
             const float *vs = v + ((size_t)t * n_head_kv + h) * head_dim;
-            for (int d = 0; d < head_dim; d++) {
-                kd[d] = fp32_to_fp16(ks[d]);
-                vd[d] = fp32_to_fp16(vs[d]);
-            }
+            store_row(kd, a->s.type_k, ks, head_dim);
+            store_row(vd, a->s.type_v, vs, head_dim);
         }
     }
 }
@@ -185,6 +195,9 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             .k_off = (size_t)il * a->layer_bytes,
             .v_off = (size_t)il * a->layer_bytes + (size_t)c->n_head_kv * a->head_bytes,
             .head_bytes = a->head_bytes,
+            .head_bytes_v = a->head_bytes_v,
+            .k_q8 = a->s.type_k == GGML_TYPE_Q8_0,
+            .v_q8 = a->s.type_v == GGML_TYPE_Q8_0,
             .block_tokens = a->s.block_tokens,
             .blocks = s->blocks,
             .pos = b->pos,

@@ -3,6 +3,9 @@
  */
 #include "kv.h"
 
+#include "../kernels/quants.h"
+#include "../kernels/types.h"
+
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -30,14 +33,41 @@ static bool thp_available(void)
     return ok;
 }
 
+size_t kv_row_bytes(uint32_t type, int head_dim)
+{
+    if (head_dim <= 0)
+        return 0;
+    if (type == 0 || type == GGML_TYPE_F16)
+        return (size_t)head_dim * sizeof(uint16_t);
+    if (type == GGML_TYPE_Q8_0 && head_dim % 32 == 0)
+        return (size_t)(head_dim / 32) * sizeof(block_q8_0);
+    return 0;
+}
+
+size_t kv_block_bytes(const struct kv_shape *s)
+{
+    const size_t rk = kv_row_bytes(s->type_k, s->head_dim), rv = kv_row_bytes(s->type_v, s->head_dim);
+    if (!rk || !rv || s->n_layer <= 0 || s->n_head_kv <= 0 || s->block_tokens <= 0)
+        return 0;
+    return (size_t)s->n_layer * (size_t)s->n_head_kv * (size_t)s->block_tokens * (rk + rv);
+}
+
 infer_status kv_arena_init(struct kv_arena *a, const struct kv_shape *s, int32_t n_blocks)
 {
     memset(a, 0, sizeof(*a));
     if (s->n_layer <= 0 || s->n_head_kv <= 0 || s->head_dim <= 0 || s->block_tokens <= 0 || n_blocks <= 0)
         return infer_error(INFER_ERR_INVALID, "bad KV arena shape");
     a->s = *s;
-    a->head_bytes = (size_t)s->block_tokens * (size_t)s->head_dim * sizeof(uint16_t);
-    a->layer_bytes = 2 * (size_t)s->n_head_kv * a->head_bytes;
+    a->s.type_k = s->type_k ? s->type_k : GGML_TYPE_F16;
+    a->s.type_v = s->type_v ? s->type_v : GGML_TYPE_F16;
+    a->row_k = kv_row_bytes(a->s.type_k, s->head_dim);
+    a->row_v = kv_row_bytes(a->s.type_v, s->head_dim);
+    if (!a->row_k || !a->row_v)
+        return infer_error(INFER_ERR_INVALID, "KV cache type: only f16 and q8_0 (q8_0 needs a head size divisible "
+                                              "by 32; this model's is %d)", s->head_dim);
+    a->head_bytes = (size_t)s->block_tokens * a->row_k;
+    a->head_bytes_v = (size_t)s->block_tokens * a->row_v;
+    a->layer_bytes = (size_t)s->n_head_kv * (a->head_bytes + a->head_bytes_v);
     a->block_bytes = (size_t)s->n_layer * a->layer_bytes;
     uint64_t total;
     if (!ck_mul(a->block_bytes, (uint64_t)n_blocks, &total) || total > ((uint64_t)1 << 46))

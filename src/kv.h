@@ -3,9 +3,11 @@
  * decision 4).
  *
  * A block holds `block_tokens` consecutive positions of keys and values for
- * every layer, as F16.  Inside a block the layout is
+ * every layer, as F16 (or Q8_0: one row of head_dim / 32 blocks of 34
+ * bytes per position; K and V choose separately).  Inside a block the
+ * layout is
  *
- *     for each layer: K[n_head_kv][block_tokens][head_dim], then V likewise
+ *     for each layer: K[n_head_kv][block_tokens][k row], then V likewise
  *
  * so one head's keys for a block are contiguous (what attention streams over).
  * A sequence is a block table: position p lives in block blocks[p / bt] at
@@ -35,11 +37,20 @@ struct kv_shape {
     int n_head_kv;
     int head_dim;
     int block_tokens;
+    uint32_t type_k, type_v; /* GGML_TYPE_F16 (also when 0) or GGML_TYPE_Q8_0 */
 };
+
+/* Bytes of one position's row of one head for a KV element type (F16 or
+ * Q8_0; 0 for anything else, or a head_dim Q8_0 cannot split). */
+size_t kv_row_bytes(uint32_t type, int head_dim);
+/* Bytes of one block of this shape (0 when the shape is invalid). */
+size_t kv_block_bytes(const struct kv_shape *s);
 
 struct kv_arena {
     struct kv_shape s;
-    size_t head_bytes;   /* one head of K (or V) in a block: bt * head_dim * 2 */
+    size_t row_k, row_v; /* one position of one head: kv_row_bytes() */
+    size_t head_bytes;   /* one head of K in a block: bt * row_k */
+    size_t head_bytes_v; /* one head of V in a block: bt * row_v */
     size_t layer_bytes;  /* K and V of one layer in a block */
     size_t block_bytes;
     int32_t n_blocks;
@@ -77,7 +88,8 @@ static inline uint8_t *kv_block_data(const struct kv_arena *a, int32_t b)
     return a->base + (size_t)b * a->block_bytes;
 }
 
-/* K (or V) rows of one head of one layer in block b: [block_tokens][head_dim] F16. */
+/* K (or V) rows of one head of one layer in block b: [block_tokens][row]
+ * (head_dim F16 values; cast to bytes for Q8_0 rows). */
 static inline uint16_t *kv_k(const struct kv_arena *a, int32_t b, int layer, int head)
 {
     return (uint16_t *)(a->base + (size_t)b * a->block_bytes + (size_t)layer * a->layer_bytes +
@@ -87,7 +99,7 @@ static inline uint16_t *kv_k(const struct kv_arena *a, int32_t b, int layer, int
 static inline uint16_t *kv_v(const struct kv_arena *a, int32_t b, int layer, int head)
 {
     return (uint16_t *)(a->base + (size_t)b * a->block_bytes + (size_t)layer * a->layer_bytes +
-                        (size_t)(a->s.n_head_kv + head) * a->head_bytes);
+                        (size_t)a->s.n_head_kv * a->head_bytes + (size_t)head * a->head_bytes_v);
 }
 
 /* A sequence: its block table and how many positions hold valid K/V. */

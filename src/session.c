@@ -128,6 +128,8 @@ infer_status infer_session_new(infer_session **out, infer_model *m, const infer_
     ep.cache_disk_max = p.cache_disk_max;
     ep.cache_dir = p.cache_dir;
     ep.no_prefix_cache = p.no_prefix_cache;
+    ep.kv_type_k = p.kv_type_k;
+    ep.kv_type_v = p.kv_type_v;
     infer_engine *e;
     infer_status st = infer_engine_new(&e, m, &ep);
     if (st)

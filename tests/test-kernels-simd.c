@@ -727,12 +727,38 @@ static void test_rope(void **state)
     }
 }
 
-/* Attention over F16 K/V blocks through a permuted block table, for odd
- * head sizes, grouped heads, a sliding window and contexts longer than one
- * chunk of the online softmax; a token alone must give its bits in the batch.  The variant's dot products and exp differ
- * from the reference's by float rounding (~1e-7 relative in each score),
- * which moves the softmax weights by as much relative: the bound is
- * 1e-5 * max |V| per output. */
+/* One K or V row of head_dim random values: F16 gaussians, or Q8_0 blocks
+ * (int8 values, scales around 1/64).  Returns the largest |value|. */
+static float random_kv_row(uint8_t *row, int q8, int hd)
+{
+    float m = 0;
+    if (!q8) {
+        for (int d = 0; d < hd; d++) {
+            const uint16_t h = fp32_to_fp16(rng_gauss());
+            memcpy(row + 2 * d, &h, 2);
+            m = fmaxf(m, fabsf(fp16_to_fp32(h)));
+        }
+        return m;
+    }
+    for (int b = 0; b < hd / 32; b++) {
+        block_q8_0 blk;
+        blk.d = fp32_to_fp16((0.5f + fabsf(rng_gauss())) / 64.0f);
+        for (int k = 0; k < 32; k++) {
+            blk.qs[k] = (int8_t)(int)fmaxf(-127.0f, fminf(127.0f, 48.0f * rng_gauss()));
+            m = fmaxf(m, fabsf((float)blk.qs[k] * fp16_to_fp32(blk.d)));
+        }
+        memcpy(row + (size_t)b * sizeof(blk), &blk, sizeof(blk));
+    }
+    return m;
+}
+
+/* Attention over F16 or Q8_0 K/V blocks through a permuted block table, for
+ * odd head sizes, grouped heads, a sliding window and contexts longer than
+ * one chunk of the online softmax; a token alone must give its bits in the
+ * batch.  The variant's dot products and exp differ from the reference's by
+ * float rounding (~1e-7 relative in each score), which moves the softmax
+ * weights by as much relative: the bound is 1e-5 * max |V| per output.
+ * Q8_0 rows (K, V or both) are tried on the shapes whose head size allows. */
 static void test_attention(void **state)
 {
     const struct kernel_table *kt = variant_table(state);
@@ -741,18 +767,27 @@ static void test_attention(void **state)
     } shapes[] = {{4, 1, 256, 32, 0}, {4, 2, 36, 5, 0}, {2, 2, 64, 7, 9}, {6, 3, 20, 3, 0}};
     static const int64_t positions[] = {0, 7, 255, 256, 600};
     const int n_tok = 5, n_blocks_seq = 700;
-    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+    for (size_t sk = 0; sk < 4 * sizeof(shapes) / sizeof(shapes[0]); sk++) {
+        const size_t si = sk / 4;
+        const int k_q8 = (int)(sk % 4) & 1, v_q8 = (int)(sk % 4) >> 1;
         const int nh = shapes[si].n_head, nkv = shapes[si].n_head_kv, hd = shapes[si].head_dim, bt = shapes[si].bt;
+        if ((k_q8 || v_q8) && hd % 32)
+            continue;
         const int n_blocks = (n_blocks_seq + bt - 1) / bt;
-        const size_t head_bytes = (size_t)bt * (size_t)hd * 2, block_bytes = 2 * (size_t)nkv * head_bytes;
+        const size_t row_k = k_q8 ? (size_t)hd / 32 * sizeof(block_q8_0) : (size_t)hd * 2;
+        const size_t row_v = v_q8 ? (size_t)hd / 32 * sizeof(block_q8_0) : (size_t)hd * 2;
+        const size_t head_bytes = (size_t)bt * row_k, head_bytes_v = (size_t)bt * row_v;
+        const size_t block_bytes = (size_t)nkv * (head_bytes + head_bytes_v);
         uint8_t *arena = malloc(block_bytes * (size_t)n_blocks);
         float vmax = 0;
-        for (size_t i = 0; i < block_bytes * (size_t)n_blocks / 2; i++) {
-            const float v = rng_gauss();
-            const uint16_t h = fp32_to_fp16(v);
-            memcpy(arena + 2 * i, &h, 2);
-            vmax = fmaxf(vmax, fabsf(v));
-        }
+        for (int b = 0; b < n_blocks; b++)
+            for (int h = 0; h < nkv; h++)
+                for (int r = 0; r < bt; r++) {
+                    uint8_t *blk = arena + (size_t)b * block_bytes;
+                    random_kv_row(blk + (size_t)h * head_bytes + (size_t)r * row_k, k_q8, hd);
+                    vmax = fmaxf(vmax, random_kv_row(blk + (size_t)nkv * head_bytes + (size_t)h * head_bytes_v +
+                                                         (size_t)r * row_v, v_q8, hd));
+                }
         int32_t *table = malloc((size_t)n_blocks * sizeof(int32_t));
         for (int b = 0; b < n_blocks; b++)
             table[b] = n_blocks - 1 - b; /* blocks in reverse order */
@@ -764,7 +799,8 @@ static void test_attention(void **state)
         }
         struct attn_kv kv = {
             .base = arena, .block_bytes = block_bytes, .k_off = 0, .v_off = (size_t)nkv * head_bytes,
-            .head_bytes = head_bytes, .block_tokens = bt, .blocks = tables, .pos = pos,
+            .head_bytes = head_bytes, .head_bytes_v = head_bytes_v, .k_q8 = k_q8, .v_q8 = v_q8,
+            .block_tokens = bt, .blocks = tables, .pos = pos,
         };
         const size_t nq = (size_t)n_tok * (size_t)nh * (size_t)hd;
         float *q = malloc(nq * sizeof(float)), *a = malloc(nq * sizeof(float)), *b = malloc(nq * sizeof(float));
@@ -778,8 +814,9 @@ static void test_attention(void **state)
             const double e = fabs((double)a[i] - b[i]);
             worst = fmax(worst, e / vmax);
             if (!(e <= 1e-5 * vmax))
-                fail_msg("%s attention (heads %d/%d, dim %d, window %d) [%zu]: %.9g, reference %.9g", kt->name, nh,
-                         nkv, hd, shapes[si].window, i, (double)a[i], (double)b[i]);
+                fail_msg("%s attention (heads %d/%d, dim %d, window %d, K %s, V %s) [%zu]: %.9g, reference %.9g",
+                         kt->name, nh, nkv, hd, shapes[si].window, k_q8 ? "q8_0" : "f16", v_q8 ? "q8_0" : "f16", i,
+                         (double)a[i], (double)b[i]);
         }
         /* each token alone (decode) gives the batch's bits */
         for (int t = 0; t < n_tok; t++) {
@@ -792,8 +829,9 @@ static void test_attention(void **state)
                 fail_msg("%s attention (heads %d/%d, dim %d): token %d alone differs from the batch", kt->name, nh,
                          nkv, hd, t);
         }
-        print_message("  %s attention heads %d/%d dim %d block %d window %d: max error / max|V| %.3g\n", kt->name,
-                      nh, nkv, hd, bt, shapes[si].window, worst);
+        print_message("  %s attention heads %d/%d dim %d block %d window %d K %s V %s: max error / max|V| %.3g\n",
+                      kt->name, nh, nkv, hd, bt, shapes[si].window, k_q8 ? "q8_0" : "f16", v_q8 ? "q8_0" : "f16",
+                      worst);
         free(arena);
         free(table);
         free(q);

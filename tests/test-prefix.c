@@ -235,7 +235,7 @@ static int group_teardown(void **state)
 
 static void arena_small(struct kv_arena *a, int32_t n_blocks)
 {
-    struct kv_shape s = {1, 1, 2, BT};
+    struct kv_shape s = {.n_layer = 1, .n_head_kv = 1, .head_dim = 2, .block_tokens = BT};
     assert_int_equal(kv_arena_init(a, &s, n_blocks), INFER_OK);
 }
 
@@ -754,6 +754,82 @@ static void test_equivalence_generated(void **state)
     (void)state;
     const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
     equivalence_file(test_path(build, "models/gen/gemma3-q8_0.gguf"), "models/gen/gemma3-q8_0.gguf");
+}
+
+/* A Q8_0 KV cache (K and V): about 34/64 of the F16 block size, logits
+ * close to (and not the same as) the F16 cache's, and prefix reuse still
+ * gives exactly the recomputed logits.  A model whose head size Q8_0
+ * cannot split (the tiny llama's 16) is refused with a message. */
+static void kv_q8_check(infer_model *m)
+{
+    const int nv = infer_model_n_vocab(m);
+    infer_engine_params p;
+    infer_engine_params_default(&p);
+    p.n_ctx = 256;
+    p.n_threads = 1;
+    p.mem_floor = UINT64_MAX;
+    p.log = capture;
+    infer_engine *ef, *eq;
+    assert_int_equal(infer_engine_new(&ef, m, &p), INFER_OK);
+    p.kv_type_k = p.kv_type_v = INFER_KV_Q8_0;
+    assert_int_equal(infer_engine_new(&eq, m, &p), INFER_OK);
+    assert_int_equal(eq->arena.block_bytes * 64, ef->arena.block_bytes * 34);
+    assert_string_not_equal(infer_engine_fingerprint(eq), infer_engine_fingerprint(ef));
+    enum { N = 70 };
+    int32_t t[N];
+    prompt(t, N, 11);
+    infer_session *sf = session(ef, NULL), *sq = session(eq, NULL), *sq2 = session(eq, NULL);
+    assert_int_equal(infer_session_set_tokens(sf, t, N, NULL), INFER_OK);
+    assert_int_equal(infer_session_set_tokens(sq, t, N, NULL), INFER_OK);
+    const float *lf = infer_session_logits(sf), *lq = infer_session_logits(sq);
+    double num = 0, den = 0;
+    for (int i = 0; i < nv; i++) {
+        num += ((double)lf[i] - lq[i]) * ((double)lf[i] - lq[i]);
+        den += (double)lf[i] * lf[i];
+    }
+    const double rel = sqrt(num / den);
+    print_message("  q8_0 KV: logits differ from the f16 cache's by %.3g (relative L2)\n", rel);
+    assert_true(rel > 0 && rel < 0.05);
+    int64_t reused, reused_f;
+    infer_session *sf2 = session(ef, NULL);
+    assert_int_equal(infer_session_set_tokens(sf2, t, N, &reused_f), INFER_OK);
+    assert_int_equal(infer_session_set_tokens(sq2, t, N, &reused), INFER_OK);
+    assert_true(reused >= 64 && reused == reused_f); /* the two full blocks at least, as with F16 */
+    assert_memory_equal(infer_session_logits(sq2), lq, (size_t)nv * sizeof(float));
+    infer_session_free(sf2);
+    infer_session_free(sf);
+    infer_session_free(sq);
+    infer_session_free(sq2);
+    infer_engine_free(ef);
+    infer_engine_free(eq);
+}
+
+static void test_kv_q8(void **state)
+{
+    (void)state;
+    infer_engine_params p;
+    infer_engine_params_default(&p);
+    p.kv_type_k = INFER_KV_Q8_0;
+    p.log = capture;
+    infer_engine *e;
+    assert_int_equal(infer_engine_new(&e, llama, &p), INFER_ERR_INVALID);
+    assert_null(e);
+    assert_non_null(strstr(infer_last_error(), "divisible by 32"));
+    p.kv_type_k = (infer_kv_type)7;
+    assert_int_equal(infer_engine_new(&e, llama, &p), INFER_ERR_INVALID);
+    infer_kv_type kt;
+    assert_true(infer_kv_type_from_name("Q8_0", &kt) && kt == INFER_KV_Q8_0);
+    assert_true(infer_kv_type_from_name("f16", &kt) && kt == INFER_KV_F16);
+    assert_false(infer_kv_type_from_name("q4_0", &kt));
+    const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
+    const char *path = test_default_model() ? test_default_model() : test_path(build, "models/gen/gemma3-q8_0.gguf");
+    infer_model *m;
+    if (access(path, R_OK) != 0 || infer_model_load(&m, path, NULL) != INFER_OK) {
+        print_message("no model with a head size divisible by 32 (%s); skipping the rest\n", path);
+        return;
+    }
+    kv_q8_check(m);
+    infer_model_free(m);
 }
 
 /* The whole prompt cached, ending exactly on a block: the last block is
@@ -1422,6 +1498,7 @@ int main(void)
         cmocka_unit_test(test_disk_damage),
         cmocka_unit_test(test_disk_hostile),
         cmocka_unit_test(test_private_engine),
+        cmocka_unit_test(test_kv_q8),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

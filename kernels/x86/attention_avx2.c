@@ -28,6 +28,7 @@
 
 #include "../attention.h"
 #include "../dispatch.h"
+#include "../quants.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
@@ -35,12 +36,15 @@
 #define ATTN_CHUNK 256  /* positions per online-softmax step */
 #define ATTN_MAX_DIM 1024
 
-INLINE const uint16_t *kv_row(const struct attn_kv *kv, const int32_t *blocks, size_t off, int kvh, int64_t pos,
-                              int head_dim)
+/* The row of position pos of KV head kvh, K (V = 0) or V (V = 1), its
+ * elements F16 or (Q = 1) Q8_0 blocks. */
+INLINE const uint8_t *kv_row(const struct attn_kv *kv, const int32_t *blocks, const int V, const int Q, int kvh,
+                             int64_t pos, int head_dim)
 {
+    const size_t hb = V && kv->head_bytes_v ? kv->head_bytes_v : kv->head_bytes;
+    const size_t rb = Q ? (size_t)(head_dim / 32) * sizeof(block_q8_0) : (size_t)head_dim * sizeof(uint16_t);
     const uint8_t *blk = kv->base + (size_t)blocks[pos / kv->block_tokens] * kv->block_bytes;
-    return (const uint16_t *)(blk + off + (size_t)kvh * kv->head_bytes) +
-           (size_t)(pos % kv->block_tokens) * (size_t)head_dim;
+    return blk + (V ? kv->v_off : kv->k_off) + (size_t)kvh * hb + (size_t)(pos % kv->block_tokens) * rb;
 }
 
 /* Eight halves at p[d], zero past n (the head's last chunk). */
@@ -51,6 +55,19 @@ INLINE __m256 ld8h(const uint16_t *p, int d, int n)
     uint16_t tmp[8] = {0};
     memcpy(tmp, p + d, (size_t)(n - d) * 2);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)tmp));
+}
+
+/* Eight elements of a K/V row at d: F16, or (Q) q * d of a Q8_0 block (a
+ * Q8_0 row's head_dim is a multiple of 32, so eight never straddle two). */
+INLINE __m256 ld8kv(const int Q, const uint8_t *row, int d, int n)
+{
+    if (!Q)
+        return ld8h((const uint16_t *)row, d, n);
+    const block_q8_0 *b = (const block_q8_0 *)row + d / 32;
+    uint16_t dh;
+    memcpy(&dh, &b->d, 2);
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + d % 32))));
+    return _mm256_mul_ps(q, _mm256_set1_ps(_cvtsh_ss(dh)));
 }
 
 INLINE __m256 ld8f(const float *p, int d, int n)
@@ -70,17 +87,17 @@ INLINE __m256 ld8f(const float *p, int d, int n)
 
 /* s[g][i] = scale * q_g . k_{j0 + i} for heads g < G (q_g at q + g * head_dim)
  * and i < m; 8 / G positions at a time (8 accumulators). */
-INLINE void scores(const int G, float (*s)[ATTN_CHUNK], const float *q, const struct attn_kv *kv,
+INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const float *q, const struct attn_kv *kv,
                    const int32_t *blocks, int kvh, int64_t j0, int m, int head_dim, float scale)
 {
     const int P = 8 / G;
     for (int i0 = 0; i0 < m; i0 += P) {
         const int np = m - i0 < P ? m - i0 : P;
-        const uint16_t *k[8];
+        const uint8_t *k[8];
         __m256 acc[4][8];
         UNROLL
         for (int p = 0; p < P; p++) {
-            k[p] = kv_row(kv, blocks, kv->k_off, kvh, j0 + i0 + (p < np ? p : 0), head_dim);
+            k[p] = kv_row(kv, blocks, 0, KQ, kvh, j0 + i0 + (p < np ? p : 0), head_dim);
             UNROLL
             for (int g = 0; g < G; g++)
                 acc[g][p] = _mm256_setzero_ps();
@@ -89,7 +106,7 @@ INLINE void scores(const int G, float (*s)[ATTN_CHUNK], const float *q, const st
             __m256 kv8[8];
             UNROLL
             for (int p = 0; p < P; p++)
-                kv8[p] = ld8h(k[p], d, head_dim);
+                kv8[p] = ld8kv(KQ, k[p], d, head_dim);
             UNROLL
             for (int g = 0; g < G; g++) {
                 const __m256 qv = ld8f(q + (size_t)g * (size_t)head_dim, d, head_dim);
@@ -119,7 +136,7 @@ INLINE void scores(const int G, float (*s)[ATTN_CHUNK], const float *q, const st
 
 /* acc_g[d] = acc_g[d] * f[g] + sum_i e[g][i] v_{j0 + i}[d] for heads g < G,
  * 64 / G dims at a time (8 accumulators). */
-INLINE void values(const int G, float (*acc)[ATTN_MAX_DIM], const float *f, float (*e)[ATTN_CHUNK],
+INLINE void values(const int G, const int VQ, float (*acc)[ATTN_MAX_DIM], const float *f, float (*e)[ATTN_CHUNK],
                    const struct attn_kv *kv, const int32_t *blocks, int kvh, int64_t j0, int m, int head_dim)
 {
     const int C = 8 / G; /* vectors of 8 dims per head */
@@ -132,11 +149,11 @@ INLINE void values(const int G, float (*acc)[ATTN_MAX_DIM], const float *f, floa
                 a[g][c] = d0 + 8 * c < head_dim ? _mm256_mul_ps(ld8f(acc[g], d0 + 8 * c, head_dim), _mm256_set1_ps(f[g]))
                                                 : _mm256_setzero_ps();
         for (int i = 0; i < m; i++) {
-            const uint16_t *v = kv_row(kv, blocks, kv->v_off, kvh, j0 + i, head_dim);
+            const uint8_t *v = kv_row(kv, blocks, 1, VQ, kvh, j0 + i, head_dim);
             __m256 vv[8];
             UNROLL
             for (int c = 0; c < C; c++)
-                vv[c] = d0 + 8 * c < head_dim ? ld8h(v, d0 + 8 * c, head_dim) : _mm256_setzero_ps();
+                vv[c] = d0 + 8 * c < head_dim ? ld8kv(VQ, v, d0 + 8 * c, head_dim) : _mm256_setzero_ps();
             UNROLL
             for (int g = 0; g < G; g++) {
                 const __m256 w = _mm256_set1_ps(e[g][i]);
@@ -185,8 +202,8 @@ static double exp_sum(float *s, int n, float m)
 
 /* G query heads (q, out: G consecutive heads of head_dim) of one KV head,
  * over positions [first, pos]. */
-INLINE void attend(const int G, float *out, const float *q, const struct attn_kv *kv, const int32_t *blocks, int kvh,
-                   int64_t first, int64_t pos, int head_dim, float scale)
+INLINE void attend(const int G, const int KQ, const int VQ, float *out, const float *q, const struct attn_kv *kv,
+                   const int32_t *blocks, int kvh, int64_t first, int64_t pos, int head_dim, float scale)
 {
     float s[ATTN_GROUP][ATTN_CHUNK] __attribute__((aligned(32)));
     float acc[ATTN_GROUP][ATTN_MAX_DIM] __attribute__((aligned(32)));
@@ -199,7 +216,7 @@ INLINE void attend(const int G, float *out, const float *q, const struct attn_kv
     }
     for (int64_t j0 = first; j0 <= pos; j0 += ATTN_CHUNK) {
         const int n = pos + 1 - j0 < ATTN_CHUNK ? (int)(pos + 1 - j0) : ATTN_CHUNK;
-        scores(G, s, q, kv, blocks, kvh, j0, n, head_dim, scale);
+        scores(G, KQ, s, q, kv, blocks, kvh, j0, n, head_dim, scale);
         for (int g = 0; g < G; g++) {
             float mc = m[g];
             for (int i = 0; i < n; i++)
@@ -209,7 +226,7 @@ INLINE void attend(const int G, float *out, const float *q, const struct attn_kv
             m[g] = mc;
             l[g] = l[g] * (double)f[g] + exp_sum(s[g], n, mc);
         }
-        values(G, acc, f, s, kv, blocks, kvh, j0, n, head_dim);
+        values(G, VQ, acc, f, s, kv, blocks, kvh, j0, n, head_dim);
     }
     for (int g = 0; g < G; g++) {
         const float inv = (float)(1.0 / l[g]);
@@ -218,16 +235,28 @@ INLINE void attend(const int G, float *out, const float *q, const struct attn_kv
     }
 }
 
+#define ATTEND_G(KQ, VQ)                                                                                      \
+    switch (G) {                                                                                              \
+    case 1: attend(1, KQ, VQ, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;                   \
+    case 2: attend(2, KQ, VQ, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;                   \
+    case 3: attend(3, KQ, VQ, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;                   \
+    default: attend(4, KQ, VQ, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;                  \
+    }
+
 static void attend_heads(int G, float *out, const float *q, const struct attn_kv *kv, const int32_t *blocks, int kvh,
                          int64_t first, int64_t pos, int head_dim, float scale)
 {
-    switch (G) {
-    case 1: attend(1, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;
-    case 2: attend(2, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;
-    case 3: attend(3, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;
-    default: attend(4, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;
+    if (!kv->k_q8 && !kv->v_q8) {
+        ATTEND_G(0, 0)
+    } else if (kv->k_q8 && kv->v_q8) {
+        ATTEND_G(1, 1)
+    } else if (kv->k_q8) {
+        ATTEND_G(1, 0)
+    } else {
+        ATTEND_G(0, 1)
     }
 }
+#undef ATTEND_G
 
 /* Work items: (token, head) for a single token (decode: the heads give the
  * parallelism), (token, group of up to ATTN_GROUP heads of one KV head) for
@@ -235,7 +264,7 @@ static void attend_heads(int G, float *out, const float *q, const struct attn_kv
 static void attention_avx2(float *out, const float *q, int64_t n_tok, const struct attn_kv *kv, int n_head,
                            int n_head_kv, int head_dim, float scale, int window)
 {
-    if (head_dim > ATTN_MAX_DIM || head_dim <= 0) {
+    if (head_dim > ATTN_MAX_DIM || head_dim <= 0 || ((kv->k_q8 || kv->v_q8) && head_dim % 32)) {
         attention_ref(out, q, n_tok, kv, n_head, n_head_kv, head_dim, scale, window);
         return;
     }

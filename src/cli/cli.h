@@ -37,6 +37,7 @@ enum {
     OPT_KV_BLOCK, OPT_MLOCK, OPT_NO_BOS, OPT_SPECIAL, OPT_CHUNKS, OPT_SYSTEM, OPT_CHAT_TEMPLATE,
     /* prefix cache (cmd_bench.c) */
     OPT_CACHE_HIGH = 1100, OPT_CACHE_LOW, OPT_CACHE_SALT, OPT_CACHE_DIR, OPT_CACHE_DISK_MAX, OPT_NO_PREFIX_CACHE,
+    OPT_CACHE_TYPE_K, OPT_CACHE_TYPE_V,
 };
 
 struct cli_gen {
@@ -54,7 +55,9 @@ struct cli_gen {
     {"cache-high", required_argument, 0, OPT_CACHE_HIGH}, {"cache-low", required_argument, 0, OPT_CACHE_LOW}, \
         {"cache-salt", required_argument, 0, OPT_CACHE_SALT}, {"cache-dir", required_argument, 0, OPT_CACHE_DIR}, \
         {"cache-disk-max", required_argument, 0, OPT_CACHE_DISK_MAX},                                         \
-        {"no-prefix-cache", no_argument, 0, OPT_NO_PREFIX_CACHE}
+        {"no-prefix-cache", no_argument, 0, OPT_NO_PREFIX_CACHE},                                             \
+        {"cache-type-k", required_argument, 0, OPT_CACHE_TYPE_K}, {"ctk", required_argument, 0, OPT_CACHE_TYPE_K}, \
+        {"cache-type-v", required_argument, 0, OPT_CACHE_TYPE_V}, {"ctv", required_argument, 0, OPT_CACHE_TYPE_V}
 
 /* Help lines for CLI_CACHE_LONGOPTS. */
 const char *cli_cache_help(void);

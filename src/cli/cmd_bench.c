@@ -49,7 +49,10 @@ static const char *cache_help =
     "      --cache-salt TEXT   tenant key: different salts never share cached blocks\n"
     "      --cache-dir DIR     keep cached prefixes on disk across runs (per model fingerprint)\n"
     "      --cache-disk-max SIZE  bytes the disk tier may use (default 4 x --cache-high)\n"
-    "      --no-prefix-cache   share and keep nothing between requests\n";
+    "      --no-prefix-cache   share and keep nothing between requests\n"
+    "      --cache-type-k T, --cache-type-v T\n"
+    "                          KV cache element type of keys / values: f16 (default) or q8_0 (about\n"
+    "                          half the memory; needs a head size divisible by 32)\n";
 
 const char *cli_cache_help(void) { return cache_help; }
 
@@ -88,6 +91,13 @@ int cli_cache_option(infer_session_params *p, int c, const char *arg)
     case OPT_CACHE_SALT: p->cache_salt = arg; return 0;
     case OPT_CACHE_DIR: p->cache_dir = arg; return 0;
     case OPT_NO_PREFIX_CACHE: p->no_prefix_cache = true; return 0;
+    case OPT_CACHE_TYPE_K:
+    case OPT_CACHE_TYPE_V:
+        if (!infer_kv_type_from_name(arg, c == OPT_CACHE_TYPE_K ? &p->kv_type_k : &p->kv_type_v)) {
+            fprintf(stderr, "error: KV cache type '%s': f16 or q8_0\n", arg);
+            return 2;
+        }
+        return 0;
     default: return 1;
     }
     if (!cli_parse_bytes(arg, size) || *size == 0) {
@@ -293,6 +303,8 @@ static infer_status engine_for(struct bench *b, int n_ctx, uint64_t high, uint64
     p.cache_disk_max = b->sp.cache_disk_max;
     p.cache_dir = dir;
     p.no_prefix_cache = b->sp.no_prefix_cache;
+    p.kv_type_k = b->sp.kv_type_k;
+    p.kv_type_v = b->sp.kv_type_v;
     return infer_engine_new(e, b->m, &p);
 }
 
@@ -914,6 +926,8 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         ep.kv_block = b->kv_block;
         ep.n_seq = tp->parallel;
         ep.no_prefix_cache = true;
+        ep.kv_type_k = sp.kv_type_k;
+        ep.kv_type_v = sp.kv_type_v;
         ps = calloc((size_t)tp->parallel, sizeof(*ps));
         bool ok = ps && infer_engine_new(&pe, m, &ep) == INFER_OK;
         for (int i = 0; ok && i < tp->parallel; i++)

@@ -17,7 +17,7 @@
 enum {
     O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
-    O_MLOCK,
+    O_MLOCK, O_CACHE_TYPE_K, O_CACHE_TYPE_V,
 };
 
 static const char *help =
@@ -37,6 +37,9 @@ static const char *help =
     "      --kv-block N          tokens per KV block (default 32)\n"
     "      --mlock               lock the model's pages in memory\n"
     "      --no-prefix-cache     recompute every prompt from scratch (for comparisons)\n"
+    "  -ctk, --cache-type-k T    KV cache type of keys: f16 (default) or q8_0 (half the memory;\n"
+    "                            head size divisible by 32)\n"
+    "  -ctv, --cache-type-v T    likewise for values\n"
     "      --chat-template NAME  chatml, gemma, llama3, ... (default: from the model)\n"
     "      --keep-alive D        unload after D idle: 5m, 30s, 1h30m, 0 (after each request),\n"
     "                            -1 (never; the default)\n"
@@ -128,6 +131,8 @@ int cmd_serve(int argc, char **argv)
         {"cors", required_argument, 0, O_CORS}, {"max-body", required_argument, 0, O_MAX_BODY},
         {"max-prompt-tokens", required_argument, 0, O_MAX_PROMPT}, {"max-tokens", required_argument, 0, O_MAX_TOKENS},
         {"timeout", required_argument, 0, O_TIMEOUT}, {"max-connections", required_argument, 0, O_MAX_CONN},
+        {"cache-type-k", required_argument, 0, O_CACHE_TYPE_K}, {"ctk", required_argument, 0, O_CACHE_TYPE_K},
+        {"cache-type-v", required_argument, 0, O_CACHE_TYPE_V}, {"ctv", required_argument, 0, O_CACHE_TYPE_V},
         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     struct server_config c = {
         .host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .n_batch = 256,
@@ -157,6 +162,11 @@ int cmd_serve(int argc, char **argv)
                 fprintf(stderr, "error: bad --keep-alive '%s' (5m, 30s, 1h30m, 0, -1)\n", optarg);
             break;
         case O_CACHE_DIR: c.cache_dir = optarg; break;
+        case O_CACHE_TYPE_K:
+        case O_CACHE_TYPE_V:
+            if (!(ok = infer_kv_type_from_name(optarg, o == O_CACHE_TYPE_K ? &c.kv_type_k : &c.kv_type_v)))
+                fprintf(stderr, "error: KV cache type '%s': f16 or q8_0\n", optarg);
+            break;
         case O_API_KEY: ok = add_key(&c, optarg); break;
         case O_API_KEY_FILE: ok = read_keys(&c, optarg); break;
         case O_CORS: c.cors_origin = optarg; break;

@@ -254,6 +254,8 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
     ep.n_seq = s->n_slots;
     ep.cache_dir = cfg->cache_dir;
     ep.no_prefix_cache = cfg->no_prefix_cache;
+    ep.kv_type_k = cfg->kv_type_k;
+    ep.kv_type_v = cfg->kv_type_v;
     ep.log = engine_log;
     infer_session *probe = NULL;
     if (infer_engine_new(&s->engine, s->model, &ep) != INFER_OK ||
@@ -274,9 +276,11 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
     infer_engine_get_metrics(s->engine, &s->cm);
     pthread_mutex_unlock(&s->srv->mu);
     fprintf(stderr,
-            "serve: model %s loaded in %.0f ms (%s, chat template %s, %d sequences of %d tokens, prefix cache %s)\n",
+            "serve: model %s loaded in %.0f ms (%s, chat template %s, %d sequences of %d tokens, KV %s/%s, prefix "
+            "cache %s)\n",
             s->srv->model_id, dt * 1e3, infer_model_arch(s->model), infer_chat_family_name(s->fam), s->n_slots,
-            s->n_ctx, cfg->no_prefix_cache ? "off" : "on");
+            s->n_ctx, infer_kv_type_name(cfg->kv_type_k), infer_kv_type_name(cfg->kv_type_v),
+            cfg->no_prefix_cache ? "off" : "on");
     return true;
 }
 

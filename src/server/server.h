@@ -49,6 +49,7 @@ struct server_config {
     int kv_block;              /* 0: library default */
     bool mlock;
     bool no_prefix_cache;      /* every request from scratch (benchmark baseline) */
+    infer_kv_type kv_type_k, kv_type_v; /* KV cache element types */
     const char *chat_template; /* NULL: from the model */
     size_t max_body;           /* bytes */
     int max_prompt_tokens;     /* 0: the context */
