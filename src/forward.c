@@ -208,8 +208,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             return st;
         if (c->post_norms)
             rmsnorm_rows(s->xb2, s->xb2, l->post_attn_norm, n_tok, n_embd, c->rms_eps);
-        for (int64_t i = 0; i < n_tok * n_embd; i++)
-            s->x[i] += s->xb2[i];
+        vec_add(s->x, s->x, s->xb2, n_tok * n_embd);
 
         /* feed-forward */
         rmsnorm_rows(s->xb, s->x, l->ffn_norm, n_tok, n_embd, c->rms_eps);
@@ -219,14 +218,12 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             gelu(s->hb, n_tok * n_ff);
         else
             silu(s->hb, n_tok * n_ff);
-        for (int64_t i = 0; i < n_tok * n_ff; i++)
-            s->hb[i] *= s->hb2[i];
+        vec_mul(s->hb, s->hb, s->hb2, n_tok * n_ff);
         if ((st = mat_mul(s->xb2, &l->ffn_down, s->hb, n_tok)))
             return st;
         if (c->post_norms)
             rmsnorm_rows(s->xb2, s->xb2, l->post_ffn_norm, n_tok, n_embd, c->rms_eps);
-        for (int64_t i = 0; i < n_tok * n_embd; i++)
-            s->x[i] += s->xb2[i];
+        vec_add(s->x, s->x, s->xb2, n_tok * n_embd);
     }
 
     /* output: final norm of the rows that want logits, then the vocabulary projection */
