@@ -893,6 +893,17 @@ static double tp_run_parallel(infer_engine *e, infer_session **ss, int np, int n
     return rc ? -1 : (double)n * np / dt;
 }
 
+/* Everything bench_throughput made (ps, pe may be NULL). */
+static void tp_free(infer_session **ps, int np, infer_engine *pe, infer_session *s, infer_model *m)
+{
+    for (int i = 0; ps && i < np; i++)
+        infer_session_free(ps[i]);
+    free(ps);
+    infer_engine_free(pe);
+    infer_session_free(s);
+    infer_model_free(m);
+}
+
 static int bench_throughput(struct bench *b, const char *model, const struct tp_opts *tp)
 {
     const char *path = cli_model_path(model);
@@ -934,12 +945,7 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
             ok = infer_session_new_in(&ps[i], pe, NULL) == INFER_OK;
         if (!ok) {
             int rc = cli_fail("engine for --parallel");
-            for (int i = 0; ps && i < tp->parallel; i++)
-                infer_session_free(ps[i]);
-            free(ps);
-            infer_engine_free(pe);
-            infer_session_free(s);
-            infer_model_free(m);
+            tp_free(ps, tp->parallel, pe, s, m);
             return rc;
         }
     }
@@ -1015,12 +1021,7 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         printf("\nload %.3f s (map, validate, bind, tokenizer); %.1f%% of the file was in the page cache before "
                "loading; kernels %s; %d repetitions, mean ± sample stddev\n",
                infer_model_load_seconds(m), before.percent, infer_kernel_variant(), tp->reps);
-    for (int i = 0; ps && i < tp->parallel; i++)
-        infer_session_free(ps[i]);
-    free(ps);
-    infer_engine_free(pe);
-    infer_session_free(s);
-    infer_model_free(m);
+    tp_free(ps, tp->parallel, pe, s, m);
     return rc;
 }
 
