@@ -144,8 +144,10 @@ const char *kernels_report(void);
 void kernels_fill_avx2(struct kernel_table *t);    /* kernels/x86/quants_avx2.c */
 void kernels_fill_avxvnni(struct kernel_table *t); /* kernels/x86/gemm_avxvnni.c */
 void kernels_fill_avx512(struct kernel_table *t); /* kernels/x86/quants_avx512.c */
-/* The avx2 attention (kernels/x86/attention_avx2.c). */
+/* The avx2 and avx512 attention (kernels/x86/attention_avx2.c,
+ * attention_avx512.c; one body, attention_body.h). */
 void kernels_fill_attention_avx2(struct kernel_table *t);
+void kernels_fill_attention_avx512(struct kernel_table *t);
 /* The gemm_many kernels of avx2 (kernels/x86/gemm_avx2.c) and avx512
  * (kernels/x86/gemm_avx512.c), called by those variants' fills. */
 void kernels_fill_gemm_avx2(struct kernel_table *t);

@@ -737,4 +737,5 @@ void kernels_fill_avx512(struct kernel_table *t)
 #undef SET
     kernels_fill_gemm_avx512(t);
     kernels_fill_ops_avx512(t);
+    kernels_fill_attention_avx512(t);
 }

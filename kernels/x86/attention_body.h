@@ -1,0 +1,269 @@
+/*
+ * attention_body.h - the causal attention kernel over F16 / Q8_0 K/V blocks
+ * (attention.h), written once over a vector width: attention_avx2.c
+ * includes it with 256-bit vectors and 8 accumulators, attention_avx512.c
+ * with 512-bit vectors and 16 (AVX-512 has 32 registers).  The including
+ * file defines atv (float vector), atd (double accumulator) and the AT_*
+ * operations below, then includes this file once.
+ *
+ * Work items are (token, head) for one token and (token, up to ATTN_GROUP
+ * heads sharing a KV head) for batches, each computed the same way whatever
+ * the thread count or grouping.  Per head, positions are taken in chunks of
+ * ATTN_CHUNK with an online softmax (running max m, running sum l, the
+ * accumulator rescaled by exp(m_old - m_new) when the max grows), so no
+ * buffer grows with the context:
+ *   scores  s_j = scale * q . k_j, several positions and heads at a time (each
+ *           k_j converted once for the group's heads), summed horizontally
+ *           eight at a time by a tree of hadds;
+ *   softmax e_j = exp(s_j - m) with sleef's expf (1 ulp), l summed in double;
+ *   values  acc += e_j v_j, AT_NACC vectors (over the group's heads) in
+ *           registers.
+ * Contexts of at most ATTN_CHUNK positions follow the reference's steps
+ * (max, exp, double sum, weighted sum, one scale); longer ones differ by the
+ * rescaling's rounding.  The dot products use fma in AT_W lanes instead of
+ * the reference's sequential float sum: results agree to ~1e-6 relative
+ * (tests/test-kernels-simd.c).  Heads wider than ATTN_MAX_DIM fall back to
+ * attention_ref.
+ */
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+#define ATTN_CHUNK 256  /* positions per online-softmax step */
+#define ATTN_MAX_DIM 1024
+
+/* The row of position pos of KV head kvh, K (V = 0) or V (V = 1), its
+ * elements F16 or (Q = 1) Q8_0 blocks. */
+INLINE const uint8_t *kv_row(const struct attn_kv *kv, const int32_t *blocks, const int V, const int Q, int kvh,
+                             int64_t pos, int head_dim)
+{
+    const size_t hb = V && kv->head_bytes_v ? kv->head_bytes_v : kv->head_bytes;
+    const size_t rb = Q ? (size_t)(head_dim / 32) * sizeof(block_q8_0) : (size_t)head_dim * sizeof(uint16_t);
+    const uint8_t *blk = kv->base + (size_t)blocks[pos / kv->block_tokens] * kv->block_bytes;
+    return blk + (V ? kv->v_off : kv->k_off) + (size_t)kvh * hb + (size_t)(pos % kv->block_tokens) * rb;
+}
+
+/* AT_W halves at p[d] as floats, zero past n (the head's last chunk). */
+INLINE atv ldh(const uint16_t *p, int d, int n)
+{
+    return d + AT_W <= n ? AT_LOADH(p + d) : AT_LOADH_TAIL(p + d, n - d);
+}
+
+/* AT_W elements of a K/V row at d: F16, or (Q) q * d of a Q8_0 block (a
+ * Q8_0 row's head_dim is a multiple of 32, so AT_W never straddle two). */
+INLINE atv ldkv(const int Q, const uint8_t *row, int d, int n)
+{
+    if (!Q)
+        return ldh((const uint16_t *)row, d, n);
+    const block_q8_0 *b = (const block_q8_0 *)row + d / 32;
+    uint16_t dh;
+    memcpy(&dh, &b->d, 2);
+    return AT_MUL(AT_LOADQ8(b->qs + d % 32), AT_SET1(_cvtsh_ss(dh)));
+}
+
+INLINE atv ldf(const float *p, int d, int n)
+{
+    return d + AT_W <= n ? AT_LOADF(p + d) : AT_LOADF_TAIL(p + d, n - d);
+}
+
+/* The query heads of one KV head are done together, up to ATTN_GROUP at a
+ * time, so that each K and V row is loaded and converted once for all of
+ * them.  Per head the operations are the same whatever G, so grouping (used
+ * for batches) and single heads (decode) give the same bits. */
+#define ATTN_GROUP 4
+
+/* s[g][i] = scale * q_g . k_{j0 + i} for heads g < G (q_g at q + g * head_dim)
+ * and i < m; AT_NACC / G positions at a time (AT_NACC accumulators). */
+INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const float *q, const struct attn_kv *kv,
+                   const int32_t *blocks, int kvh, int64_t j0, int m, int head_dim, float scale)
+{
+    const int P = AT_NACC / G;
+    for (int i0 = 0; i0 < m; i0 += P) {
+        const int np = m - i0 < P ? m - i0 : P;
+        const uint8_t *k[AT_NACC];
+        atv acc[4][AT_NACC];
+        UNROLL
+        for (int p = 0; p < P; p++) {
+            k[p] = kv_row(kv, blocks, 0, KQ, kvh, j0 + i0 + (p < np ? p : 0), head_dim);
+            UNROLL
+            for (int g = 0; g < G; g++)
+                acc[g][p] = AT_ZERO();
+        }
+        for (int d = 0; d < head_dim; d += AT_W) {
+            atv kvv[AT_NACC];
+            UNROLL
+            for (int p = 0; p < P; p++)
+                kvv[p] = ldkv(KQ, k[p], d, head_dim);
+            UNROLL
+            for (int g = 0; g < G; g++) {
+                const atv qv = ldf(q + (size_t)g * (size_t)head_dim, d, head_dim);
+                UNROLL
+                for (int p = 0; p < P; p++)
+                    acc[g][p] = AT_FMA(qv, kvv[p], acc[g][p]);
+            }
+        }
+        /* the G x P (<= AT_NACC) horizontal sums at once: eight at a time
+         * with a tree of hadds (AVX-512 vectors first folded to 256 bits) */
+        __m256 v[AT_NACC];
+        UNROLL
+        for (int x = 0; x < AT_NACC; x++)
+            v[x] = x < G * P ? AT_FOLD256(acc[x / P][x % P]) : _mm256_setzero_ps();
+        float sums[AT_NACC];
+        UNROLL
+        for (int x = 0; x < AT_NACC; x += 8) {
+            const __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(v[x], v[x + 1]), _mm256_hadd_ps(v[x + 2], v[x + 3]));
+            const __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(v[x + 4], v[x + 5]), _mm256_hadd_ps(v[x + 6], v[x + 7]));
+            _mm256_storeu_ps(sums + x, _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20),
+                                                     _mm256_permute2f128_ps(h0, h1, 0x31)));
+        }
+        UNROLL
+        for (int g = 0; g < G; g++)
+            UNROLL
+            for (int p = 0; p < P; p++)
+                if (p < np)
+                    s[g][i0 + p] = sums[g * P + p] * scale;
+    }
+}
+
+/* acc_g[d] = acc_g[d] * f[g] + sum_i e[g][i] v_{j0 + i}[d] for heads g < G,
+ * AT_NACC * AT_W / G dims at a time (AT_NACC accumulators). */
+INLINE void values(const int G, const int VQ, float (*acc)[ATTN_MAX_DIM], const float *f, float (*e)[ATTN_CHUNK],
+                   const struct attn_kv *kv, const int32_t *blocks, int kvh, int64_t j0, int m, int head_dim)
+{
+    const int C = AT_NACC / G; /* vectors of AT_W dims per head */
+    for (int d0 = 0; d0 < head_dim; d0 += AT_W * C) {
+        atv a[4][AT_NACC];
+        UNROLL
+        for (int g = 0; g < G; g++)
+            UNROLL
+            for (int c = 0; c < C; c++)
+                a[g][c] = d0 + AT_W * c < head_dim ? AT_MUL(ldf(acc[g], d0 + AT_W * c, head_dim), AT_SET1(f[g]))
+                                                   : AT_ZERO();
+        for (int i = 0; i < m; i++) {
+            const uint8_t *v = kv_row(kv, blocks, 1, VQ, kvh, j0 + i, head_dim);
+            atv vv[AT_NACC];
+            UNROLL
+            for (int c = 0; c < C; c++)
+                vv[c] = d0 + AT_W * c < head_dim ? ldkv(VQ, v, d0 + AT_W * c, head_dim) : AT_ZERO();
+            UNROLL
+            for (int g = 0; g < G; g++) {
+                const atv w = AT_SET1(e[g][i]);
+                UNROLL
+                for (int c = 0; c < C; c++)
+                    a[g][c] = AT_FMA(w, vv[c], a[g][c]);
+            }
+        }
+        UNROLL
+        for (int g = 0; g < G; g++) {
+            UNROLL
+            for (int c = 0; c < C; c++) {
+                const int d = d0 + AT_W * c;
+                if (d + AT_W <= head_dim)
+                    AT_STOREF(acc[g] + d, a[g][c]);
+                else if (d < head_dim)
+                    AT_STOREF_TAIL(acc[g] + d, a[g][c], head_dim - d);
+            }
+        }
+    }
+}
+
+/* e = exp(s - m) in place for i < n (n <= ATTN_CHUNK), returning sum(e) in
+ * double. */
+static double exp_sum(float *s, int n, float m)
+{
+    const atv mv = AT_SET1(m);
+    atd sum = AT_ZERO_D();
+    for (int i = 0; i < n; i += AT_W) {
+        atv x = i + AT_W <= n ? AT_LOADF(s + i) : AT_LOADF_TAIL(s + i, n - i);
+        x = AT_EXP(AT_SUB(x, mv));
+        if (i + AT_W > n) /* padding lanes must add nothing */
+            x = AT_KEEP_FIRST(x, n - i);
+        AT_STOREF(s + i, x);
+        sum = AT_ADD_D(sum, x);
+    }
+    return AT_HSUM_D(sum);
+}
+
+/* G query heads (q, out: G consecutive heads of head_dim) of one KV head,
+ * over positions [first, pos]. */
+INLINE void attend(const int G, const int KQ, const int VQ, float *out, const float *q, const struct attn_kv *kv,
+                   const int32_t *blocks, int kvh, int64_t first, int64_t pos, int head_dim, float scale)
+{
+    float s[ATTN_GROUP][ATTN_CHUNK] __attribute__((aligned(64)));
+    float acc[ATTN_GROUP][ATTN_MAX_DIM] __attribute__((aligned(64)));
+    float m[ATTN_GROUP], f[ATTN_GROUP];
+    double l[ATTN_GROUP];
+    for (int g = 0; g < G; g++) {
+        memset(acc[g], 0, (size_t)head_dim * sizeof(float));
+        m[g] = -INFINITY;
+        l[g] = 0.0;
+    }
+    for (int64_t j0 = first; j0 <= pos; j0 += ATTN_CHUNK) {
+        const int n = pos + 1 - j0 < ATTN_CHUNK ? (int)(pos + 1 - j0) : ATTN_CHUNK;
+        scores(G, KQ, s, q, kv, blocks, kvh, j0, n, head_dim, scale);
+        for (int g = 0; g < G; g++) {
+            float mc = m[g];
+            for (int i = 0; i < n; i++)
+                mc = s[g][i] > mc ? s[g][i] : mc;
+            /* the first chunk sets the max (factor 0 on an empty accumulator) */
+            f[g] = m[g] == -INFINITY ? 0.0f : expf(m[g] - mc);
+            m[g] = mc;
+            l[g] = l[g] * (double)f[g] + exp_sum(s[g], n, mc);
+        }
+        values(G, VQ, acc, f, s, kv, blocks, kvh, j0, n, head_dim);
+    }
+    for (int g = 0; g < G; g++) {
+        const float inv = (float)(1.0 / l[g]);
+        for (int d = 0; d < head_dim; d++)
+            out[(size_t)g * (size_t)head_dim + (size_t)d] = acc[g][d] * inv;
+    }
+}
+
+#define ATTEND_G(KQ, VQ)                                                                                      \
+    switch (G) {                                                                                              \
+    case 1: attend(1, KQ, VQ, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;                   \
+    case 2: attend(2, KQ, VQ, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;                   \
+    case 3: attend(3, KQ, VQ, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;                   \
+    default: attend(4, KQ, VQ, out, q, kv, blocks, kvh, first, pos, head_dim, scale); break;                  \
+    }
+
+static void attend_heads(int G, float *out, const float *q, const struct attn_kv *kv, const int32_t *blocks, int kvh,
+                         int64_t first, int64_t pos, int head_dim, float scale)
+{
+    if (!kv->k_q8 && !kv->v_q8) {
+        ATTEND_G(0, 0)
+    } else if (kv->k_q8 && kv->v_q8) {
+        ATTEND_G(1, 1)
+    } else if (kv->k_q8) {
+        ATTEND_G(1, 0)
+    } else {
+        ATTEND_G(0, 1)
+    }
+}
+#undef ATTEND_G
+
+/* Work items: (token, head) for a single token (decode: the heads give the
+ * parallelism), (token, group of up to ATTN_GROUP heads of one KV head) for
+ * batches. */
+static void AT_FN(attention)(float *out, const float *q, int64_t n_tok, const struct attn_kv *kv, int n_head,
+                           int n_head_kv, int head_dim, float scale, int window)
+{
+    if (head_dim > ATTN_MAX_DIM || head_dim <= 0 || ((kv->k_q8 || kv->v_q8) && head_dim % 32)) {
+        attention_ref(out, q, n_tok, kv, n_head, n_head_kv, head_dim, scale, window);
+        return;
+    }
+    const int group = n_head / n_head_kv;
+    const int G = n_tok > 1 ? (group < ATTN_GROUP ? group : ATTN_GROUP) : 1;
+    const int per_kv = (group + G - 1) / G; /* items per KV head: they never straddle two */
+#pragma omp parallel for collapse(2) schedule(static, 1)
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int it = 0; it < n_head_kv * per_kv; it++) {
+            const int kvh = it / per_kv, h0 = kvh * group + (it % per_kv) * G;
+            const int g = group - (h0 - kvh * group) < G ? group - (h0 - kvh * group) : G;
+            const int64_t pos = kv->pos[t];
+            const int64_t first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+            const size_t o = ((size_t)t * (size_t)n_head + (size_t)h0) * (size_t)head_dim;
+            attend_heads(g, out + o, q + o, kv, kv->blocks[t], kvh, first, pos, head_dim, scale);
+        }
+    }
+}
+
