@@ -38,8 +38,10 @@ void kernels_fill_dotprod(struct kernel_table *t);
 void kernels_fill_i8mm(struct kernel_table *t); /* dotprod + SMMLA gemm tiles (quants_i8mm.c) */
 /* The reference table with the kernels all variants share (below). */
 void kernels_fill_neon_common(struct kernel_table *t);
-/* The f32 ops (ops_neon.c), called by kernels_fill_neon_common. */
+/* The f32 ops (ops_neon.c) and the attention (attention_neon.c), called by
+ * kernels_fill_neon_common. */
 void kernels_fill_ops_neon(struct kernel_table *t);
+void kernels_fill_attention_neon(struct kernel_table *t);
 
 /* Shared by all variants (baseline NEON instructions only). */
 void quantize_row_q8_0_neon(const float *src, void *dst, int64_t n);

@@ -234,6 +234,7 @@ void kernels_fill_neon_common(struct kernel_table *t)
     t->types[GGML_TYPE_F16].from_float = quantize_row_f16_neon;
     t->vec_dot_f32 = vec_dot_f32_ops_neon;
     kernels_fill_ops_neon(t);
+    kernels_fill_attention_neon(t);
 }
 
 void kernels_fill_neon(struct kernel_table *t)

@@ -59,6 +59,14 @@ static inline double at_hsum_d(__m256d s)
     return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
 }
 
+/* sums[x] = sum of the lanes of v[x] for x < 8: a tree of hadds. */
+static inline void at_reduce8(const __m256 *v, float *sums)
+{
+    const __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+    const __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+    _mm256_storeu_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31)));
+}
+
 #define AT_LOADF(p) _mm256_loadu_ps(p)
 #define AT_LOADF_TAIL(p, n) at_loadf_tail(p, n)
 #define AT_LOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
@@ -71,13 +79,14 @@ static inline double at_hsum_d(__m256d s)
 #define AT_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define AT_SET1(x) _mm256_set1_ps(x)
 #define AT_ZERO() _mm256_setzero_ps()
-#define AT_FOLD256(v) (v)
+#define AT_REDUCE(v, sums) at_reduce8(v, sums)
+#define AT_H2F(h) _cvtsh_ss(h)
 #define AT_EXP(x) Sleef_expf8_u10avx2(x)
 #define AT_KEEP_FIRST(x, n) at_keep_first(x, n)
 #define AT_ZERO_D() _mm256_setzero_pd()
 #define AT_ADD_D(s, x) at_add_d(s, x)
 #define AT_HSUM_D(s) at_hsum_d(s)
 
-#include "attention_body.h"
+#include "../attention_body.h"
 
 void kernels_fill_attention_avx2(struct kernel_table *t) { t->attention = attention_avx2; }

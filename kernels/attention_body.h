@@ -2,9 +2,10 @@
  * attention_body.h - the causal attention kernel over F16 / Q8_0 K/V blocks
  * (attention.h), written once over a vector width: attention_avx2.c
  * includes it with 256-bit vectors and 8 accumulators, attention_avx512.c
- * with 512-bit vectors and 16 (AVX-512 has 32 registers).  The including
- * file defines atv (float vector), atd (double accumulator) and the AT_*
- * operations below, then includes this file once.
+ * with 512-bit vectors and 16 (AVX-512 has 32 registers), and
+ * kernels/arm/attention_neon.c with 128-bit NEON vectors and 16.  The
+ * including file defines atv (float vector), atd (double accumulator) and
+ * the AT_* operations used below, then includes this file once.
  *
  * Work items are (token, head) for one token and (token, up to ATTN_GROUP
  * heads sharing a KV head) for batches, each computed the same way whatever
@@ -14,7 +15,7 @@
  * buffer grows with the context:
  *   scores  s_j = scale * q . k_j, several positions and heads at a time (each
  *           k_j converted once for the group's heads), summed horizontally
- *           eight at a time by a tree of hadds;
+ *           together by a tree of pairwise adds;
  *   softmax e_j = exp(s_j - m) with sleef's expf (1 ulp), l summed in double;
  *   values  acc += e_j v_j, AT_NACC vectors (over the group's heads) in
  *           registers.
@@ -57,7 +58,7 @@ INLINE atv ldkv(const int Q, const uint8_t *row, int d, int n)
     const block_q8_0 *b = (const block_q8_0 *)row + d / 32;
     uint16_t dh;
     memcpy(&dh, &b->d, 2);
-    return AT_MUL(AT_LOADQ8(b->qs + d % 32), AT_SET1(_cvtsh_ss(dh)));
+    return AT_MUL(AT_LOADQ8(b->qs + d % 32), AT_SET1(AT_H2F(dh)));
 }
 
 INLINE atv ldf(const float *p, int d, int n)
@@ -101,20 +102,14 @@ INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const floa
                     acc[g][p] = AT_FMA(qv, kvv[p], acc[g][p]);
             }
         }
-        /* the G x P (<= AT_NACC) horizontal sums at once: eight at a time
-         * with a tree of hadds (AVX-512 vectors first folded to 256 bits) */
-        __m256 v[AT_NACC];
+        /* the G x P (<= AT_NACC) horizontal sums at once (AT_REDUCE: a tree
+         * of pairwise adds across the vectors) */
+        atv v[AT_NACC];
         UNROLL
         for (int x = 0; x < AT_NACC; x++)
-            v[x] = x < G * P ? AT_FOLD256(acc[x / P][x % P]) : _mm256_setzero_ps();
+            v[x] = x < G * P ? acc[x / P][x % P] : AT_ZERO();
         float sums[AT_NACC];
-        UNROLL
-        for (int x = 0; x < AT_NACC; x += 8) {
-            const __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(v[x], v[x + 1]), _mm256_hadd_ps(v[x + 2], v[x + 3]));
-            const __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(v[x + 4], v[x + 5]), _mm256_hadd_ps(v[x + 6], v[x + 7]));
-            _mm256_storeu_ps(sums + x, _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20),
-                                                     _mm256_permute2f128_ps(h0, h1, 0x31)));
-        }
+        AT_REDUCE(v, sums);
         UNROLL
         for (int g = 0; g < G; g++)
             UNROLL
