@@ -103,9 +103,7 @@ static void store_row(uint8_t *dst, uint32_t type, const float *src, int head_di
         quantize_row_q8_0_ref(src, dst, head_dim);
         return;
     }
-    uint16_t *h = (uint16_t *)dst;
-    for (int d = 0; d < head_dim; d++)
-        h[d] = fp32_to_fp16(src[d]);
+    kern.types[GGML_TYPE_F16].from_float(src, dst, head_dim); /* fp32_to_fp16's bits, vectorized */
 }
 
 /* Store the batch's new keys and values (F16 or Q8_0) at their sequences' positions. */
@@ -113,6 +111,7 @@ static void kv_store(struct kv_arena *a, const struct batch *batch, int il, cons
                      int n_head_kv, int head_dim)
 {
     const int bt = a->s.block_tokens;
+#pragma omp parallel for schedule(static) if (batch->n >= 16) /* each token writes its own rows */
     for (int64_t t = 0; t < batch->n; t++) {
         int64_t pos = batch->pos[t];
         int32_t b = batch->seq[t]->blocks[pos / bt];
