@@ -279,6 +279,29 @@ INLINE void store_lanes(float *y, size_t ys, __m256 v, int nt)
         y[(size_t)t * ys] = tmp[t];
 }
 
+/* The outputs of a tile (rows r < nr, lanes = tokens t < nt); a full one
+ * (4 rows x 8 tokens) transposed in registers so that each token's four
+ * outputs go out as one 16-byte store instead of four scattered ones (as
+ * store_tile in gemm_avx512.c). */
+INLINE void store_tile(float *y, size_t ys, const __m256 *f, int nr, int nt)
+{
+    _Static_assert(LR == 4 && LT == 8, "store_tile transposes 4 x 8");
+    if (nr < LR || nt < LT) {
+        for (int r = 0; r < nr; r++)
+            store_lanes(y + r, ys, f[r], nt);
+        return;
+    }
+    const __m256 t0 = _mm256_unpacklo_ps(f[0], f[1]), t1 = _mm256_unpackhi_ps(f[0], f[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(f[2], f[3]), t3 = _mm256_unpackhi_ps(f[2], f[3]);
+    /* u[k]: in 128-bit lane L, the four rows of token 4L + k */
+    const __m256 u[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
+                         _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
+    for (int k = 0; k < 4; k++) {
+        _mm_storeu_ps(y + (size_t)k * ys, _mm256_castps256_ps128(u[k]));
+        _mm_storeu_ps(y + (size_t)(4 + k) * ys, _mm256_extractf128_ps(u[k], 1));
+    }
+}
+
 INLINE __m256i bcast(const uint32_t *p) { return _mm256_set1_epi32((int)*p); }
 INLINE __m256i ldq(const uint32_t *p) { return _mm256_load_si256((const __m256i *)p); }
 
@@ -340,8 +363,7 @@ INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta
             }
         }
         const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
-        for (int r = 0; r < nr; r++)
-            store_lanes(y + (size_t)(g * LT) * ys + (size_t)r, ys, facc[r], nt);
+        store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
     }
 }
 
@@ -390,8 +412,7 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
             }
         }
         const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
-        for (int r = 0; r < nr; r++)
-            store_lanes(y + (size_t)(g * LT) * ys + (size_t)r, ys, facc[r], nt);
+        store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
     }
 }
 
