@@ -67,6 +67,13 @@ static inline void at_reduce8(const __m256 *v, float *sums)
     _mm256_storeu_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31)));
 }
 
+static inline float at_hmax(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
 #define AT_LOADF(p) _mm256_loadu_ps(p)
 #define AT_LOADF_TAIL(p, n) at_loadf_tail(p, n)
 #define AT_LOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
@@ -82,6 +89,8 @@ static inline void at_reduce8(const __m256 *v, float *sums)
 #define AT_REDUCE(v, sums) at_reduce8(v, sums)
 #define AT_H2F(h) _cvtsh_ss(h)
 #define AT_EXP(x) Sleef_expf8_u10avx2(x)
+#define AT_MAX(a, b) _mm256_max_ps(a, b)
+#define AT_HMAX(v) at_hmax(v)
 #define AT_KEEP_FIRST(x, n) at_keep_first(x, n)
 #define AT_ZERO_D() _mm256_setzero_pd()
 #define AT_ADD_D(s, x) at_add_d(s, x)
