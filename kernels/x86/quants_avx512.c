@@ -363,12 +363,98 @@ INLINE void gemm32_few(const int type, const int NT, int64_t n, const uint8_t *w
             y[(size_t)t * ys + (size_t)r] = out[4 * t + r];
 }
 
+/*
+ * GEMV of four Q4_0 / Q5_0 rows (one token), four blocks at a time: the
+ * rows' 16 quant bytes of a block fill the four 128-bit lanes of one vector
+ * (low nibbles = elements 0-15, high = 16-31) against the token's two
+ * half-blocks broadcast to every lane, so two vpdpbusd cover 4 rows x 32
+ * elements with no shuffle of the weights; an in-lane reduction of four
+ * blocks gives (row, block) sums in lane 4 row + block, the sixteen row
+ * scales come in one gather, and each row then adds its four blocks in
+ * order with gemm32's float steps: vec_dot's bits.  gemm32 spent ~80
+ * instructions per 4 rows x 2 blocks here (an unpacking shuffle per row,
+ * scattered scales), which kept these types' decode compute-bound at
+ * ~24 GB/s even from cache.  Blocks past the last group of four go through
+ * gemm32_one.
+ */
+INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row, const uint8_t *a, float *y)
+{
+    const int64_t nb = n / 32;
+    const size_t bs = bbytes32(type);
+    const size_t off = type == GGML_TYPE_Q5_0 ? 6 : 2;
+    const __m512i zero = _mm512_setzero_si512(), K = _mm512_set1_epi8((char)koff(type));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* gather offsets of the scales: row r, block b at lane 4r + b */
+    const __m512i goff = _mm512_add_epi32(
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                           _mm512_set1_epi32((int)w_row)),
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
+                           _mm512_set1_epi32((int)bs)));
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    const block_q8_0 *ab = (const block_q8_0 *)a;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        __m512i v[4];
+        uint16_t dyh[4];
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *blk = w + (size_t)(b + k) * bs;
+            UNROLL
+            for (int r = 0; r < 4; r++)
+                prefetch_ahead(blk + (size_t)r * w_row, w_row, bs);
+            __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk + off)));
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(blk + w_row + off)), 1);
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(blk + 2 * w_row + off)), 2);
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(blk + 3 * w_row + off)), 3);
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            if (type == GGML_TYPE_Q5_0) {
+                uint64_t klo = 0, khi = 0;
+                UNROLL
+                for (int r = 0; r < 4; r++) {
+                    uint32_t qh;
+                    memcpy(&qh, blk + (size_t)r * w_row + 2, 4);
+                    klo |= (uint64_t)(qh & 0xFFFFu) << (16 * r);
+                    khi |= (uint64_t)(qh >> 16) << (16 * r);
+                }
+                lo = _mm512_mask_add_epi8(lo, (__mmask64)klo, lo, _mm512_set1_epi8(16));
+                hi = _mm512_mask_add_epi8(hi, (__mmask64)khi, hi, _mm512_set1_epi8(16));
+            }
+            const __m512i a0 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab[b + k].qs));
+            const __m512i a1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab[b + k].qs + 16)));
+            const __m512i c = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, K, a0), K, a1);
+            v[k] = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, a0), hi, a1), c);
+            dyh[k] = ld16(&ab[b + k].d);
+        }
+        const __m512 f = _mm512_cvtepi32_ps(reduce4_lanes(v[0], v[1], v[2], v[3]));
+        const __m512i g = _mm512_i32gather_epi32(goff, (const void *)(w + (size_t)b * bs), 1);
+        const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+        const __m512 dy = _mm512_broadcast_f32x4(h2f4(dyh[0], dyh[1], dyh[2], dyh[3]));
+        const __m512 t = type == GGML_TYPE_Q4_0 ? _mm512_mul_ps(_mm512_mul_ps(f, dx), dy)
+                                                : _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
+        /* each row adds its four blocks in order: lanes {k, 4 + k, 8 + k, 12 + k} */
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                                                 _mm512_set1_epi32(k));
+            acc[0] = _mm_add_ps(acc[0], _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, t)));
+        }
+    }
+    for (; b < nb; b++)
+        gemm32_one(type, 4, 1, w, w_row, a, 0, b, acc);
+    _mm_storeu_ps(y, acc[0]);
+}
+
 #define DEFINE_GEMM_FEW(NAME, TYPE)                                                                           \
     static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
                      int nt)                                                                                  \
     {                                                                                                         \
         switch (nt) {                                                                                         \
-        case 1: gemm32(TYPE, 4, 1, n, w, w_row, a, a_row, y, ys); break;                                      \
+        case 1:                                                                                               \
+            if (TYPE == GGML_TYPE_Q8_0)                                                                       \
+                gemm32(TYPE, 4, 1, n, w, w_row, a, a_row, y, ys);                                             \
+            else                                                                                              \
+                gemv32_x4(TYPE, n, w, w_row, a, y);                                                           \
+            break;                                                                                            \
         case 2: gemm32_few(TYPE, 2, n, w, w_row, a, a_row, y, ys); break;                                     \
         case 3: gemm32_few(TYPE, 3, n, w, w_row, a, a_row, y, ys); break;                                     \
         default: gemm32_few(TYPE, 4, n, w, w_row, a, a_row, y, ys); break;                                    \
