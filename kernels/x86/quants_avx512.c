@@ -402,6 +402,27 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
             UNROLL
             for (int r = 0; r < 4; r++)
                 prefetch_ahead(blk + (size_t)r * w_row, w_row, bs);
+            if (type == GGML_TYPE_Q8_0) {
+                /* rows 0|1 and 2|3 as 256-bit halves, + 128; the token's 32 bytes in both halves */
+                const __m512i x80 = _mm512_set1_epi8((char)0x80);
+                const __m512i w01 = _mm512_xor_si512(
+                    _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 2))),
+                                       _mm256_loadu_si256((const __m256i *)(blk + w_row + 2)), 1), x80);
+                const __m512i w23 = _mm512_xor_si512(
+                    _mm512_inserti64x4(
+                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 2 * w_row + 2))),
+                        _mm256_loadu_si256((const __m256i *)(blk + 3 * w_row + 2)), 1), x80);
+                const __m512i at = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)ab[b + k].qs));
+                const __m512i c = _mm512_dpbusd_epi32(zero, K, at);
+                __m512i v01 = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, w01, at), c);
+                __m512i v23 = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, w23, at), c);
+                /* fold each row's two 128-bit lanes, then rows 0-3 into lanes 0-3 */
+                v01 = _mm512_add_epi32(v01, _mm512_shuffle_i32x4(v01, v01, _MM_SHUFFLE(2, 3, 0, 1)));
+                v23 = _mm512_add_epi32(v23, _mm512_shuffle_i32x4(v23, v23, _MM_SHUFFLE(2, 3, 0, 1)));
+                v[k] = _mm512_shuffle_i32x4(v01, v23, _MM_SHUFFLE(2, 0, 2, 0));
+                dyh[k] = ld16(&ab[b + k].d);
+                continue;
+            }
             __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk + off)));
             q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(blk + w_row + off)), 1);
             q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(blk + 2 * w_row + off)), 2);
@@ -449,12 +470,7 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
                      int nt)                                                                                  \
     {                                                                                                         \
         switch (nt) {                                                                                         \
-        case 1:                                                                                               \
-            if (TYPE == GGML_TYPE_Q8_0)                                                                       \
-                gemm32(TYPE, 4, 1, n, w, w_row, a, a_row, y, ys);                                             \
-            else                                                                                              \
-                gemv32_x4(TYPE, n, w, w_row, a, y);                                                           \
-            break;                                                                                            \
+        case 1: gemv32_x4(TYPE, n, w, w_row, a, y); break;                                                    \
         case 2: gemm32_few(TYPE, 2, n, w, w_row, a, a_row, y, ys); break;                                     \
         case 3: gemm32_few(TYPE, 3, n, w, w_row, a, a_row, y, ys); break;                                     \
         default: gemm32_few(TYPE, 4, n, w, w_row, a, a_row, y, ys); break;                                    \
