@@ -167,119 +167,66 @@ INLINE __m128 fma32(const int type, __m128 acc, __m128 f, __m128 dx, __m128 dy)
     return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dx, dy), f));
 }
 
-/* One block (the odd last one) in 256-bit vectors, same lanes as below. */
-INLINE void gemm32_one(const int type, const int NR, const int NT, const uint8_t *w, size_t w_row,
-                       const uint8_t *a, size_t a_row, int64_t b, __m128 *acc)
+/* One block (the odd last one) of NR rows against one token, in 256-bit
+ * vectors, same lanes as gemm32: acc[0] lane r is row r. */
+INLINE void gemm32_one(const int type, const int NR, const uint8_t *w, size_t w_row, const uint8_t *a, int64_t b,
+                       __m128 *acc)
 {
     const size_t bs = bbytes32(type);
     const __m256i zero = _mm256_setzero_si256(), K = _mm256_set1_epi8((char)koff(type));
-    const block_q8_0 *ab[4];
-    __m256i av[4], corr[4];
-    uint16_t dyh[4] = {0, 0, 0, 0};
-    UNROLL
-    for (int t = 0; t < NT; t++) {
-        ab[t] = (const block_q8_0 *)(a + (size_t)t * a_row) + b;
-        av[t] = _mm256_loadu_si256((const __m256i *)ab[t]->qs);
-        corr[t] = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, K, av[t]));
-        dyh[t] = ld16(&ab[t]->d);
-    }
-    if (NT == 1) {
-        __m256i v[4] = {zero, zero, zero, zero};
-        uint16_t dxh[4] = {0, 0, 0, 0};
-        UNROLL
-        for (int r = 0; r < NR; r++) {
-            const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
-            v[r] = _mm256_dpbusd_epi32(corr[0], unpack1(type, blk), av[0]);
-            dxh[r] = ld16(blk);
-        }
-        const __m128 f = _mm_cvtepi32_ps(reduce4_256(v[0], v[1], v[2], v[3]));
-        acc[0] = fma32(type, acc[0], f, h2f4(dxh[0], dxh[1], dxh[2], dxh[3]), _mm_set1_ps(h2f(dyh[0])));
-        return;
-    }
-    const __m128 dy = h2f4(dyh[0], dyh[1], dyh[2], dyh[3]);
+    const block_q8_0 *ab = (const block_q8_0 *)a + b;
+    const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
+    const __m256i corr = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, K, av));
+    __m256i v[4] = {zero, zero, zero, zero};
+    uint16_t dxh[4] = {0, 0, 0, 0};
     UNROLL
     for (int r = 0; r < NR; r++) {
         const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
-        const __m256i u = unpack1(type, blk);
-        __m256i v[4] = {zero, zero, zero, zero};
-        UNROLL
-        for (int t = 0; t < NT; t++)
-            v[t] = _mm256_dpbusd_epi32(corr[t], u, av[t]);
-        const __m128 f = _mm_cvtepi32_ps(reduce4_256(v[0], v[1], v[2], v[3]));
-        acc[r] = fma32(type, acc[r], f, _mm_set1_ps(h2f(ld16(blk))), dy);
+        v[r] = _mm256_dpbusd_epi32(corr, unpack1(type, blk), av);
+        dxh[r] = ld16(blk);
     }
+    const __m128 f = _mm_cvtepi32_ps(reduce4_256(v[0], v[1], v[2], v[3]));
+    acc[0] = fma32(type, acc[0], f, h2f4(dxh[0], dxh[1], dxh[2], dxh[3]), _mm_set1_ps(h2f(ld16(&ab->d))));
 }
 
-INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row,
-                   const uint8_t *a, size_t a_row, float *y, size_t ys)
+/* NR (<= 4) rows against one token, two blocks per 512-bit vector, lanes
+ * are rows: the dot product (NR = 1) of the 32-element types.  Tiles of
+ * 1-4 tokens use gemv32_x4 and gemm32_few below, with the same float steps. */
+INLINE void gemm32(const int type, const int NR, int64_t n, const uint8_t *w, size_t w_row, const uint8_t *a,
+                   float *y)
 {
     const int64_t nb = n / 32;
     const size_t bs = bbytes32(type);
     const __m512i zero = _mm512_setzero_si512(), K = _mm512_set1_epi8((char)koff(type));
-    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    __m128 acc[1] = {_mm_setzero_ps()};
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-        __m512i av[4], corr[4];
-        uint16_t dyh[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+        const block_q8_0 *ab = (const block_q8_0 *)a + b;
+        const __m512i av = act2(ab);
+        const __m512i corr = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, K, av));
+        __m512i v[4] = {zero, zero, zero, zero};
+        uint16_t dxh[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
         UNROLL
-        for (int t = 0; t < NT; t++) {
-            const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + b;
-            av[t] = act2(ab);
-            corr[t] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, K, av[t]));
-            dyh[0][t] = ld16(&ab[0].d);
-            dyh[1][t] = ld16(&ab[1].d);
-        }
-        if (NT == 1) { /* lanes are rows */
-            __m512i v[4] = {zero, zero, zero, zero};
-            uint16_t dxh[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-            UNROLL
-            for (int r = 0; r < NR; r++) {
-                const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
-                prefetch_ahead(blk, w_row, 2 * bs);
-                v[r] = _mm512_dpbusd_epi32(corr[0], unpack2(type, blk), av[0]);
-                dxh[0][r] = ld16(blk);
-                dxh[1][r] = ld16(blk + bs);
-            }
-            const __m256 f = _mm256_cvtepi32_ps(reduce4_2blk(v[0], v[1], v[2], v[3]));
-            acc[0] = fma32(type, acc[0], _mm256_castps256_ps128(f), h2f4(dxh[0][0], dxh[0][1], dxh[0][2], dxh[0][3]),
-                           _mm_set1_ps(h2f(dyh[0][0])));
-            acc[0] = fma32(type, acc[0], _mm256_extractf128_ps(f, 1),
-                           h2f4(dxh[1][0], dxh[1][1], dxh[1][2], dxh[1][3]), _mm_set1_ps(h2f(dyh[1][0])));
-            continue;
-        }
-        const __m128 dy0 = h2f4(dyh[0][0], dyh[0][1], dyh[0][2], dyh[0][3]);
-        const __m128 dy1 = h2f4(dyh[1][0], dyh[1][1], dyh[1][2], dyh[1][3]);
-        UNROLL
-        for (int r = 0; r < NR; r++) { /* lanes are tokens */
+        for (int r = 0; r < NR; r++) {
             const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
-            const __m512i u = unpack2(type, blk);
-            __m512i v[4] = {zero, zero, zero, zero};
-            UNROLL
-            for (int t = 0; t < NT; t++)
-                v[t] = _mm512_dpbusd_epi32(corr[t], u, av[t]);
-            const __m256 f = _mm256_cvtepi32_ps(reduce4_2blk(v[0], v[1], v[2], v[3]));
-            acc[r] = fma32(type, acc[r], _mm256_castps256_ps128(f), _mm_set1_ps(h2f(ld16(blk))), dy0);
-            acc[r] = fma32(type, acc[r], _mm256_extractf128_ps(f, 1), _mm_set1_ps(h2f(ld16(blk + bs))), dy1);
+            prefetch_ahead(blk, w_row, 2 * bs);
+            v[r] = _mm512_dpbusd_epi32(corr, unpack2(type, blk), av);
+            dxh[0][r] = ld16(blk);
+            dxh[1][r] = ld16(blk + bs);
         }
+        const __m256 f = _mm256_cvtepi32_ps(reduce4_2blk(v[0], v[1], v[2], v[3]));
+        acc[0] = fma32(type, acc[0], _mm256_castps256_ps128(f), h2f4(dxh[0][0], dxh[0][1], dxh[0][2], dxh[0][3]),
+                       _mm_set1_ps(h2f(ld16(&ab[0].d))));
+        acc[0] = fma32(type, acc[0], _mm256_extractf128_ps(f, 1), h2f4(dxh[1][0], dxh[1][1], dxh[1][2], dxh[1][3]),
+                       _mm_set1_ps(h2f(ld16(&ab[1].d))));
     }
     if (b < nb)
-        gemm32_one(type, NR, NT, w, w_row, a, a_row, b, acc);
-    if (NT == 1) {
-        float out[4];
-        _mm_storeu_ps(out, acc[0]);
-        UNROLL
-        for (int r = 0; r < NR; r++)
-            y[r] = out[r];
-        return;
-    }
+        gemm32_one(type, NR, w, w_row, a, b, acc);
+    float out[4];
+    _mm_storeu_ps(out, acc[0]);
     UNROLL
-    for (int r = 0; r < NR; r++) {
-        float out[4];
-        _mm_storeu_ps(out, acc[r]);
-        UNROLL
-        for (int t = 0; t < NT; t++)
-            y[(size_t)t * ys + (size_t)r] = out[t];
-    }
+    for (int r = 0; r < NR; r++)
+        y[r] = out[r];
 }
 
 /*
@@ -461,7 +408,7 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
         }
     }
     for (; b < nb; b++)
-        gemm32_one(type, 4, 1, w, w_row, a, 0, b, acc);
+        gemm32_one(type, 4, w, w_row, a, b, acc);
     _mm_storeu_ps(y, acc[0]);
 }
 
@@ -499,9 +446,16 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
 DEFINE_GEMM_FEW(gemm_q4_0, GGML_TYPE_Q4_0)
 DEFINE_GEMM_FEW(gemm_q5_0, GGML_TYPE_Q5_0)
 DEFINE_GEMM_FEW(gemm_q8_0, GGML_TYPE_Q8_0)
-DEFINE_DOT(vec_dot_q4_0, gemm32, GGML_TYPE_Q4_0)
-DEFINE_DOT(vec_dot_q5_0, gemm32, GGML_TYPE_Q5_0)
-DEFINE_DOT(vec_dot_q8_0, gemm32, GGML_TYPE_Q8_0)
+#define DEFINE_DOT32(NAME, TYPE)                                                                              \
+    static float NAME(int64_t n, const void *w, const void *a)                                                \
+    {                                                                                                         \
+        float y;                                                                                              \
+        gemm32(TYPE, 1, n, w, 0, a, &y);                                                                      \
+        return y;                                                                                             \
+    }
+DEFINE_DOT32(vec_dot_q4_0, GGML_TYPE_Q4_0)
+DEFINE_DOT32(vec_dot_q5_0, GGML_TYPE_Q5_0)
+DEFINE_DOT32(vec_dot_q8_0, GGML_TYPE_Q8_0)
 
 /* ----------------------- K-quants x Q8_K ----------------------- */
 
