@@ -93,6 +93,11 @@ typedef enum infer_gguf_type {
 
 enum {
     INFER_GGUF_OPEN_MLOCK = 1 << 0, /* mlock the mapping (error if the limit forbids) */
+    /* Map with the kernel's default pages: no 2 MiB alignment, no
+     * MADV_HUGEPAGE advice (also set by INFER_NO_HUGE_WEIGHTS=1 in the
+     * environment).  Without it, weights the page cache holds in 2 MiB folios
+     * are mapped with 2 MiB pages (see infer_residency.bytes_huge). */
+    INFER_GGUF_OPEN_SMALL_PAGES = 1 << 1,
 };
 
 /* Open and validate a GGUF file through a read-only mmap.  Every count,
@@ -151,6 +156,10 @@ typedef struct infer_residency {
     uint64_t bytes_total;
     uint64_t bytes_resident;
     double percent;
+    /* Of the whole mapping (infer_gguf_residency only, else 0): bytes this
+     * process maps with 2 MiB pages (FilePmdMapped in /proc/self/smaps).
+     * Pages are mapped when first touched, so ask after a run or a warm. */
+    uint64_t bytes_huge;
 } infer_residency;
 
 /* Residency (mincore) of the whole file, or of a byte range of it. */
@@ -158,7 +167,10 @@ infer_status infer_gguf_residency(const infer_gguf *g, infer_residency *out);
 infer_status infer_gguf_range_residency(const infer_gguf *g, uint64_t offset, uint64_t size,
                                         infer_residency *out);
 /* Bring the file into the page cache with n_threads readers (0 = all cores).
- * Reports bytes touched and seconds taken. */
+ * Reports bytes touched and seconds taken.  Pages read in by it under a
+ * huge-page advised map (the default) land in 2 MiB folios where the kernel
+ * and file system allow it: run infer_file_cold first to re-read a file the
+ * cache holds in small pages. */
 infer_status infer_gguf_warm(const infer_gguf *g, int n_threads, uint64_t *bytes, double *seconds);
 /* Drop the file's clean pages from the page cache (posix_fadvise DONTNEED). */
 infer_status infer_file_cold(const char *path);

@@ -602,6 +602,43 @@ infer_status infer_gguf_open_memory(infer_gguf **out, const void *data, size_t s
     return INFER_OK;
 }
 
+/* Map the file read-only.  Unless small pages are asked for, the map starts
+ * on a 2 MiB boundary (so file offset k * 2 MiB falls on a huge-page boundary)
+ * and is advised MADV_HUGEPAGE: where the page cache holds the file in 2 MiB
+ * folios (file systems with large folios, on pages read in after the advice)
+ * the kernel then maps each 2 MiB of weights with one TLB entry instead of
+ * 512.  On this 2-core VM a streaming read of 4 KiB-mapped memory runs at
+ * ~24 GB/s and of 2 MiB-mapped memory at ~31 GB/s, and decode is such a read.
+ * The weights stay in the shared, reclaimable page cache either way (DESIGN.md
+ * decision 3); *huge says whether the advice was taken. */
+static void *map_weights(int fd, size_t size, bool want_huge, bool *huge)
+{
+    const size_t H = (size_t)2 << 20;
+    *huge = false;
+    if (!want_huge || size < H || size > SIZE_MAX - H)
+        return mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    /* Reserve size + 2 MiB of address space, place the file map at the first
+     * 2 MiB boundary inside it, give back the rest. */
+    uint8_t *res = mmap(NULL, size + H, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (res == MAP_FAILED)
+        return mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    uint8_t *at = (uint8_t *)(((uintptr_t)res + H - 1) & ~(uintptr_t)(H - 1));
+    void *map = mmap(at, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (map == MAP_FAILED) {
+        int err = errno;
+        munmap(res, size + H);
+        errno = err;
+        return map;
+    }
+    if (at > res)
+        munmap(res, (size_t)(at - res));
+    size_t tail = (size_t)(res + size + H - (at + size));
+    if (tail)
+        munmap(at + size, tail);
+    *huge = madvise(map, size, MADV_HUGEPAGE) == 0;
+    return map;
+}
+
 infer_status infer_gguf_open(infer_gguf **out, const char *path, unsigned flags)
 {
     *out = NULL;
@@ -618,7 +655,11 @@ infer_status infer_gguf_open(infer_gguf **out, const char *path, unsigned flags)
         close(fd);
         return infer_error(INFER_ERR_FORMAT, "'%s' is empty", path);
     }
-    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    bool huge = false;
+    const char *nohuge = getenv("INFER_NO_HUGE_WEIGHTS");
+    if (nohuge && *nohuge && strcmp(nohuge, "0") != 0)
+        flags |= INFER_GGUF_OPEN_SMALL_PAGES;
+    void *map = map_weights(fd, (size_t)sb.st_size, !(flags & INFER_GGUF_OPEN_SMALL_PAGES), &huge);
     int map_errno = errno;
     close(fd); /* the mapping keeps the file referenced */
     if (map == MAP_FAILED)
@@ -632,6 +673,7 @@ infer_status infer_gguf_open(infer_gguf **out, const char *path, unsigned flags)
     g->base = map;
     g->size = (size_t)sb.st_size;
     g->mapped = true;
+    g->huge_advised = huge;
     g->path = strdup(path);
     infer_status st = g->path ? gguf_parse(g) : infer_error(INFER_ERR_NOMEM, "out of memory");
     if (st == INFER_OK && (flags & INFER_GGUF_OPEN_MLOCK)) {

@@ -59,6 +59,7 @@ struct infer_gguf {
     size_t size;
     bool mapped;
     bool locked;
+    bool huge_advised; /* the map is 2 MiB-aligned and advised MADV_HUGEPAGE */
     uint32_t version;
     uint64_t alignment;
     uint64_t data_offset;

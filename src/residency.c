@@ -11,6 +11,7 @@
 #include "gguf.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -109,9 +110,40 @@ infer_status infer_file_residency(const char *path, infer_residency *out)
     return st;
 }
 
+/* Bytes of the mapping starting at base that this process maps with PMD
+ * (2 MiB) pages: the FilePmdMapped line of its /proc/self/smaps entry.  0 when
+ * the kernel does not say (no /proc, older kernels). */
+static uint64_t map_huge_bytes(const uint8_t *base)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f)
+        return 0;
+    char line[512];
+    bool in = false;
+    uint64_t kb = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long long lo, hi;
+        /* a mapping header: "lo-hi perms offset dev inode path" */
+        if (sscanf(line, "%llx-%llx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            if (in)
+                break;
+            in = (uintptr_t)lo == (uintptr_t)base;
+            continue;
+        }
+        unsigned long long v;
+        if (in && sscanf(line, "FilePmdMapped: %llu kB", &v) == 1)
+            kb = v;
+    }
+    fclose(f);
+    return (uint64_t)kb << 10;
+}
+
 infer_status infer_gguf_residency(const infer_gguf *g, infer_residency *out)
 {
-    return infer_gguf_range_residency(g, 0, g->size, out);
+    infer_status st = infer_gguf_range_residency(g, 0, g->size, out);
+    if (st == INFER_OK && g->mapped && g->huge_advised)
+        out->bytes_huge = map_huge_bytes(g->base);
+    return st;
 }
 
 infer_status infer_gguf_warm(const infer_gguf *g, int n_threads, uint64_t *bytes, double *seconds)

@@ -1242,6 +1242,80 @@ static void test_file_residency(void **state)
     assert_int_equal(infer_file_residency(tmpdir, &r), INFER_ERR_IO);
 }
 
+/* The VmFlags line of the /proc/self/smaps entry of the mapping that starts
+ * at p, into buf; false when there is none. */
+static bool map_vmflags(const void *p, char *buf, size_t n)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return false;
+    char line[512];
+    bool in = false, found = false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        unsigned long long lo, hi;
+        if (sscanf(line, "%llx-%llx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)lo == (uintptr_t)p;
+        else if (in && !strncmp(line, "VmFlags:", 8)) {
+            size_t k = strlen(line + 8) < n ? strlen(line + 8) : n - 1;
+            memcpy(buf, line + 8, k);
+            buf[k] = '\0';
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static void test_huge_page_map(void **state)
+{
+    (void)state;
+    /* a 5 MiB tensor: the file spans two whole 2 MiB pages and a tail */
+    const int64_t n = (int64_t)5 << 18;
+    const struct tspec ts[] = {{"big", 1, {n}, 0, 0}};
+    struct gw w = {0};
+    build_tensor_file(&w, 3, 0, ts, 1, (uint64_t)n * 4, NULL);
+    const char *path = write_tmp("huge.gguf", w.p, w.len);
+    struct stat sb;
+    if (stat("/proc/self/smaps", &sb) != 0) {
+        unlink(path);
+        free(w.p);
+        skip(); /* no /proc: nothing to look at */
+    }
+
+    /* default: 2 MiB-aligned, advised huge ("hg"), every byte the file's */
+    infer_gguf *g;
+    char flags[256];
+    assert_int_equal(infer_gguf_open(&g, path, 0), INFER_OK);
+    const uint8_t *base = g->base;
+    assert_int_equal((uintptr_t)base % ((uintptr_t)2 << 20), 0);
+    assert_true(map_vmflags(base, flags, sizeof(flags)));
+    assert_non_null(strstr(flags, " hg"));
+    assert_memory_equal(base, w.p, w.len);
+    infer_residency r;
+    assert_int_equal(infer_gguf_warm(g, 1, NULL, NULL), INFER_OK);
+    assert_int_equal(infer_gguf_residency(g, &r), INFER_OK);
+    /* whole 2 MiB pages only, and never the partial last one */
+    assert_int_equal(r.bytes_huge % ((uint64_t)2 << 20), 0);
+    assert_true(r.bytes_huge <= (uint64_t)4 << 20);
+    infer_gguf_close(g);
+
+    /* small pages asked for, by flag or environment: no advice */
+    assert_int_equal(infer_gguf_open(&g, path, INFER_GGUF_OPEN_SMALL_PAGES), INFER_OK);
+    assert_true(map_vmflags(g->base, flags, sizeof(flags)));
+    assert_null(strstr(flags, " hg"));
+    assert_int_equal(infer_gguf_residency(g, &r), INFER_OK);
+    assert_int_equal(r.bytes_huge, 0);
+    infer_gguf_close(g);
+    setenv("INFER_NO_HUGE_WEIGHTS", "1", 1);
+    assert_int_equal(infer_gguf_open(&g, path, 0), INFER_OK);
+    unsetenv("INFER_NO_HUGE_WEIGHTS");
+    assert_true(map_vmflags(g->base, flags, sizeof(flags)));
+    assert_null(strstr(flags, " hg"));
+    infer_gguf_close(g);
+    unlink(path);
+    free(w.p);
+}
+
 static void test_memory_residency(void **state)
 {
     (void)state;
@@ -1343,6 +1417,7 @@ int main(void)
         cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_file_residency),
+        cmocka_unit_test(test_huge_page_map),
         cmocka_unit_test(test_memory_residency),
         cmocka_unit_test(test_fixture_vocab),
         cmocka_unit_test(test_seed_corpus),

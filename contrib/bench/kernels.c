@@ -15,7 +15,9 @@
  *   OpenMP thread count of the run (-t, default OMP_NUM_THREADS or all
  *   cores).  Activation quantization is included (it is part of matmul).
  *   "read" is a plain OpenMP sum over the cold buffer: the machine's read
- *   bandwidth, the ceiling for cold GEMV.  With -c, times are CPU seconds of
+ *   bandwidth, the ceiling for cold GEMV.  -H puts the cold set in 2 MiB
+ *   transparent huge pages (as infer maps weights the page cache holds in 2 MiB
+ *   folios); without it the set has the kernel's default pages.  With -c, times are CPU seconds of
  *   the process instead of wall time (divide by the thread count; useful on a
  *   shared, oversubscribed machine, meaningful with -t 1).
  *
@@ -25,9 +27,11 @@
  * Usage: bench-kernels [-t threads] [-r reps] [-n n_tok] [-m MiB]
  *                      [-v variant,...] [-T type,...] [-q (quick: small shapes)]
  *                      [-c (CPU time instead of wall time)] [-s NOUTxNIN (one shape)]
+ *                      [-H (cold set in huge pages)]
  */
 #include <inttypes.h>
 #include <math.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +139,7 @@ static double median(double *v, int n)
 struct opts {
     int reps, n_tok, quick;
     size_t cold_bytes;
+    int huge;
     const char *variants, *types, *shape;
 };
 
@@ -281,12 +286,14 @@ int main(int argc, char **argv)
             o.quick = 1;
         } else if (!strcmp(a, "-c")) {
             use_cpu_time = 1;
+        } else if (!strcmp(a, "-H")) {
+            o.huge = 1;
         } else if (!strcmp(a, "-s") && v) {
             o.shape = v, i++;
         } else {
             fprintf(stderr,
                     "usage: %s [-t threads] [-r reps] [-n n_tok] [-m MiB] [-v variants] [-T types] [-q] [-c]"
-                    " [-s NOUTxNIN]\n",
+                    " [-s NOUTxNIN] [-H]\n",
                     argv[0]);
             return 2;
         }
@@ -318,14 +325,18 @@ int main(int argc, char **argv)
         n_gv = n_gm = 1;
     }
 
-    uint8_t *cold = malloc(o.cold_bytes + 64);
+    const size_t H = (size_t)2 << 20, map_bytes = (o.cold_bytes + 64 + H - 1) / H * H + H;
+    uint8_t *map = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *cold = map == MAP_FAILED ? NULL : (uint8_t *)(((uintptr_t)map + H - 1) & ~(uintptr_t)(H - 1));
+    if (cold)
+        madvise(cold, map_bytes - H, o.huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     if (!cold) {
         fprintf(stderr, "out of memory for the cold set\n");
         return 1;
     }
     memset(cold, 1, o.cold_bytes);
-    printf("read bandwidth (plain sum over %zu MiB): %.1f GB/s\n\n", o.cold_bytes >> 20,
-           read_bandwidth(cold, o.cold_bytes, o.reps));
+    printf("read bandwidth (plain sum over %zu MiB, %s pages): %.1f GB/s\n\n", o.cold_bytes >> 20,
+           o.huge ? "2 MiB" : "default", read_bandwidth(cold, o.cold_bytes, o.reps));
     printf("%-7s %-5s %-5s %-11s %-5s %10s %9s %9s\n", "variant", "type", "op", "n_out x n_in", "set", "time ms",
            "GB/s", "GMAC/s");
 
@@ -391,7 +402,7 @@ int main(int argc, char **argv)
     }
     if (listed(o.types, "attn"))
         bench_attention(&o);
-    free(cold);
+    munmap(map, map_bytes);
     free(x);
     free(y);
     return 0;

@@ -1015,12 +1015,17 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         printed++;
         free(ts);
     }
+    infer_residency after = {0};
+    infer_gguf_residency(g, &after);
     if (b->json)
         printf("\n]\n");
     else
         printf("\nload %.3f s (map, validate, bind, tokenizer); %.1f%% of the file was in the page cache before "
-               "loading; kernels %s; %d repetitions, mean ± sample stddev\n",
-               infer_model_load_seconds(m), before.percent, infer_kernel_variant(), tp->reps);
+               "loading; %.1f%% mapped in 2 MiB pages after the run; kernels %s; %d repetitions, mean ± sample "
+               "stddev\n",
+               infer_model_load_seconds(m), before.percent,
+               after.bytes_total ? 100.0 * (double)after.bytes_huge / (double)after.bytes_total : 0.0,
+               infer_kernel_variant(), tp->reps);
     tp_free(ps, tp->parallel, pe, s, m);
     return rc;
 }
