@@ -343,12 +343,14 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
     for (; b + 4 <= nb; b += 4) {
         __m512i v[4];
         uint16_t dyh[4];
+        /* one prefetch per cache line of each row's four blocks (groups are
+         * contiguous, so lines at +0, +64 (, +128) cover them) */
+        UNROLL
+        for (int r = 0; r < 4; r++)
+            prefetch_ahead(w + (size_t)r * w_row + (size_t)b * bs, w_row, 4 * bs);
         UNROLL
         for (int k = 0; k < 4; k++) {
             const uint8_t *blk = w + (size_t)(b + k) * bs;
-            UNROLL
-            for (int r = 0; r < 4; r++)
-                prefetch_ahead(blk + (size_t)r * w_row, w_row, bs);
             if (type == GGML_TYPE_Q8_0) {
                 /* rows 0|1 and 2|3 as 256-bit halves, + 128; the token's 32 bytes in both halves */
                 const __m512i x80 = _mm512_set1_epi8((char)0x80);
@@ -376,16 +378,17 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
             q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(blk + 3 * w_row + off)), 3);
             __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
             if (type == GGML_TYPE_Q5_0) {
-                uint64_t klo = 0, khi = 0;
+                /* the rows' qh words side by side; their low halves are the
+                 * high bits of elements 0-15, the high halves of 16-31 */
+                uint32_t qh[4];
                 UNROLL
-                for (int r = 0; r < 4; r++) {
-                    uint32_t qh;
-                    memcpy(&qh, blk + (size_t)r * w_row + 2, 4);
-                    klo |= (uint64_t)(qh & 0xFFFFu) << (16 * r);
-                    khi |= (uint64_t)(qh >> 16) << (16 * r);
-                }
-                lo = _mm512_mask_add_epi8(lo, (__mmask64)klo, lo, _mm512_set1_epi8(16));
-                hi = _mm512_mask_add_epi8(hi, (__mmask64)khi, hi, _mm512_set1_epi8(16));
+                for (int r = 0; r < 4; r++)
+                    memcpy(&qh[r], blk + (size_t)r * w_row + 2, 4);
+                const __m128i h = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)qh),
+                                                   _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+                lo = _mm512_mask_add_epi8(lo, (__mmask64)(uint64_t)_mm_cvtsi128_si64(h), lo, _mm512_set1_epi8(16));
+                hi = _mm512_mask_add_epi8(hi, (__mmask64)(uint64_t)_mm_extract_epi64(h, 1), hi,
+                                          _mm512_set1_epi8(16));
             }
             const __m512i a0 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab[b + k].qs));
             const __m512i a1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab[b + k].qs + 16)));
