@@ -7,9 +7,9 @@
  * including file defines atv (float vector), atd (double accumulator) and
  * the AT_* operations used below, then includes this file once.
  *
- * Work items are (token, head) for one token and (token, up to ATTN_GROUP
- * heads sharing a KV head) for batches, each computed the same way whatever
- * the thread count or grouping.  Per head, positions are taken in chunks of
+ * Work items are (token, up to ATTN_GROUP heads sharing a KV head): for one
+ * token as many heads as still leave an item per thread, each computed the
+ * same way whatever the thread count or grouping.  Per head, positions are taken in chunks of
  * ATTN_CHUNK with an online softmax (running max m, running sum l, the
  * accumulator rescaled by exp(m_old - m_new) when the max grows), so no
  * buffer grows with the context:
@@ -26,6 +26,10 @@
  * (tests/test-kernels-simd.c).  Heads wider than ATTN_MAX_DIM fall back to
  * attention_ref.
  */
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
@@ -259,7 +263,21 @@ static void AT_FN(attention)(float *out, const float *q, int64_t n_tok, const st
         return;
     }
     const int group = n_head / n_head_kv;
-    const int G = n_tok > 1 ? (group < ATTN_GROUP ? group : ATTN_GROUP) : 1;
+    /* Batches: groups of up to ATTN_GROUP heads.  One token: as many heads
+     * per item as still gives every thread an item (each item converts its
+     * K/V rows once for its heads; Gemma 3 270M's four heads of one KV head
+     * on two threads: two items of two heads, not four of one). */
+    int G = group < ATTN_GROUP ? group : ATTN_GROUP;
+    if (n_tok == 1) {
+#ifdef _OPENMP
+        const int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+        const int nth = 1;
+#endif
+        const int per_kv = (nth + n_head_kv - 1) / n_head_kv; /* items wanted per KV head */
+        G = per_kv >= group ? 1 : (group + per_kv - 1) / per_kv;
+        G = G < ATTN_GROUP ? G : ATTN_GROUP;
+    }
     const int per_kv = (group + G - 1) / G; /* items per KV head: they never straddle two */
 #pragma omp parallel for collapse(2) schedule(static, 1)
     for (int64_t t = 0; t < n_tok; t++) {

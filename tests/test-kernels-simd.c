@@ -818,17 +818,23 @@ static void test_attention(void **state)
                          kt->name, nh, nkv, hd, shapes[si].window, k_q8 ? "q8_0" : "f16", v_q8 ? "q8_0" : "f16", i,
                          (double)a[i], (double)b[i]);
         }
-        /* each token alone (decode) gives the batch's bits */
-        for (int t = 0; t < n_tok; t++) {
-            struct attn_kv one = kv;
-            one.blocks = tables + t;
-            one.pos = pos + t;
-            const size_t off = (size_t)t * (size_t)nh * (size_t)hd;
-            kt->attention(b, q + off, 1, &one, nh, nkv, hd, scale, shapes[si].window);
-            if (memcmp(b, a + off, (size_t)nh * (size_t)hd * sizeof(float)) != 0)
-                fail_msg("%s attention (heads %d/%d, dim %d): token %d alone differs from the batch", kt->name, nh,
-                         nkv, hd, t);
+        /* each token alone (decode) gives the batch's bits, whatever the
+         * thread count (which sets how many heads one decode item takes) */
+        const int max_threads = omp_get_max_threads();
+        for (int nth = 1; nth <= 4; nth++) {
+            omp_set_num_threads(nth);
+            for (int t = 0; t < n_tok; t++) {
+                struct attn_kv one = kv;
+                one.blocks = tables + t;
+                one.pos = pos + t;
+                const size_t off = (size_t)t * (size_t)nh * (size_t)hd;
+                kt->attention(b, q + off, 1, &one, nh, nkv, hd, scale, shapes[si].window);
+                if (memcmp(b, a + off, (size_t)nh * (size_t)hd * sizeof(float)) != 0)
+                    fail_msg("%s attention (heads %d/%d, dim %d, %d threads): token %d alone differs from the batch",
+                             kt->name, nh, nkv, hd, nth, t);
+            }
         }
+        omp_set_num_threads(max_threads);
         print_message("  %s attention heads %d/%d dim %d block %d window %d K %s V %s: max error / max|V| %.3g\n",
                       kt->name, nh, nkv, hd, bt, shapes[si].window, k_q8 ? "q8_0" : "f16", v_q8 ? "q8_0" : "f16",
                       worst);

@@ -14,7 +14,7 @@
  *       C  chat: a 10-turn conversation, each turn's prompt the whole history
  *       D  restart: A with --cache-dir in a child process that exits, then a
  *          new process's first request
- *   infer bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [-o md|json]
+ *   infer bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-o md|json]
  *       llama-bench-style prompt processing (ppN: N random tokens in batches
  *       from an empty context) and generation (tgN: N tokens one at a time),
  *       mean ± stddev over repetitions, prefix cache off, in llama-bench's
@@ -754,8 +754,10 @@ static int phase(struct bench *b, const char *which)
 
 static const char *bench_help =
     "usage: infer bench --prefix [-m MODEL] [--scenario A,B,C,D] [sizes] [cache options] [-o md|json]\n"
-    "       infer bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--np N] [-o md|json]   (prompt/generation "
-    "rates)\n"
+    "       infer bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [--np N] [-o md|json]   (prompt/"
+    "generation rates)\n"
+    "  -d N (--n-depth N): run each test after N tokens already in the context (untimed), as\n"
+    "  llama-bench's -d; reported as \"tg128 @ d2048\"\n"
     "  --np N (--parallel N): generate with N sequences at once, one token of each per forward pass (as\n"
     "  infer serve batches them); tgK xN reports all sequences' tokens per second\n\n"
     "Prefix-cache scenarios (each request in a fresh session of one engine; TTFT = prompt handed\n"
@@ -812,6 +814,7 @@ static void print_md_a(const struct result_a *a)
 
 struct tp_opts {
     int n_prompt, n_gen, reps;
+    int depth; /* -d: tokens already in the context when a test starts (llama-bench's n_depth) */
     int parallel; /* tg: sequences decoded together, one token each per step */
 };
 
@@ -838,17 +841,24 @@ static void mean_sd(const double *v, int n, double *mean, double *sd)
     *sd = n > 1 ? sqrt(s2 / (n - 1)) : 0.0;
 }
 
-/* One repetition: tokens/s of evaluating n random tokens from an empty
- * context, in batches (pp) or one at a time (tg).  Random tokens are drawn
- * anew each time and the prefix cache is off, so nothing is reused. */
-static double tp_run(infer_session *s, int n, bool one_by_one, uint32_t *seed, int n_vocab)
+/* One repetition: tokens/s of evaluating n random tokens after a context of
+ * depth random tokens (evaluated first, untimed), in batches (pp) or one at a
+ * time (tg).  Random tokens are drawn anew each time and the prefix cache is
+ * off, so nothing is reused. */
+static double tp_run(infer_session *s, int n, bool one_by_one, uint32_t *seed, int n_vocab, int depth)
 {
-    int32_t *toks = malloc((size_t)n * sizeof(int32_t));
-    if (!toks)
+    const int total = depth + n;
+    int32_t *all = malloc((size_t)(total > 0 ? total : 1) * sizeof(int32_t));
+    if (!all)
         return -1;
-    for (int i = 0; i < n; i++)
-        toks[i] = (int32_t)(rnd(seed) % (uint32_t)n_vocab);
+    for (int i = 0; i < total; i++)
+        all[i] = (int32_t)(rnd(seed) % (uint32_t)n_vocab);
+    int32_t *toks = all + depth;
     infer_session_truncate(s, 0);
+    if (depth > 0 && infer_session_append(s, all, depth) != INFER_OK) {
+        free(all);
+        return -1;
+    }
     double t0 = infer_now_seconds();
     infer_status st = INFER_OK;
     if (one_by_one)
@@ -857,7 +867,7 @@ static double tp_run(infer_session *s, int n, bool one_by_one, uint32_t *seed, i
     else
         st = infer_session_append(s, toks, n);
     double dt = infer_now_seconds() - t0;
-    free(toks);
+    free(all);
     return st ? -1 : n / dt;
 }
 
@@ -915,7 +925,7 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
     if (infer_model_load(&m, path, NULL) != INFER_OK)
         return cli_fail("loading model");
     infer_session_params sp = b->sp;
-    sp.n_ctx = tp->n_prompt + tp->n_gen + 16;
+    sp.n_ctx = tp->depth + tp->n_prompt + tp->n_gen + 16;
     sp.n_batch = b->n_batch;
     sp.n_threads = b->threads;
     sp.kv_block = b->kv_block;
@@ -962,8 +972,8 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
     uint32_t seed = 1234;
     const int n_vocab = infer_model_n_vocab(m);
     /* warm-up, as llama-bench: one short batch and one token */
-    tp_run(s, tp->n_prompt > 0 ? (tp->n_prompt < 32 ? tp->n_prompt : 32) : 8, false, &seed, n_vocab);
-    tp_run(s, 1, true, &seed, n_vocab);
+    tp_run(s, tp->n_prompt > 0 ? (tp->n_prompt < 32 ? tp->n_prompt : 32) : 8, false, &seed, n_vocab, 0);
+    tp_run(s, 1, true, &seed, n_vocab, 0);
     if (pe)
         tp_run_parallel(pe, ps, tp->parallel, 2, &seed, n_vocab);
     struct { const char *kind; int n; bool tg; } tests[2] = {{"pp", tp->n_prompt, false}, {"tg", tp->n_gen, true}};
@@ -979,7 +989,7 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         double *ts = calloc((size_t)tp->reps, sizeof(double));
         for (int r = 0; r < tp->reps && ts; r++) {
             ts[r] = tests[k].tg && pe ? tp_run_parallel(pe, ps, tp->parallel, tests[k].n, &seed, n_vocab)
-                                      : tp_run(s, tests[k].n, tests[k].tg, &seed, n_vocab);
+                                      : tp_run(s, tests[k].n, tests[k].tg, &seed, n_vocab, tp->depth);
             if (ts[r] < 0) {
                 rc = cli_fail("benchmark");
                 break;
@@ -994,6 +1004,8 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         char test[32];
         if (tests[k].tg && pe) /* llama-batched-bench's aggregate: all sequences' tokens per second */
             snprintf(test, sizeof(test), "%s%d x%d", tests[k].kind, tests[k].n, tp->parallel);
+        else if (tp->depth > 0) /* llama-bench's label */
+            snprintf(test, sizeof(test), "%s%d @ d%d", tests[k].kind, tests[k].n, tp->depth);
         else
             snprintf(test, sizeof(test), "%s%d", tests[k].kind, tests[k].n);
         if (!b->json) {
@@ -1002,11 +1014,12 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
                    mean, sd);
         } else {
             printf("%s  {\"model\": \"%s\", \"model_size\": %zu, \"model_n_params\": %llu, \"kernels\": \"%s\", "
-                   "\"n_threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"avg_ts\": %.4f, "
+                   "\"n_threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
+                   "\"avg_ts\": %.4f, "
                    "\"stddev_ts\": %.4f, \"samples_ts\": [",
                    printed ? ",\n" : "", desc, infer_gguf_file_size(g), (unsigned long long)n_params,
                    infer_kernel_variant(), threads, test, tests[k].tg ? 0 : tests[k].n, tests[k].tg ? tests[k].n : 0,
-                   mean, sd);
+                   tp->depth, mean, sd);
             for (int r = 0; r < tp->reps; r++)
                 printf("%s%.4f", r ? ", " : "", ts[r]);
             printf("], \"load_seconds\": %.4f, \"resident_at_load_percent\": %.2f}", infer_model_load_seconds(m),
@@ -1041,7 +1054,7 @@ int cmd_bench(int argc, char **argv)
         {"requests", required_argument, 0, B_REQUESTS}, {"turns", required_argument, 0, B_TURNS},
         {"chat-gen", required_argument, 0, B_CHAT_GEN}, {"gen", required_argument, 0, B_GEN},
         {"phase", required_argument, 0, B_PHASE}, {"parallel", required_argument, 0, B_PARALLEL},
-        {"np", required_argument, 0, B_PARALLEL}, CLI_CACHE_LONGOPTS, {"help", no_argument, 0, 'h'},
+        {"np", required_argument, 0, B_PARALLEL}, {"n-depth", required_argument, 0, 'd'}, CLI_CACHE_LONGOPTS, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct bench b = {.n_batch = 512, .kv_block = 32, .prefix_tokens = 2000, .questions = 20, .agent_tokens = 1500,
                       .requests = 30, .turns = 10, .chat_gen = 24, .gen = 1};
@@ -1051,7 +1064,7 @@ int cmd_bench(int argc, char **argv)
     struct tp_opts tp = {.n_prompt = 512, .n_gen = 128, .reps = 5};
     int c, rc;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:t:b:o:p:n:r:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:t:b:o:p:n:r:d:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 't': if ((rc = positive(optarg, &b.threads))) return rc; break;
@@ -1077,12 +1090,17 @@ int cmd_bench(int argc, char **argv)
         case 'p': if ((rc = nonneg(optarg, &tp.n_prompt))) return rc; break;
         case 'n': if ((rc = nonneg(optarg, &tp.n_gen))) return rc; break;
         case 'r': if ((rc = positive(optarg, &tp.reps))) return rc; break;
+        case 'd': if ((rc = nonneg(optarg, &tp.depth))) return rc; break;
         case B_PARALLEL: if ((rc = positive(optarg, &tp.parallel))) return rc; break;
         case 'h': printf("%s", bench_help); return 0;
         default:
             if (cli_cache_option(&b.sp, c, optarg) != 0)
                 return 2;
         }
+    }
+    if (!prefix && tp.depth > 0 && tp.parallel > 1) {
+        fprintf(stderr, "error: -d (context depth) is not supported with --np\n");
+        return 2;
     }
     if (!prefix)
         return bench_throughput(&b, model, &tp);
