@@ -72,11 +72,38 @@ void run_state_free(struct run_state *s)
     memset(s, 0, sizeof(*s));
 }
 
+/* Rows from which element-wise work is split over the threads.  It is
+ * always done one row at a time, exactly as for a single token, so a token's
+ * bits do not depend on the batch around it. */
+#define PAR_ROWS 16
+
 /* out[t] = rmsnorm(in[t]) * w for each of n_tok rows of n elements */
 static void rmsnorm_rows(float *out, const float *in, const float *w, int64_t n_tok, int64_t n, float eps)
 {
+#pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
     for (int64_t t = 0; t < n_tok; t++)
         rmsnorm(out + t * n, in + t * n, w, n, eps);
+}
+
+/* x[t] += y[t] (residual), row by row */
+static void add_rows(float *x, const float *y, int64_t n_tok, int64_t n)
+{
+#pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
+    for (int64_t t = 0; t < n_tok; t++)
+        vec_add(x + t * n, x + t * n, y + t * n, n);
+}
+
+/* h[t] = act(h[t]) * u[t], row by row (gated feed-forward) */
+static void gate_rows(float *h, const float *u, int64_t n_tok, int64_t n, bool use_gelu)
+{
+#pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
+    for (int64_t t = 0; t < n_tok; t++) {
+        if (use_gelu)
+            gelu(h + t * n, n);
+        else
+            silu(h + t * n, n);
+        vec_mul(h + t * n, h + t * n, u + t * n, n);
+    }
 }
 
 static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n)
@@ -213,6 +240,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
         }
         const float base = swa ? c->rope_base_swa : c->rope_base;
         const float fscale = swa ? c->rope_scale_swa : c->rope_scale;
+#pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
         for (int64_t t = 0; t < n_tok; t++) {
             if (c->rope_neox) {
                 rope_neox(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, b->pos[t], base, fscale);
@@ -242,23 +270,19 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             return st;
         if (c->post_norms)
             rmsnorm_rows(s->xb2, s->xb2, l->post_attn_norm, n_tok, n_embd, c->rms_eps);
-        vec_add(s->x, s->x, s->xb2, n_tok * n_embd);
+        add_rows(s->x, s->xb2, n_tok, n_embd);
 
         /* feed-forward */
         rmsnorm_rows(s->xb, s->x, l->ffn_norm, n_tok, n_embd, c->rms_eps);
         if ((st = mat_mul_same_input(s->xb, n_tok, 2, (float *const[]){s->hb, s->hb2},
                                      (const struct mat *const[]){&l->ffn_gate, &l->ffn_up})))
             return st;
-        if (c->act == FFN_GELU)
-            gelu(s->hb, n_tok * n_ff);
-        else
-            silu(s->hb, n_tok * n_ff);
-        vec_mul(s->hb, s->hb, s->hb2, n_tok * n_ff);
+        gate_rows(s->hb, s->hb2, n_tok, n_ff, c->act == FFN_GELU);
         if ((st = mat_mul(s->xb2, &l->ffn_down, s->hb, n_tok)))
             return st;
         if (c->post_norms)
             rmsnorm_rows(s->xb2, s->xb2, l->post_ffn_norm, n_tok, n_embd, c->rms_eps);
-        vec_add(s->x, s->x, s->xb2, n_tok * n_embd);
+        add_rows(s->x, s->xb2, n_tok, n_embd);
     }
 
     /* output: final norm of the rows that want logits, then the vocabulary projection */
