@@ -172,6 +172,18 @@ infer_status infer_gguf_range_residency(const infer_gguf *g, uint64_t offset, ui
  * and file system allow it: run infer_file_cold first to re-read a file the
  * cache holds in small pages. */
 infer_status infer_gguf_warm(const infer_gguf *g, int n_threads, uint64_t *bytes, double *seconds);
+/* Residency with bytes_huge filled in without reading the file: touches
+ * one byte of each 2 MiB stretch whose first page is already in memory, so
+ * that the kernel maps what it holds in 2 MiB folios as such.  Used to tell
+ * a user whose page cache holds the model in small pages (see infer warm
+ * --huge). */
+infer_status infer_gguf_probe_pages(const infer_gguf *g, infer_residency *out);
+/* Whether a residency probe says the weights sit in small pages where 2 MiB
+ * ones could serve (mostly resident, under a tenth in 2 MiB pages, at least
+ * 64 MiB): the cue for the CLI's and the server's hint at load. */
+bool infer_residency_small_pages(const infer_residency *r);
+/* The one-line advice to print then (no newline), naming path; into buf. */
+const char *infer_small_pages_note(const char *path, char *buf, size_t n);
 /* Drop the file's clean pages from the page cache (posix_fadvise DONTNEED). */
 infer_status infer_file_cold(const char *path);
 /* Residency of a file by path, without parsing it: maps it read-only, asks

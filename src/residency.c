@@ -146,6 +146,41 @@ infer_status infer_gguf_residency(const infer_gguf *g, infer_residency *out)
     return st;
 }
 
+bool infer_residency_small_pages(const infer_residency *r)
+{
+    return r->bytes_total >= ((uint64_t)64 << 20) && r->bytes_resident >= r->bytes_total / 10 * 9 &&
+           r->bytes_huge < r->bytes_total / 10;
+}
+
+const char *infer_small_pages_note(const char *path, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "note: the page cache holds %s in 4 KiB pages (it was read or written before infer mapped it); "
+             "'infer warm --huge %s' reads it again into 2 MiB pages where the kernel can, which decode reads "
+             "faster",
+             path, path);
+    return buf;
+}
+
+infer_status infer_gguf_probe_pages(const infer_gguf *g, infer_residency *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!g->mapped || !g->huge_advised || g->size == 0)
+        return infer_gguf_residency(g, out);
+    const size_t ps = page_size(), H = (size_t)2 << 20;
+    const size_t n_huge = (g->size + H - 1) / H;
+    unsigned char vec[1];
+    volatile unsigned sink = 0;
+    for (size_t i = 0; i < n_huge; i++) {
+        const uint8_t *p = g->base + i * H;
+        /* only pages already in memory: asking must not read the file */
+        if (mincore((void *)p, ps, vec) == 0 && (vec[0] & 1))
+            sink += *p;
+    }
+    (void)sink;
+    return infer_gguf_residency(g, out);
+}
+
 infer_status infer_gguf_warm(const infer_gguf *g, int n_threads, uint64_t *bytes, double *seconds)
 {
     double t0 = infer_now();

@@ -1299,6 +1299,43 @@ static void test_huge_page_map(void **state)
     assert_true(r.bytes_huge <= (uint64_t)4 << 20);
     infer_gguf_close(g);
 
+    /* the probe reads nothing from the file: of a 40 MiB file dropped from
+     * the cache, only what the parse's readahead brought in is resident
+     * after it */
+    {
+        const int64_t nb = (int64_t)10 << 20;
+        const struct tspec tb[] = {{"big", 1, {nb}, 0, 0}};
+        struct gw wb = {0};
+        build_tensor_file(&wb, 3, 0, tb, 1, (uint64_t)nb * 4, NULL);
+        const char *pb = write_tmp("probe.gguf", wb.p, wb.len);
+        assert_int_equal(infer_file_cold(pb), INFER_OK);
+        infer_residency cold;
+        assert_int_equal(infer_file_residency(pb, &cold), INFER_OK);
+        if (cold.bytes_resident == 0) { /* the file system drops pages (not tmpfs) */
+            assert_int_equal(infer_gguf_open(&g, pb, 0), INFER_OK);
+            infer_residency before;
+            assert_int_equal(infer_gguf_residency(g, &before), INFER_OK);
+            assert_int_equal(infer_gguf_probe_pages(g, &r), INFER_OK);
+            print_message("  probe: %llu of %zu bytes resident after the parse\n",
+                          (unsigned long long)before.bytes_resident, wb.len);
+            assert_int_equal(r.bytes_resident, before.bytes_resident);
+            assert_true(r.bytes_resident < wb.len / 2);
+            infer_gguf_close(g);
+        }
+        unlink(pb);
+        free(wb.p);
+    }
+
+    /* when the load-time note is due: big, resident, not in 2 MiB pages */
+    const uint64_t MiB = 1 << 20;
+    assert_true(infer_residency_small_pages(&(infer_residency){.bytes_total = 100 * MiB, .bytes_resident = 100 * MiB}));
+    assert_false(infer_residency_small_pages(
+        &(infer_residency){.bytes_total = 100 * MiB, .bytes_resident = 100 * MiB, .bytes_huge = 50 * MiB}));
+    assert_false(infer_residency_small_pages(&(infer_residency){.bytes_total = 100 * MiB, .bytes_resident = 10 * MiB}));
+    assert_false(infer_residency_small_pages(&(infer_residency){.bytes_total = 10 * MiB, .bytes_resident = 10 * MiB}));
+    char note[512];
+    assert_non_null(strstr(infer_small_pages_note("m.gguf", note, sizeof(note)), "infer warm --huge m.gguf"));
+
     /* small pages asked for, by flag or environment: no advice */
     assert_int_equal(infer_gguf_open(&g, path, INFER_GGUF_OPEN_SMALL_PAGES), INFER_OK);
     assert_true(map_vmflags(g->base, flags, sizeof(flags)));

@@ -120,7 +120,7 @@ int cli_load(struct cli_gen *g, infer_model **m, infer_session **s, infer_sample
     if (infer_model_load(m, path, &mp) != INFER_OK)
         return cli_fail("loading model");
     infer_residency r;
-    infer_gguf_residency(infer_model_gguf(*m), &r);
+    infer_gguf_probe_pages(infer_model_gguf(*m), &r);
     if (infer_session_new(s, *m, &g->sessp) != INFER_OK) {
         infer_model_free(*m);
         return cli_fail("creating session");
@@ -130,9 +130,13 @@ int cli_load(struct cli_gen *g, infer_model **m, infer_session **s, infer_sample
         infer_model_free(*m);
         return cli_fail("sampler");
     }
-    if (!g->quiet)
+    if (!g->quiet) {
         fprintf(stderr, "loaded %s (%s, %d-token context) in %.0f ms, %.1f%% of the file resident\n", path,
                 infer_model_arch(*m), infer_session_n_ctx(*s), infer_model_load_seconds(*m) * 1e3, r.percent);
+        char note[1024];
+        if (infer_residency_small_pages(&r))
+            fprintf(stderr, "%s\n", infer_small_pages_note(path, note, sizeof(note)));
+    }
     return 0;
 }
 

@@ -267,8 +267,12 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
     s->n_ctx = infer_session_n_ctx(probe);
     infer_session_free(probe);
     infer_residency r;
-    if (infer_gguf_residency(infer_model_gguf(s->model), &r) == INFER_OK)
+    char note[1024];
+    if (infer_gguf_probe_pages(infer_model_gguf(s->model), &r) == INFER_OK) {
         s->model_bytes = r.bytes_total;
+        if (infer_residency_small_pages(&r))
+            fprintf(stderr, "serve: %s\n", infer_small_pages_note(cfg->model_path, note, sizeof(note)));
+    }
     double dt = infer_now_seconds() - t0;
     pthread_mutex_lock(&s->srv->mu);
     s->srv->metrics.model_loads++;
