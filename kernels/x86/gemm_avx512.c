@@ -30,38 +30,10 @@
 
 #include "../dispatch.h"
 #include "../quants.h"
-
-#define INLINE static inline __attribute__((always_inline))
-/* Fully unroll the short constant loops of the kernels, so that their
- * vector arrays live in registers. */
-#define UNROLL _Pragma("GCC unroll 16")
+#include "x86_util.h"
 
 #define LT 16 /* tokens per group: the lanes of a vector */
 #define LR 8  /* weight rows per tile */
-
-INLINE float h2f(ggml_half h) { return _cvtsh_ss(h); }
-
-INLINE uint16_t ld16(const void *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-
-INLINE uint32_t ld32(const void *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-/* Sum of the 32 unsigned bytes of v. */
-INLINE int sum_u8(__m256i v)
-{
-    const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
-    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    return (int)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1));
-}
 
 /* ------------------------- transposed activations ------------------------- */
 
@@ -169,18 +141,6 @@ INLINE __m256i unpack32(const int type, const uint8_t *blk, int *sum)
     }
     *sum = sum_u8(u) - off * 32;
     return _mm256_sub_epi8(u, _mm256_set1_epi8((char)off));
-}
-
-INLINE size_t bbytes32(const int type)
-{
-    return type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
-                                                                               : sizeof(block_q8_0);
-}
-
-INLINE size_t kbytes(const int type)
-{
-    return type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : type == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
-                                                                               : sizeof(block_q6_K);
 }
 
 static void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t *w, struct meta32 *meta)
@@ -405,7 +365,6 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
 
 /* Round up to a multiple of 64 bytes. */
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
-
 
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
                 size_t a_row, int64_t n_tok, float *y, size_t ys)

@@ -13,29 +13,20 @@
  * ((sum * d_x) * d_y for Q4_0, (d_x * d_y) * sum for Q5_0) and added to each
  * row in block order: the reference's (and vec_dot's) bits.
  *
- * The includer defines INLINE, UNROLL, PF_ROWS (software prefetch distance in
- * rows) and X4_DOT(lo, a0, hi, a1): the eight
+ * The includer includes x86_util.h and defines PF_ROWS (software prefetch
+ * distance in rows) and X4_DOT(lo, a0, hi, a1): the eight
  * int32 lanes of sum(lo * a0) + sum(hi * a1) over groups of four bytes, lo
  * and hi unsigned (< 32), a0 and a1 signed.
  */
 #ifndef INFER_GEMV_X4_AVX2_H
 #define INFER_GEMV_X4_AVX2_H
 
-INLINE size_t x4_bytes(const int type) { return type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0); }
-
-INLINE uint16_t x4_ld16(const void *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-
 /* Blocks b .. b + KB - 1 (KB = 4, or 1 for the last blocks of a row) of four
  * rows, added to acc (lane r: row r) in block order. */
 INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_row, const block_q8_0 *ab, int64_t b,
                        __m128 acc)
 {
-    const size_t bs = x4_bytes(type), off = type == GGML_TYPE_Q5_0 ? 6 : 2;
+    const size_t bs = bbytes32(type), off = type == GGML_TYPE_Q5_0 ? 6 : 2;
     const __m256i m4 = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
     const __m256i K = _mm256_set1_epi8(type == GGML_TYPE_Q5_0 ? 16 : 8);
     const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull), b5 = _mm256_set1_epi8(16);
@@ -57,7 +48,7 @@ INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_
         const __m256i a0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab[b + k].qs));
         const __m256i a1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab[b + k].qs + 16)));
         const __m256i c = X4_DOT(K, a0, K, a1);
-        dyh[k] = x4_ld16(&ab[b + k].d);
+        dyh[k] = ld16(&ab[b + k].d);
         UNROLL
         for (int p = 0; p < 2; p++) {
             const uint8_t *r0 = blk + (size_t)(2 * p) * w_row, *r1 = r0 + w_row;
@@ -74,8 +65,8 @@ INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_
                 hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
             }
             v[p][k] = _mm256_sub_epi32(X4_DOT(lo, a0, hi, a1), c);
-            dxh[p][k] = x4_ld16(r0);
-            dxh[p][4 + k] = x4_ld16(r1);
+            dxh[p][k] = ld16(r0);
+            dxh[p][4 + k] = ld16(r1);
         }
     }
     const __m128 dy4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)dyh));

@@ -37,11 +37,7 @@
 
 #include "../dispatch.h"
 #include "../quants.h"
-
-#define INLINE static inline __attribute__((always_inline))
-/* Fully unroll the short constant loops (rows, tokens, chunks) so that the
- * vector arrays of a tile live in registers. */
-#define UNROLL _Pragma("GCC unroll 16")
+#include "x86_util.h"
 
 /* ------------------------------ helpers ------------------------------ */
 
@@ -64,15 +60,6 @@ INLINE void prefetch_block(const uint8_t *blk, int64_t b, size_t w_row, size_t b
     const int64_t every = bs >= 64 ? 1 : (int64_t)(64 / bs);
     if (b % every == 0)
         prefetch_ahead(blk, w_row, bs);
-}
-
-INLINE float h2f(ggml_half h) { return _cvtsh_ss(h); }
-
-INLINE uint16_t ld16(const void *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
 }
 
 /* Four halves -> four floats. */
@@ -133,12 +120,6 @@ INLINE __m256i unpack32(const int type, const uint8_t *blk)
     return _mm256_sub_epi8(nib, _mm256_andnot_si256(h, _mm256_set1_epi8(16)));
 }
 
-INLINE size_t block_bytes32(const int type)
-{
-    return type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
-                                                                               : sizeof(block_q8_0);
-}
-
 /* acc + (block sums s) * dx * dy, associated as the reference does per type. */
 INLINE __m128 fma32(const int type, __m128 acc, __m128i s, __m128 dx, __m128 dy)
 {
@@ -152,7 +133,7 @@ INLINE __m128 fma32(const int type, __m128 acc, __m128i s, __m128 dx, __m128 dy)
 INLINE __m128 gemv32_block(const int type, const int NR, const uint8_t *w, size_t w_row, const uint8_t *a, int64_t b,
                            __m128 acc)
 {
-    const size_t bs = block_bytes32(type);
+    const size_t bs = bbytes32(type);
     const __m256i zero = _mm256_setzero_si256();
     const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)b * sizeof(block_q8_0));
     const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
@@ -183,7 +164,7 @@ INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const 
                    const uint8_t *a, size_t a_row, float *y, size_t ys)
 {
     const int64_t nb = n / 32;
-    const size_t bs = block_bytes32(type);
+    const size_t bs = bbytes32(type);
     const __m256i zero = _mm256_setzero_si256();
     if (NT == 1) {
         __m128 acc = _mm_setzero_ps();

@@ -29,11 +29,7 @@
 #include "../cpu.h"
 #include "../dispatch.h"
 #include "../quants.h"
-
-#define INLINE static inline __attribute__((always_inline))
-/* Fully unroll the short constant loops (rows, tokens, chunks) so that the
- * vector arrays of a tile live in registers. */
-#define UNROLL _Pragma("GCC unroll 16")
+#include "x86_util.h"
 
 /* Software prefetch distance of the weight streams, in rows: the tile
  * kernels touch four rows at a time, each a separate stream, and the
@@ -43,21 +39,11 @@
 #define PF_ROWS 8
 #endif
 
-INLINE float h2f(ggml_half h) { return _cvtsh_ss(h); }
-
 /* Ask for the bytes of a weight block PF_ROWS rows further on. */
 INLINE void prefetch_ahead(const uint8_t *blk, size_t w_row, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64)
         _mm_prefetch((const char *)blk + PF_ROWS * w_row + o, _MM_HINT_T0);
-}
-
-
-INLINE uint16_t ld16(const void *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
 }
 
 INLINE __m128 h2f4(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3)
@@ -98,12 +84,6 @@ INLINE __m128i reduce4_512(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
 }
 
 /* --------------------- 32-element blocks x Q8_0 --------------------- */
-
-INLINE size_t bbytes32(const int type)
-{
-    return type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
-                                                                               : sizeof(block_q8_0);
-}
 
 /* The offset K making the weights of a type non-negative (see the header). */
 INLINE int koff(const int type) { return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : 128; }
@@ -579,12 +559,6 @@ INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 d
     if (type != GGML_TYPE_Q6_K)
         acc = _mm_sub_ps(acc, _mm_mul_ps(_mm_mul_ps(dminx, dy), _mm_cvtepi32_ps(summ)));
     return acc;
-}
-
-INLINE size_t kbytes(const int type)
-{
-    return type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : type == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
-                                                                               : sizeof(block_q6_K);
 }
 
 INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row,
