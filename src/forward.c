@@ -72,6 +72,59 @@ void run_state_free(struct run_state *s)
     memset(s, 0, sizeof(*s));
 }
 
+/* INFER_PROFILE=1: wall time of each part of the forward pass, summed over
+ * the process and printed to stderr at exit, to see where decode or prefill
+ * time goes on a given machine.  Off, it costs one test per part. */
+enum { PR_QKV, PR_ATTN, PR_WO, PR_FFN_UP, PR_ACT, PR_FFN_DOWN, PR_OUT, PR_OTHER, PR_N };
+static struct {
+    int on; /* -1: not read yet */
+    double t[PR_N];
+    long passes, tokens;
+} prof = {.on = -1};
+
+static void prof_report(void)
+{
+    static const char *const names[PR_N] = {
+        "Q/K/V projections", "attention (q/k norms, RoPE, KV store, attention)", "attention output projection",
+        "FFN gate/up projections", "FFN activation", "FFN down projection", "output norm + vocabulary projection",
+        "norms, residual adds, embeddings"};
+    double total = 0;
+    for (int i = 0; i < PR_N; i++)
+        total += prof.t[i];
+    if (prof.passes == 0 || total <= 0)
+        return;
+    fprintf(stderr, "profile: %ld forward passes, %ld tokens, %.3f s\n", prof.passes, prof.tokens, total);
+    for (int i = 0; i < PR_N; i++)
+        fprintf(stderr, "  %-50s %9.3f ms/pass %5.1f%%\n", names[i], 1e3 * prof.t[i] / (double)prof.passes,
+                100 * prof.t[i] / total);
+}
+
+static bool prof_start(int64_t n_tok, double *t)
+{
+    if (prof.on < 0) {
+        const char *e = getenv("INFER_PROFILE");
+        prof.on = e && *e && strcmp(e, "0") != 0;
+        if (prof.on)
+            atexit(prof_report);
+    }
+    if (!prof.on)
+        return false;
+    prof.passes++;
+    prof.tokens += n_tok;
+    *t = infer_now();
+    return true;
+}
+
+/* Charge the time since *t to part k. */
+static inline void prof_mark(bool on, double *t, int k)
+{
+    if (!on)
+        return;
+    const double now = infer_now();
+    prof.t[k] += now - *t;
+    *t = now;
+}
+
 /* Rows from which element-wise work is split over the threads.  It is
  * always done one row at a time, exactly as for a single token, so a token's
  * bits do not depend on the batch around it. */
@@ -197,6 +250,8 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
     const int64_t n_embd = c->n_embd, head_dim = c->head_dim, n_ff = c->n_ff;
     const int64_t q_dim = (int64_t)c->n_head * head_dim, kv_dim = (int64_t)c->n_head_kv * head_dim;
     infer_status st;
+    double pt = 0;
+    const bool pon = prof_start(n_tok, &pt);
 
     if (n_tok <= 0 || n_tok > s->n_batch)
         return infer_error(INFER_ERR_INVALID, "forward: %lld tokens for a batch of %d", (long long)n_tok, s->n_batch);
@@ -228,9 +283,11 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
 
         /* attention */
         rmsnorm_rows(s->xb, s->x, l->attn_norm, n_tok, n_embd, c->rms_eps);
+        prof_mark(pon, &pt, PR_OTHER);
         if ((st = mat_mul_same_input(s->xb, n_tok, 3, (float *const[]){s->q, s->k, s->v},
                                      (const struct mat *const[]){&l->wq, &l->wk, &l->wv})))
             return st;
+        prof_mark(pon, &pt, PR_QKV);
         add_bias(s->q, l->bq, n_tok, q_dim);
         add_bias(s->k, l->bk, n_tok, kv_dim);
         add_bias(s->v, l->bv, n_tok, kv_dim);
@@ -266,23 +323,30 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
         };
         kern.attention(s->att, s->q, n_tok, &view, c->n_head, c->n_head_kv, (int)head_dim, c->attn_scale,
                       swa ? c->n_swa : 0);
+        prof_mark(pon, &pt, PR_ATTN);
         if ((st = mat_mul(s->xb2, &l->wo, s->att, n_tok)))
             return st;
+        prof_mark(pon, &pt, PR_WO);
         if (c->post_norms)
             rmsnorm_rows(s->xb2, s->xb2, l->post_attn_norm, n_tok, n_embd, c->rms_eps);
         add_rows(s->x, s->xb2, n_tok, n_embd);
 
         /* feed-forward */
         rmsnorm_rows(s->xb, s->x, l->ffn_norm, n_tok, n_embd, c->rms_eps);
+        prof_mark(pon, &pt, PR_OTHER);
         if ((st = mat_mul_same_input(s->xb, n_tok, 2, (float *const[]){s->hb, s->hb2},
                                      (const struct mat *const[]){&l->ffn_gate, &l->ffn_up})))
             return st;
+        prof_mark(pon, &pt, PR_FFN_UP);
         gate_rows(s->hb, s->hb2, n_tok, n_ff, c->act == FFN_GELU);
+        prof_mark(pon, &pt, PR_ACT);
         if ((st = mat_mul(s->xb2, &l->ffn_down, s->hb, n_tok)))
             return st;
+        prof_mark(pon, &pt, PR_FFN_DOWN);
         if (c->post_norms)
             rmsnorm_rows(s->xb2, s->xb2, l->post_ffn_norm, n_tok, n_embd, c->rms_eps);
         add_rows(s->x, s->xb2, n_tok, n_embd);
+        prof_mark(pon, &pt, PR_OTHER);
     }
 
     /* output: final norm of the rows that want logits, then the vocabulary projection */
@@ -292,6 +356,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             rmsnorm(s->xb + n_out++ * n_embd, s->x + t * n_embd, w->output_norm, n_embd, c->rms_eps);
     if (n_out > 0 && (st = mat_mul(logits, &w->output, s->xb, n_out)))
         return st;
+    prof_mark(pon, &pt, PR_OUT);
     return INFER_OK;
 }
 
