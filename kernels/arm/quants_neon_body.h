@@ -111,6 +111,17 @@ NEON_INLINE void neon_prefetch_ahead(const void *blk, size_t w_row, size_t bytes
         __builtin_prefetch((const char *)blk + NEON_PF_ROWS * w_row + o, 0, 3);
 }
 
+/* The same for block b of a row of bs-byte blocks, once every 64 / bs
+ * blocks: prefetches at most 64 bytes apart still touch every line, with a
+ * third (Q4_0) to a half (Q8_0) of the instructions (a Cortex-A72 has one
+ * load pipe, which PRFM shares; the x86 tiles do the same). */
+NEON_INLINE void neon_prefetch_block(const void *blk, int64_t b, size_t w_row, size_t bs)
+{
+    const int64_t every = bs >= 64 ? 1 : (int64_t)(64 / bs);
+    if (b % every == 0)
+        neon_prefetch_ahead(blk, w_row, bs);
+}
+
 #endif /* INFER_ARM_NEON_HELPERS */
 
 /* s[r * GEMM_TOKS + t] += dot(weight row r, activation row t) for r < nr,
@@ -150,7 +161,7 @@ NEON_INLINE void NEON_FN(tile_q4_0)(TILE_ARGS)
     for (int64_t b = 0; b < n / QK8_0; b++) {
         for (int r = 0; r < nr; r++) {
             const block_q4_0 *x = (const block_q4_0 *)(w + r * w_row) + b;
-            neon_prefetch_ahead(x, w_row, sizeof(*x));
+            neon_prefetch_block(x, b, w_row, sizeof(*x));
             const uint8x16_t q = vld1q_u8(x->qs);
             const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), s8);
             const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), s8);
@@ -172,7 +183,7 @@ NEON_INLINE void NEON_FN(tile_q4_1)(TILE_ARGS)
     for (int64_t b = 0; b < n / QK8_1; b++) {
         for (int r = 0; r < nr; r++) {
             const block_q4_1 *x = (const block_q4_1 *)(w + r * w_row) + b;
-            neon_prefetch_ahead(x, w_row, sizeof(*x));
+            neon_prefetch_block(x, b, w_row, sizeof(*x));
             const uint8x16_t q = vld1q_u8(x->qs);
             const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, m4));
             const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
@@ -197,7 +208,7 @@ NEON_INLINE void NEON_FN(tile_q5_0)(TILE_ARGS)
     for (int64_t b = 0; b < n / QK8_0; b++) {
         for (int r = 0; r < nr; r++) {
             const block_q5_0 *x = (const block_q5_0 *)(w + r * w_row) + b;
-            neon_prefetch_ahead(x, w_row, sizeof(*x));
+            neon_prefetch_block(x, b, w_row, sizeof(*x));
             uint8x16_t set_lo, set_hi;
             neon_q5_bits(x->qh, &set_lo, &set_hi);
             const uint8x16_t q = vld1q_u8(x->qs);
@@ -221,7 +232,7 @@ NEON_INLINE void NEON_FN(tile_q5_1)(TILE_ARGS)
     for (int64_t b = 0; b < n / QK8_1; b++) {
         for (int r = 0; r < nr; r++) {
             const block_q5_1 *x = (const block_q5_1 *)(w + r * w_row) + b;
-            neon_prefetch_ahead(x, w_row, sizeof(*x));
+            neon_prefetch_block(x, b, w_row, sizeof(*x));
             uint8x16_t set_lo, set_hi;
             neon_q5_bits(x->qh, &set_lo, &set_hi);
             const uint8x16_t q = vld1q_u8(x->qs);
@@ -246,7 +257,7 @@ NEON_INLINE void NEON_FN(tile_q8_0)(TILE_ARGS)
     for (int64_t b = 0; b < n / QK8_0; b++) {
         for (int r = 0; r < nr; r++) {
             const block_q8_0 *x = (const block_q8_0 *)(w + r * w_row) + b;
-            neon_prefetch_ahead(x, w_row, sizeof(*x));
+            neon_prefetch_block(x, b, w_row, sizeof(*x));
             const int8x16_t q0 = vld1q_s8(x->qs), q1 = vld1q_s8(x->qs + 16);
             const float dx = neon_h2f(x->d);
             for (int t = 0; t < nt; t++) {
@@ -292,7 +303,7 @@ NEON_INLINE void NEON_FN(tile_q4_K)(TILE_ARGS)
     for (int64_t b = 0; b < n / QK_K; b++) {
         for (int r = 0; r < nr; r++) {
             const block_q4_K *x = (const block_q4_K *)(w + r * w_row) + b;
-            neon_prefetch_ahead(x, w_row, sizeof(*x));
+            neon_prefetch_block(x, b, w_row, sizeof(*x));
             uint8_t sc[8], m[8];
             neon_k_scales(x->scales, sc, m);
             const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
@@ -320,7 +331,7 @@ NEON_INLINE void NEON_FN(tile_q5_K)(TILE_ARGS)
     for (int64_t b = 0; b < n / QK_K; b++) {
         for (int r = 0; r < nr; r++) {
             const block_q5_K *x = (const block_q5_K *)(w + r * w_row) + b;
-            neon_prefetch_ahead(x, w_row, sizeof(*x));
+            neon_prefetch_block(x, b, w_row, sizeof(*x));
             uint8_t sc[8], m[8];
             neon_k_scales(x->scales, sc, m);
             const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
@@ -361,7 +372,7 @@ NEON_INLINE void NEON_FN(tile_q6_K)(TILE_ARGS)
     for (int64_t b = 0; b < n / QK_K; b++) {
         for (int r = 0; r < nr; r++) {
             const block_q6_K *x = (const block_q6_K *)(w + r * w_row) + b;
-            neon_prefetch_ahead(x, w_row, sizeof(*x));
+            neon_prefetch_block(x, b, w_row, sizeof(*x));
             int8x16_t v[16];
             for (int h = 0; h < 2; h++) {
                 const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
