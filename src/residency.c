@@ -119,12 +119,17 @@ static uint64_t map_huge_bytes(const uint8_t *base)
     if (!f)
         return 0;
     char line[512];
-    bool in = false;
+    bool in = false, at_start = true; /* at_start: line begins a line of the file (a long path may not fit) */
     uint64_t kb = 0;
     while (fgets(line, sizeof(line), f)) {
+        const bool starts = at_start;
+        at_start = strchr(line, '\n') != NULL;
+        if (!starts)
+            continue;
         unsigned long long lo, hi;
+        int end = 0;
         /* a mapping header: "lo-hi perms offset dev inode path" */
-        if (sscanf(line, "%llx-%llx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+        if (sscanf(line, "%llx-%llx %n", &lo, &hi, &end) == 2 && end > 0) {
             if (in)
                 break;
             in = (uintptr_t)lo == (uintptr_t)base;
