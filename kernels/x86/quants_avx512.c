@@ -442,25 +442,24 @@ DEFINE_DOT32(vec_dot_q8_0, GGML_TYPE_Q8_0)
 
 /* ----------------------- K-quants x Q8_K ----------------------- */
 
-/* vpermw indices picking int16 values into four 16-lane quarters (qN) of a
- * 512-bit vector; the source holds [sc0..7, m0..7] (Q4_K/Q5_K) or the
- * sixteen Q6_K scales. */
-#define Q4(a, b, c, d)                                                                                        \
-    {a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b,         \
-     c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d}
-/* Q4_K/Q5_K chunk c (64 quants): sc[2c] for the first 32, sc[2c+1] after */
-static const uint16_t idx_k4[4][32] __attribute__((aligned(64))) = {
-#define H(a, b) {a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b}
-    H(0, 1), H(2, 3), H(4, 5), H(6, 7),
-#undef H
+/* Q4_K/Q5_K chunk c (64 quants): sc[2c] for the first 32, sc[2c+1] after:
+ * pshufb controls picking int16 value 2c in 128-bit lanes 0-1, 2c+1 in 2-3 */
+static const uint8_t pick_k4[4][64] __attribute__((aligned(64))) = {
+#define P2(j) 2 * (j), 2 * (j) + 1
+#define L(j) P2(j), P2(j), P2(j), P2(j), P2(j), P2(j), P2(j), P2(j)
+#define C(a, b) {L(a), L(a), L(b), L(b)}
+    C(0, 1), C(2, 3), C(4, 5), C(6, 7),
+#undef C
+#undef L
+#undef P2
 };
-/* Q6_K half h, chunk 01 or 23: sub-blocks 8h + 4j + 0..3, 8 pairs each */
+/* vpermw indices for Q6_K half h, chunk 01 or 23 (the source holds the
+ * sixteen scales): sub-blocks 8h + 4j + 0..3, 8 pairs each */
 static const uint16_t idx_k6[4][32] __attribute__((aligned(64))) = {
 #define E(a, b, c, d) {a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, c, c, c, c, c, c, c, c, d, d, d, d, d, d, d, d}
     E(0, 1, 2, 3), E(4, 5, 6, 7), E(8, 9, 10, 11), E(12, 13, 14, 15),
 #undef E
 };
-#undef Q4
 /* [m0 m0 m1 m1 .. m7 m7] from the 16 int16 [sc0..7, m0..7] */
 static const uint16_t idx_mdup[16] __attribute__((aligned(32))) = {8,  8,  9,  9,  10, 10, 11, 11,
                                                                    12, 12, 13, 13, 14, 14, 15, 15};
@@ -509,10 +508,12 @@ INLINE void kblock_load(const int type, struct kblock *k, const uint8_t *blk)
     u[2] = m03;
     u[0] &= km1;
     const __m256i s16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)); /* [sc0..7, m0..7] */
-    const __m512i s = _mm512_castsi256_si512(s16);
+    /* [sc0..7] in every 128-bit lane; chunk c takes sc_2c in lanes 0-1 and
+     * sc_2c+1 in lanes 2-3 with an in-lane shuffle (vpermw is two uops) */
+    const __m512i sb = _mm512_broadcast_i32x4(_mm256_castsi256_si128(s16));
     UNROLL
     for (int c = 0; c < 4; c++)
-        k->sc[c] = _mm512_permutexvar_epi16(lidx(idx_k4[c]), s);
+        k->sc[c] = _mm512_shuffle_epi8(sb, _mm512_load_si512((const void *)pick_k4[c]));
     k->s16 = _mm256_permutexvar_epi16(_mm256_load_si256((const __m256i *)idx_mdup), s16);
     k->d = h2f(ld16(blk));
     k->dmin = h2f(ld16(blk + 2));
