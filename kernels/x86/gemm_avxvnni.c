@@ -13,7 +13,6 @@
  * taking the bytes whole (two instructions per two rows and block where
  * avx2 needs four); more tokens: the avx2 tiles. */
 #define X4_DOT(lo, a0, hi, a1) _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, a0), hi, a1)
-#define PF_ROWS 8 /* as quants_avx2.c */
 #include "gemv_x4_avx2.h"
 
 static gemm_fn avx2_gemm_q4_0, avx2_gemm_q5_0;

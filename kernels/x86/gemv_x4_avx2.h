@@ -13,8 +13,7 @@
  * ((sum * d_x) * d_y for Q4_0, (d_x * d_y) * sum for Q5_0) and added to each
  * row in block order: the reference's (and vec_dot's) bits.
  *
- * The includer includes x86_util.h and defines PF_ROWS (software prefetch
- * distance in rows) and X4_DOT(lo, a0, hi, a1): the eight
+ * The includer includes x86_util.h and defines X4_DOT(lo, a0, hi, a1): the eight
  * int32 lanes of sum(lo * a0) + sum(hi * a1) over groups of four bytes, lo
  * and hi unsigned (< 32), a0 and a1 signed.
  */
@@ -40,8 +39,7 @@ INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_
     /* one prefetch per cache line of each row's blocks, PF_ROWS rows on */
     UNROLL
     for (int r = 0; r < 4; r++)
-        for (size_t o = 0; o < KB * bs; o += 64)
-            _mm_prefetch((const char *)w + (size_t)(r + PF_ROWS) * w_row + (size_t)b * bs + o, _MM_HINT_T0);
+        prefetch_ahead(w + (size_t)r * w_row + (size_t)b * bs, w_row, KB * bs);
     UNROLL
     for (int k = 0; k < KB; k++) {
         const uint8_t *blk = w + (size_t)(b + k) * bs;

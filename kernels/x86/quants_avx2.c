@@ -41,42 +41,6 @@
 
 /* ------------------------------ helpers ------------------------------ */
 
-#ifndef PF_ROWS
-#define PF_ROWS 8 /* software prefetch distance of the weight streams, in rows (see quants_avx512.c) */
-#endif
-
-/* Ask for the bytes of a weight block PF_ROWS rows further on. */
-INLINE void prefetch_ahead(const uint8_t *blk, size_t w_row, size_t bytes)
-{
-    for (size_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)blk + PF_ROWS * w_row + o, _MM_HINT_T0);
-}
-
-/* The same for block b of a row of bs-byte blocks, once every 64 / bs blocks:
- * prefetches at most 64 bytes apart still touch every line, with a third
- * (Q4_0) to a half (Q5_0) of the prefetch instructions. */
-INLINE void prefetch_block(const uint8_t *blk, int64_t b, size_t w_row, size_t bs)
-{
-    const int64_t every = bs >= 64 ? 1 : (int64_t)(64 / bs);
-    if (b % every == 0)
-        prefetch_ahead(blk, w_row, bs);
-}
-
-/* Four halves -> four floats. */
-INLINE __m128 h2f4(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3)
-{
-    return _mm_cvtph_ps(_mm_setr_epi16((short)h0, (short)h1, (short)h2, (short)h3, 0, 0, 0, 0));
-}
-
-/* [sum(v0), sum(v1), sum(v2), sum(v3)] of the eight int32 lanes of each. */
-INLINE __m128i reduce4(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
-{
-    const __m256i s01 = _mm256_hadd_epi32(v0, v1); /* v0 01 23, v1 01 23 | v0 45 67, v1 45 67 */
-    const __m256i s23 = _mm256_hadd_epi32(v2, v3);
-    const __m256i s = _mm256_hadd_epi32(s01, s23); /* v0..v3 0123 | v0..v3 4567 */
-    return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-}
-
 /* Sum of eight floats in a fixed order. */
 INLINE float hsum_ps(__m256 v)
 {

@@ -31,33 +31,6 @@
 #include "../quants.h"
 #include "x86_util.h"
 
-/* Software prefetch distance of the weight streams, in rows: the tile
- * kernels touch four rows at a time, each a separate stream, and the
- * hardware prefetchers alone left decode at about half the read bandwidth
- * (contrib/bench/bench-kernels). */
-#ifndef PF_ROWS
-#define PF_ROWS 8
-#endif
-
-/* Ask for the bytes of a weight block PF_ROWS rows further on. */
-INLINE void prefetch_ahead(const uint8_t *blk, size_t w_row, size_t bytes)
-{
-    for (size_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)blk + PF_ROWS * w_row + o, _MM_HINT_T0);
-}
-
-INLINE __m128 h2f4(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3)
-{
-    return _mm_cvtph_ps(_mm_setr_epi16((short)h0, (short)h1, (short)h2, (short)h3, 0, 0, 0, 0));
-}
-
-/* [sum(v0), .., sum(v3)] of the eight int32 lanes of each. */
-INLINE __m128i reduce4_256(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
-{
-    const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-    return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-}
-
 /* Per 128-bit lane L: [sum of v0's four int32 in L, v1's, v2's, v3's]. */
 INLINE __m512i reduce4_lanes(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
 {
@@ -165,7 +138,7 @@ INLINE void gemm32_one(const int type, const int NR, const uint8_t *w, size_t w_
         v[r] = _mm256_dpbusd_epi32(corr, unpack1(type, blk), av);
         dxh[r] = ld16(blk);
     }
-    const __m128 f = _mm_cvtepi32_ps(reduce4_256(v[0], v[1], v[2], v[3]));
+    const __m128 f = _mm_cvtepi32_ps(reduce4(v[0], v[1], v[2], v[3]));
     acc[0] = fma32(type, acc[0], f, h2f4(dxh[0], dxh[1], dxh[2], dxh[3]), _mm_set1_ps(h2f(ld16(&ab->d))));
 }
 
@@ -592,7 +565,7 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
                 dm[r] = k.dmin;
             }
             const __m128i isum = reduce4_512(v[0], v[1], v[2], v[3]);
-            const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4_256(m[0], m[1], m[2], m[3]);
+            const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4(m[0], m[1], m[2], m[3]);
             acc[0] = kfma(type, acc[0], _mm_loadu_ps(dx), _mm_loadu_ps(dm), _mm_set1_ps(dy[0]), isum, summ);
             continue;
         }
@@ -608,7 +581,7 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
             for (int t = 0; t < NT; t++)
                 v[t] = kdot(type, &k, yb[t], &m[t]);
             const __m128i isum = reduce4_512(v[0], v[1], v[2], v[3]);
-            const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4_256(m[0], m[1], m[2], m[3]);
+            const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4(m[0], m[1], m[2], m[3]);
             acc[r] = kfma(type, acc[r], _mm_set1_ps(k.d), _mm_set1_ps(k.dmin), dyv, isum, summ);
         }
     }
