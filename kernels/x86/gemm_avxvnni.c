@@ -1,8 +1,9 @@
 /*
  * gemm_avxvnni.c - the "avxvnni" variant: the avx2 variant plus a
  * many-token matmul (gemm_many) on AVX-VNNI's 256-bit vpdpbusd, for Q4_0,
- * Q5_0, Q8_0, Q4_K, Q5_K and Q6_K (gemm_lt8_body.h), and a one-token GEMV for
- * Q4_0 / Q5_0 (gemv_x4_avx2.h).  For CPUs with AVX-VNNI
+ * Q5_0, Q8_0, Q4_K, Q5_K and Q6_K (gemm_lt8_body.h), a one-token GEMV for
+ * Q4_0 / Q5_0 (gemv_x4_avx2.h) and the 1-4 token K-quant tiles
+ * (gemmk_avx2.h), all on vpdpbusd / vpdpwssd.  For CPUs with AVX-VNNI
  * but no AVX-512: Alder Lake and later, Intel N100/N150 (Gracemont).
  * Compiled with the avx2 flags plus -mavxvnni.
  */
@@ -14,6 +15,32 @@
  * avx2 needs four); more tokens: the avx2 tiles. */
 #define X4_DOT(lo, a0, hi, a1) _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, a0), hi, a1)
 #include "gemv_x4_avx2.h"
+
+/* K-quants: gemmk_avx2.h's tiles with vpdpwssd applying the sub-block
+ * scales and accumulating in one instruction. */
+#define K_MADD_ACC(acc, p, s) _mm256_dpwssd_avx_epi32(acc, p, s)
+#include "gemmk_avx2.h"
+
+#define DEFINE_GEMM_K(NAME, TYPE)                                                                             \
+    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
+                     int nt)                                                                                  \
+    {                                                                                                         \
+        switch (nt) {                                                                                         \
+        case 1: gemmK(TYPE, 4, 1, n, w, w_row, a, a_row, y, ys); break;                                       \
+        case 2: gemmK(TYPE, 4, 2, n, w, w_row, a, a_row, y, ys); break;                                       \
+        case 3: gemmK(TYPE, 4, 3, n, w, w_row, a, a_row, y, ys); break;                                       \
+        default: gemmK(TYPE, 4, 4, n, w, w_row, a, a_row, y, ys); break;                                      \
+        }                                                                                                     \
+    }                                                                                                         \
+    static float NAME##_dot(int64_t n, const void *w, const void *a)                                          \
+    {                                                                                                         \
+        float y;                                                                                              \
+        gemmK(TYPE, 1, 1, n, w, 0, a, 0, &y, 1);                                                              \
+        return y;                                                                                             \
+    }
+DEFINE_GEMM_K(gemm_q4_K, GGML_TYPE_Q4_K)
+DEFINE_GEMM_K(gemm_q5_K, GGML_TYPE_Q5_K)
+DEFINE_GEMM_K(gemm_q6_K, GGML_TYPE_Q6_K)
 
 static gemm_fn avx2_gemm_q4_0, avx2_gemm_q5_0;
 
@@ -41,4 +68,10 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     avx2_gemm_q5_0 = t->types[GGML_TYPE_Q5_0].gemm;
     t->types[GGML_TYPE_Q4_0].gemm = gemm_q4_0;
     t->types[GGML_TYPE_Q5_0].gemm = gemm_q5_0;
+    t->types[GGML_TYPE_Q4_K].gemm = gemm_q4_K;
+    t->types[GGML_TYPE_Q4_K].vec_dot = gemm_q4_K_dot;
+    t->types[GGML_TYPE_Q5_K].gemm = gemm_q5_K;
+    t->types[GGML_TYPE_Q5_K].vec_dot = gemm_q5_K_dot;
+    t->types[GGML_TYPE_Q6_K].gemm = gemm_q6_K;
+    t->types[GGML_TYPE_Q6_K].vec_dot = gemm_q6_K_dot;
 }

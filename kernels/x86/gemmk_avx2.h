@@ -1,0 +1,231 @@
+/*
+ * gemmk_avx2.h - the K-quant (Q4_K, Q5_K, Q6_K x Q8_K) tiles on 256-bit
+ * vectors, written once for two ways of applying the sub-block scales:
+ * quants_avx2.c includes it with K_MADD_ACC on vpmaddwd + vpaddd (avx2),
+ * gemm_avxvnni.c with AVX-VNNI's vpdpwssd, which does both in one
+ * instruction (avxvnni: Intel N100/N150).
+ *
+ * The integer sum of each super-block (or sub-block) is computed exactly
+ * with maddubs and the scale multiply-add, reduced to one integer per (row,
+ * token), then scaled and added in float in exactly the reference's order
+ * (quants.c), so every variant gives the reference's bits.  The reduction
+ * of eight int32 lanes to one is done for four vectors at once (reduce4):
+ * over four tokens (one row at a time, nt >= 2) or, for a single token,
+ * over four rows.
+ *
+ * The includer includes x86_util.h and defines K_MADD_ACC(acc, p, s): acc +
+ * the int32 lanes of p * s (int16 pairs multiplied and added pairwise).
+ */
+#ifndef INFER_GEMMK_AVX2_H
+#define INFER_GEMMK_AVX2_H
+
+/* pshufb masks on a vector holding eight int16 values in each 128-bit lane:
+ * bcast[j] repeats value j in every lane; pair[k] repeats value 2k in the
+ * low lane and 2k+1 in the high lane. */
+static const uint8_t mask_bcast[8][32] __attribute__((aligned(32))) = {
+#define B(j) {2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, \
+              2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1}
+    B(0), B(1), B(2), B(3), B(4), B(5), B(6), B(7),
+#undef B
+};
+static const uint8_t mask_pair[4][32] __attribute__((aligned(32))) = {
+#define P(k) {4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, \
+              4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, \
+              4*k+2, 4*k+3}
+    P(0), P(1), P(2), P(3),
+#undef P
+};
+/* [m0 m0 m1 m1 m2 m2 m3 m3 | m4 m4 .. m7 m7] from [m0..m7 | m0..m7] */
+static const uint8_t mask_mdup[32] __attribute__((aligned(32))) = {
+    0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15,
+};
+
+INLINE __m256i lmask(const uint8_t *m) { return _mm256_load_si256((const __m256i *)m); }
+
+/* The unpacked form of one Q4_K/Q5_K/Q6_K super-block of one row: what
+ * every token's dot with it needs. */
+struct kblock {
+    __m256i sc;   /* Q4_K/Q5_K: [sc0..7 | sc0..7] int16; Q6_K: [s0..7 | s8..15] int16 */
+    __m256i mdup; /* Q4_K/Q5_K: [m0 m0 .. m7 m7] int16 */
+    __m256i qh;   /* Q5_K: the 32 bytes of high bits */
+    const uint8_t *ql, *qhp;
+    float d, dmin;
+};
+
+INLINE void kblock_load(const int type, struct kblock *k, const uint8_t *blk)
+{
+    if (type == GGML_TYPE_Q6_K) {
+        const block_q6_K *x = (const block_q6_K *)blk;
+        k->sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+        k->ql = x->ql;
+        k->qhp = x->qh;
+        k->d = h2f(ld16(&x->d));
+        k->dmin = 0.0f;
+        return;
+    }
+    /* Q4_K and Q5_K share d, dmin and the 12 scale bytes at the front */
+    uint32_t u[4];
+    memcpy(u, blk + 4, 12);
+    const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
+    u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4); /* m4..m7 */
+    const uint32_t m03 = u[1] & km1;                           /* m0..m3 */
+    u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);         /* sc4..sc7 */
+    u[2] = m03;
+    u[0] &= km1; /* sc0..sc3 */
+    const __m256i s16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)); /* [sc0..7 | m0..7] */
+    k->sc = _mm256_permute4x64_epi64(s16, 0x44);
+    k->mdup = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(s16, 0xEE), lmask(mask_mdup));
+    k->d = h2f(ld16(blk));
+    k->dmin = h2f(ld16(blk + 2));
+    if (type == GGML_TYPE_Q4_K) {
+        k->ql = ((const block_q4_K *)blk)->qs;
+    } else {
+        const block_q5_K *x = (const block_q5_K *)blk;
+        k->ql = x->qs;
+        k->qh = _mm256_loadu_si256((const __m256i *)x->qh);
+    }
+}
+
+/* Sub-blocks 2c (low nibbles) and 2c+1 (high nibbles) of a Q4_K/Q5_K block. */
+INLINE void kblock_q45(const int type, const struct kblock *k, int c, __m256i *lo, __m256i *hi)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(k->ql + 32 * c));
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (type == GGML_TYPE_Q5_K) { /* fifth bits: bit 2c / 2c+1 of qh[l] */
+        const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+        const __m256i h16 = _mm256_set1_epi8(16);
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(k->qh, b0), b0), h16));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(k->qh, b1), b1), h16));
+    }
+}
+
+/* Chunk j (0..3) of half h of a Q6_K block: elements 128h + 32j .. +31,
+ * unsigned 6-bit (q + 32). */
+INLINE __m256i kblock_q6(const struct kblock *k, int h, int j)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    const __m256i ql = _mm256_loadu_si256((const __m256i *)(k->ql + 64 * h + 32 * (j & 1)));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(k->qhp + 32 * h));
+    const __m256i lo4 = j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+    __m256i hi2;
+    switch (j) {
+    case 0: hi2 = _mm256_slli_epi16(qh, 4); break; /* bits 0-1 -> 4-5 */
+    case 1: hi2 = _mm256_slli_epi16(qh, 2); break; /* bits 2-3 */
+    case 2: hi2 = qh; break;                       /* bits 4-5 */
+    default: hi2 = _mm256_srli_epi16(qh, 2); break; /* bits 6-7 */
+    }
+    return _mm256_or_si256(lo4, _mm256_and_si256(hi2, m2));
+}
+
+/* One super-block of one row against one token: the int32 lanes whose sum
+ * is isum (sum_j sc_j * sum_{i in j} q_i p_i; for Q6_K with q signed), and
+ * for Q4_K/Q5_K the lanes of summ (sum_j m_j * (bsum_2j + bsum_2j+1)). */
+INLINE __m256i kdot(const int type, const struct kblock *k, const block_q8_K *y, __m256i *summ)
+{
+    __m256i acc = _mm256_setzero_si256();
+    if (type == GGML_TYPE_Q6_K) {
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m256i sch = h ? _mm256_permute4x64_epi64(k->sc, 0xEE) : _mm256_permute4x64_epi64(k->sc, 0x44);
+            UNROLL
+            for (int j = 0; j < 4; j++) {
+                const __m256i p = _mm256_maddubs_epi16(kblock_q6(k, h, j),
+                                         _mm256_loadu_si256((const __m256i *)(y->qs + 128 * h + 32 * j)));
+                acc = K_MADD_ACC(acc, p, _mm256_shuffle_epi8(sch, lmask(mask_pair[j])));
+            }
+        }
+        /* q - 32: subtract 32 * sum_j sc_j * bsum_j */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+        return _mm256_sub_epi32(acc, _mm256_slli_epi32(_mm256_madd_epi16(bs, k->sc), 5));
+    }
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        __m256i lo, hi;
+        kblock_q45(type, k, c, &lo, &hi);
+        const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
+        const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
+        acc = K_MADD_ACC(acc, plo, _mm256_shuffle_epi8(k->sc, lmask(mask_bcast[2 * c])));
+        acc = K_MADD_ACC(acc, phi, _mm256_shuffle_epi8(k->sc, lmask(mask_bcast[2 * c + 1])));
+    }
+    *summ = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), k->mdup);
+    return acc;
+}
+
+/* acc + (d_x d_y) isum [- (dmin_x d_y) summ], as the reference. */
+INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 dy, __m128i isum, __m128i summ)
+{
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dx, dy), _mm_cvtepi32_ps(isum)));
+    if (type != GGML_TYPE_Q6_K)
+        acc = _mm_sub_ps(acc, _mm_mul_ps(_mm_mul_ps(dminx, dy), _mm_cvtepi32_ps(summ)));
+    return acc;
+}
+
+INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row,
+                  const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    const int64_t nb = n / QK_K;
+    const size_t bs = kbytes(type);
+    const __m256i zero = _mm256_setzero_si256();
+    if (NT == 1) {
+        __m128 acc = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const block_q8_K *yb = (const block_q8_K *)a + b;
+            __m256i v[4] = {zero, zero, zero, zero}, m[4] = {zero, zero, zero, zero};
+            float dx[4] = {0, 0, 0, 0}, dm[4] = {0, 0, 0, 0};
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                struct kblock k;
+                prefetch_ahead(w + (size_t)r * w_row + (size_t)b * bs, w_row, bs);
+                kblock_load(type, &k, w + (size_t)r * w_row + (size_t)b * bs);
+                v[r] = kdot(type, &k, yb, &m[r]);
+                dx[r] = k.d;
+                dm[r] = k.dmin;
+            }
+            const __m128i isum = reduce4(v[0], v[1], v[2], v[3]);
+            const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4(m[0], m[1], m[2], m[3]);
+            acc = kfma(type, acc, _mm_loadu_ps(dx), _mm_loadu_ps(dm), _mm_set1_ps(yb->d), isum, summ);
+        }
+        float out[4];
+        _mm_storeu_ps(out, acc);
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            y[r] = out[r];
+        return;
+    }
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const block_q8_K *yb[4];
+        float dy[4] = {0, 0, 0, 0};
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
+            dy[t] = yb[t]->d;
+        }
+        const __m128 dyv = _mm_loadu_ps(dy);
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            struct kblock k;
+            prefetch_ahead(w + (size_t)r * w_row + (size_t)b * bs, w_row, bs);
+            kblock_load(type, &k, w + (size_t)r * w_row + (size_t)b * bs);
+            __m256i v[4] = {zero, zero, zero, zero}, m[4] = {zero, zero, zero, zero};
+            UNROLL
+            for (int t = 0; t < NT; t++)
+                v[t] = kdot(type, &k, yb[t], &m[t]);
+            const __m128i isum = reduce4(v[0], v[1], v[2], v[3]);
+            const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4(m[0], m[1], m[2], m[3]);
+            acc[r] = kfma(type, acc[r], _mm_set1_ps(k.d), _mm_set1_ps(k.dmin), dyv, isum, summ);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        float out[4];
+        _mm_storeu_ps(out, acc[r]);
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            y[(size_t)t * ys + (size_t)r] = out[t];
+    }
+}
+
+#endif
