@@ -16,6 +16,49 @@
 #define X4_DOT(lo, a0, hi, a1) _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, a0), hi, a1)
 #include "gemv_x4_avx2.h"
 
+/* Q4_0 / Q5_0 / Q8_0, 1-4 tokens: gemm32_avx2.h's tiles with the weights
+ * unsigned (w + K) on vpdpbusd, K times the token's four-byte sums taken
+ * off in the accumulator's start value: one instruction per row and token
+ * where avx2 needs three. */
+struct w32 {
+    __m256i u;
+};
+INLINE __m256i koff_vec(const int type)
+{
+    return _mm256_set1_epi8((char)(type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : 128));
+}
+#define W32_PREP(type, blk, wp) ((wp)->u = w32_unsigned(type, blk))
+#define W32_CORR(type, a)                                                                                     \
+    _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), koff_vec(type), a))
+#define W32_DOT(wp, a, corr) _mm256_dpbusd_avx_epi32(corr, (wp)->u, a)
+#include "gemm32_avx2.h"
+
+#define DEFINE_GEMM_32(NAME, TYPE)                                                                            \
+    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
+                     int nt)                                                                                  \
+    {                                                                                                         \
+        switch (nt) {                                                                                         \
+        case 1:                                                                                               \
+            if (TYPE == GGML_TYPE_Q8_0)                                                                       \
+                gemm32(TYPE, 4, 1, n, w, w_row, a, a_row, y, ys);                                             \
+            else                                                                                              \
+                gemv32_x4(TYPE, n, w, w_row, a, y);                                                           \
+            break;                                                                                            \
+        case 2: gemm32(TYPE, 4, 2, n, w, w_row, a, a_row, y, ys); break;                                      \
+        case 3: gemm32(TYPE, 4, 3, n, w, w_row, a, a_row, y, ys); break;                                      \
+        default: gemm32(TYPE, 4, 4, n, w, w_row, a, a_row, y, ys); break;                                     \
+        }                                                                                                     \
+    }                                                                                                         \
+    static float NAME##_dot(int64_t n, const void *w, const void *a)                                          \
+    {                                                                                                         \
+        float y;                                                                                              \
+        gemm32(TYPE, 1, 1, n, w, 0, a, 0, &y, 1);                                                             \
+        return y;                                                                                             \
+    }
+DEFINE_GEMM_32(gemm_q4_0, GGML_TYPE_Q4_0)
+DEFINE_GEMM_32(gemm_q5_0, GGML_TYPE_Q5_0)
+DEFINE_GEMM_32(gemm_q8_0, GGML_TYPE_Q8_0)
+
 /* K-quants: gemmk_avx2.h's tiles with vpdpwssd applying the sub-block
  * scales and accumulating in one instruction. */
 #define K_MADD_ACC(acc, p, s) _mm256_dpwssd_avx_epi32(acc, p, s)
@@ -42,32 +85,16 @@ DEFINE_GEMM_K(gemm_q4_K, GGML_TYPE_Q4_K)
 DEFINE_GEMM_K(gemm_q5_K, GGML_TYPE_Q5_K)
 DEFINE_GEMM_K(gemm_q6_K, GGML_TYPE_Q6_K)
 
-static gemm_fn avx2_gemm_q4_0, avx2_gemm_q5_0;
-
-static void gemm_q4_0(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
-{
-    if (nt == 1)
-        gemv32_x4(GGML_TYPE_Q4_0, n, w, w_row, a, y);
-    else
-        avx2_gemm_q4_0(n, w, w_row, a, a_row, y, ys, nt);
-}
-
-static void gemm_q5_0(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
-{
-    if (nt == 1)
-        gemv32_x4(GGML_TYPE_Q5_0, n, w, w_row, a, y);
-    else
-        avx2_gemm_q5_0(n, w, w_row, a, a_row, y, ys, nt);
-}
-
 void kernels_fill_avxvnni(struct kernel_table *t)
 {
     kernels_fill_avx2(t);
     fill_many(t);
-    avx2_gemm_q4_0 = t->types[GGML_TYPE_Q4_0].gemm;
-    avx2_gemm_q5_0 = t->types[GGML_TYPE_Q5_0].gemm;
     t->types[GGML_TYPE_Q4_0].gemm = gemm_q4_0;
+    t->types[GGML_TYPE_Q4_0].vec_dot = gemm_q4_0_dot;
     t->types[GGML_TYPE_Q5_0].gemm = gemm_q5_0;
+    t->types[GGML_TYPE_Q5_0].vec_dot = gemm_q5_0_dot;
+    t->types[GGML_TYPE_Q8_0].gemm = gemm_q8_0;
+    t->types[GGML_TYPE_Q8_0].vec_dot = gemm_q8_0_dot;
     t->types[GGML_TYPE_Q4_K].gemm = gemm_q4_K;
     t->types[GGML_TYPE_Q4_K].vec_dot = gemm_q4_K_dot;
     t->types[GGML_TYPE_Q5_K].gemm = gemm_q5_K;
