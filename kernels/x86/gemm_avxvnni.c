@@ -33,57 +33,38 @@ INLINE __m256i koff_vec(const int type)
 #define W32_DOT(wp, a, corr) _mm256_dpbusd_avx_epi32(corr, (wp)->u, a)
 #include "gemm32_avx2.h"
 
-#define DEFINE_GEMM_32(NAME, TYPE)                                                                            \
+/* gemm (1-4 tokens; ONE: the one-token call) and vec_dot of a type from a
+ * tile function CORE(type, rows, tokens, ...). */
+#define DEFINE_TILES(NAME, TYPE, CORE, ONE)                                                                   \
     static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
                      int nt)                                                                                  \
     {                                                                                                         \
         switch (nt) {                                                                                         \
-        case 1:                                                                                               \
-            if (TYPE == GGML_TYPE_Q8_0)                                                                       \
-                gemm32(TYPE, 4, 1, n, w, w_row, a, a_row, y, ys);                                             \
-            else                                                                                              \
-                gemv32_x4(TYPE, n, w, w_row, a, y);                                                           \
-            break;                                                                                            \
-        case 2: gemm32(TYPE, 4, 2, n, w, w_row, a, a_row, y, ys); break;                                      \
-        case 3: gemm32(TYPE, 4, 3, n, w, w_row, a, a_row, y, ys); break;                                      \
-        default: gemm32(TYPE, 4, 4, n, w, w_row, a, a_row, y, ys); break;                                     \
+        case 1: ONE; break;                                                                                   \
+        case 2: CORE(TYPE, 4, 2, n, w, w_row, a, a_row, y, ys); break;                                        \
+        case 3: CORE(TYPE, 4, 3, n, w, w_row, a, a_row, y, ys); break;                                        \
+        default: CORE(TYPE, 4, 4, n, w, w_row, a, a_row, y, ys); break;                                       \
         }                                                                                                     \
     }                                                                                                         \
     static float NAME##_dot(int64_t n, const void *w, const void *a)                                          \
     {                                                                                                         \
         float y;                                                                                              \
-        gemm32(TYPE, 1, 1, n, w, 0, a, 0, &y, 1);                                                             \
+        CORE(TYPE, 1, 1, n, w, 0, a, 0, &y, 1);                                                               \
         return y;                                                                                             \
     }
-DEFINE_GEMM_32(gemm_q4_0, GGML_TYPE_Q4_0)
-DEFINE_GEMM_32(gemm_q5_0, GGML_TYPE_Q5_0)
-DEFINE_GEMM_32(gemm_q8_0, GGML_TYPE_Q8_0)
+DEFINE_TILES(gemm_q4_0, GGML_TYPE_Q4_0, gemm32, gemv32_x4(GGML_TYPE_Q4_0, n, w, w_row, a, y))
+DEFINE_TILES(gemm_q5_0, GGML_TYPE_Q5_0, gemm32, gemv32_x4(GGML_TYPE_Q5_0, n, w, w_row, a, y))
+DEFINE_TILES(gemm_q8_0, GGML_TYPE_Q8_0, gemm32, gemm32(GGML_TYPE_Q8_0, 4, 1, n, w, w_row, a, a_row, y, ys))
 
 /* K-quants: gemmk_avx2.h's tiles with vpdpwssd applying the sub-block
  * scales and accumulating in one instruction. */
 #define K_MADD_ACC(acc, p, s) _mm256_dpwssd_avx_epi32(acc, p, s)
 #include "gemmk_avx2.h"
 
-#define DEFINE_GEMM_K(NAME, TYPE)                                                                             \
-    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
-                     int nt)                                                                                  \
-    {                                                                                                         \
-        switch (nt) {                                                                                         \
-        case 1: gemmK(TYPE, 4, 1, n, w, w_row, a, a_row, y, ys); break;                                       \
-        case 2: gemmK(TYPE, 4, 2, n, w, w_row, a, a_row, y, ys); break;                                       \
-        case 3: gemmK(TYPE, 4, 3, n, w, w_row, a, a_row, y, ys); break;                                       \
-        default: gemmK(TYPE, 4, 4, n, w, w_row, a, a_row, y, ys); break;                                      \
-        }                                                                                                     \
-    }                                                                                                         \
-    static float NAME##_dot(int64_t n, const void *w, const void *a)                                          \
-    {                                                                                                         \
-        float y;                                                                                              \
-        gemmK(TYPE, 1, 1, n, w, 0, a, 0, &y, 1);                                                              \
-        return y;                                                                                             \
-    }
-DEFINE_GEMM_K(gemm_q4_K, GGML_TYPE_Q4_K)
-DEFINE_GEMM_K(gemm_q5_K, GGML_TYPE_Q5_K)
-DEFINE_GEMM_K(gemm_q6_K, GGML_TYPE_Q6_K)
+#define K_ONE(T) gemmK(T, 4, 1, n, w, w_row, a, a_row, y, ys)
+DEFINE_TILES(gemm_q4_K, GGML_TYPE_Q4_K, gemmK, K_ONE(GGML_TYPE_Q4_K))
+DEFINE_TILES(gemm_q5_K, GGML_TYPE_Q5_K, gemmK, K_ONE(GGML_TYPE_Q5_K))
+DEFINE_TILES(gemm_q6_K, GGML_TYPE_Q6_K, gemmK, K_ONE(GGML_TYPE_Q6_K))
 
 void kernels_fill_avxvnni(struct kernel_table *t)
 {
