@@ -271,6 +271,78 @@ NEON_INLINE void NEON_FN(tile_q8_0)(TILE_ARGS)
 }
 NEON_VEC_DOT_GEMM(q8_0, vec_dot_q8_0_q8_0)
 
+/* ================ one token, four rows: Q4_0 / Q5_0 / Q8_0 ================ */
+
+/*
+ * Decode's GEMV: the four rows' block sums are reduced together by a tree
+ * of pairwise adds (exact, as vaddvq per row is) and the float steps run in
+ * the four lanes of one vector (lane r: row r), each the tile's operations
+ * in the tile's order, so the bits are the tile's: one reduction tree and
+ * one set of float ops per block instead of four.
+ */
+NEON_INLINE void NEON_FN(gemv4_32)(const int type, int64_t n, const char *w, size_t w_row, const char *a, float *y)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), v16 = vdupq_n_u8(16);
+    const int8x16_t s8 = vdupq_n_s8(8);
+    const size_t bs = type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0)
+                      : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
+                                               : sizeof(block_q8_0);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        const block_q8_0 *yb = (const block_q8_0 *)a + b;
+        const int8x16_t a0 = vld1q_s8(yb->qs), a1 = vld1q_s8(yb->qs + 16);
+        int32x4_t v[4];
+        float dx[4];
+        for (int r = 0; r < 4; r++) {
+            const char *x = w + r * w_row + b * (int64_t)bs;
+            neon_prefetch_block(x, b, w_row, bs);
+            ggml_half d;
+            memcpy(&d, x, sizeof(d));
+            dx[r] = neon_h2f(d);
+            if (type == GGML_TYPE_Q8_0) {
+                const block_q8_0 *xb = (const block_q8_0 *)x;
+                v[r] = DOT_WIDE(DOT_WIDE(vdupq_n_s32(0), vld1q_s8(xb->qs), a0), vld1q_s8(xb->qs + 16), a1);
+                continue;
+            }
+            int8x16_t lo, hi;
+            if (type == GGML_TYPE_Q4_0) {
+                const uint8x16_t q = vld1q_u8(((const block_q4_0 *)x)->qs);
+                lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), s8);
+                hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), s8);
+            } else {
+                const block_q5_0 *xb = (const block_q5_0 *)x;
+                uint8x16_t set_lo, set_hi;
+                neon_q5_bits(xb->qh, &set_lo, &set_hi);
+                const uint8x16_t q = vld1q_u8(xb->qs);
+                lo = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
+                hi = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
+            }
+            v[r] = DOT_SMALL(DOT_SMALL(vdupq_n_s32(0), lo, a0), hi, a1);
+        }
+        const float32x4_t f = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3])));
+        const float32x4_t dxv = vld1q_f32(dx), dy = vdupq_n_f32(neon_h2f(yb->d));
+        if (type == GGML_TYPE_Q4_0) /* tile: (sum * dx) * dy */
+            acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(f, dxv), dy));
+        else /* tile: (dx * dy) * sum */
+            acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(dxv, dy), f));
+    }
+    vst1q_f32(y, acc);
+}
+
+/* gemm of Q4_0 / Q5_0 / Q8_0 tiles with one token through gemv4_32 */
+#define NEON_GEMM_GEMV(T, TYPE)                                                                            \
+    static void NEON_FN(gemm1_##T)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row,    \
+                                   float *y, size_t ys, int nt)                                            \
+    {                                                                                                      \
+        if (nt == 1)                                                                                       \
+            NEON_FN(gemv4_32)(TYPE, n, w, w_row, a, y);                                                    \
+        else                                                                                               \
+            NEON_FN(gemm_##T)(n, w, w_row, a, a_row, y, ys, nt);                                           \
+    }
+NEON_GEMM_GEMV(q4_0, GGML_TYPE_Q4_0)
+NEON_GEMM_GEMV(q5_0, GGML_TYPE_Q5_0)
+NEON_GEMM_GEMV(q8_0, GGML_TYPE_Q8_0)
+
 /* ============================ Q4_K / Q5_K ============================ */
 
 /* The 256 quants of a Q4_K/Q5_K block as 16 vectors: v[4c], v[4c+1] are
@@ -423,4 +495,7 @@ static void NEON_FN(fill_int_dots)(struct kernel_table *t)
     SET(Q5_K, q5_K, vec_dot_q5_K_q8_K);
     SET(Q6_K, q6_K, vec_dot_q6_K_q8_K);
 #undef SET
+    t->types[GGML_TYPE_Q4_0].gemm = NEON_FN(gemm1_q4_0);
+    t->types[GGML_TYPE_Q5_0].gemm = NEON_FN(gemm1_q5_0);
+    t->types[GGML_TYPE_Q8_0].gemm = NEON_FN(gemm1_q8_0);
 }
