@@ -632,9 +632,12 @@ static void *map_weights(int fd, size_t size, bool want_huge, bool *huge)
     }
     if (at > res)
         munmap(res, (size_t)(at - res));
-    size_t tail = (size_t)(res + size + H - (at + size));
-    if (tail)
-        munmap(at + size, tail);
+    /* the file map covers whole pages: give back what lies past its last one */
+    const long ps = sysconf(_SC_PAGESIZE);
+    const size_t pg = ps > 0 ? (size_t)ps : 4096;
+    uint8_t *end = at + (size + pg - 1) / pg * pg;
+    if (end < res + size + H)
+        munmap(end, (size_t)(res + size + H - end));
     *huge = madvise(map, size, MADV_HUGEPAGE) == 0;
     return map;
 }
