@@ -233,10 +233,15 @@ int cmd_warm(int argc, char **argv)
            "%.1f%% in 2 MiB pages\n",
            path, before.percent, after.percent, mib(read), secs, secs > 0 ? mib(read) / secs : 0.0, mib(bytes),
            after.bytes_total ? 100.0 * (double)after.bytes_huge / (double)after.bytes_total : 0.0);
-    if (!huge && after.bytes_total >= (4u << 20) && after.bytes_huge < after.bytes_total / 2)
-        printf("hint: the page cache holds this file in small pages; 'infer warm --huge %s' reads it again into "
-               "2 MiB pages where the kernel can (decode reads them faster)\n",
-               path);
+    if (after.bytes_total >= (4u << 20) && after.bytes_huge < after.bytes_total / 2) {
+        if (!huge)
+            printf("hint: the page cache holds this file in small pages; 'infer warm --huge %s' reads it again "
+                   "into 2 MiB pages where the kernel can (decode reads them faster)\n",
+                   path);
+        else
+            printf("note: the file stayed in small pages: another process maps it (a running infer serve?), or "
+                   "this kernel or file system keeps no 2 MiB page-cache folios\n");
+    }
     infer_gguf_close(g);
     return 0;
 }
