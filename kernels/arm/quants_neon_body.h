@@ -329,15 +329,87 @@ NEON_INLINE void NEON_FN(gemv4_32)(const int type, int64_t n, const char *w, siz
     vst1q_f32(y, acc);
 }
 
-/* gemm of Q4_0 / Q5_0 / Q8_0 tiles with one token through gemv4_32 */
+/*
+ * 2-4 tokens (sequences decoding together) against four rows: per row and
+ * block, the tokens' block sums are reduced by one pairwise-add tree and
+ * the float steps run in the lanes of one vector (lane t: token t), each
+ * the tile's operations in the tile's order: the tile's bits.
+ */
+NEON_INLINE void NEON_FN(gemm4_32)(const int type, const int NT, int64_t n, const char *w, size_t w_row,
+                                   const char *a, size_t a_row, float *y, size_t ys)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), v16 = vdupq_n_u8(16);
+    const int8x16_t s8 = vdupq_n_s8(8);
+    const size_t bs = type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0)
+                      : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
+                                               : sizeof(block_q8_0);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        int8x16_t a0[4], a1[4];
+        float dyt[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int t = 0; t < NT; t++) {
+            const block_q8_0 *yb = (const block_q8_0 *)(a + t * a_row) + b;
+            a0[t] = vld1q_s8(yb->qs);
+            a1[t] = vld1q_s8(yb->qs + 16);
+            dyt[t] = neon_h2f(yb->d);
+        }
+        const float32x4_t dy = vld1q_f32(dyt);
+        for (int r = 0; r < 4; r++) {
+            const char *x = w + r * w_row + b * (int64_t)bs;
+            neon_prefetch_block(x, b, w_row, bs);
+            ggml_half d;
+            memcpy(&d, x, sizeof(d));
+            const float32x4_t dx = vdupq_n_f32(neon_h2f(d));
+            int32x4_t v[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+            if (type == GGML_TYPE_Q8_0) {
+                const block_q8_0 *xb = (const block_q8_0 *)x;
+                const int8x16_t q0 = vld1q_s8(xb->qs), q1 = vld1q_s8(xb->qs + 16);
+                for (int t = 0; t < NT; t++)
+                    v[t] = DOT_WIDE(DOT_WIDE(vdupq_n_s32(0), q0, a0[t]), q1, a1[t]);
+            } else {
+                int8x16_t lo, hi;
+                if (type == GGML_TYPE_Q4_0) {
+                    const uint8x16_t q = vld1q_u8(((const block_q4_0 *)x)->qs);
+                    lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), s8);
+                    hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), s8);
+                } else {
+                    const block_q5_0 *xb = (const block_q5_0 *)x;
+                    uint8x16_t set_lo, set_hi;
+                    neon_q5_bits(xb->qh, &set_lo, &set_hi);
+                    const uint8x16_t q = vld1q_u8(xb->qs);
+                    lo = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
+                    hi = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
+                }
+                for (int t = 0; t < NT; t++)
+                    v[t] = DOT_SMALL(DOT_SMALL(vdupq_n_s32(0), lo, a0[t]), hi, a1[t]);
+            }
+            const float32x4_t f = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3])));
+            if (type == GGML_TYPE_Q4_0) /* tile: (sum * dx) * dy */
+                acc[r] = vaddq_f32(acc[r], vmulq_f32(vmulq_f32(f, dx), dy));
+            else /* tile: (dx * dy) * sum */
+                acc[r] = vaddq_f32(acc[r], vmulq_f32(vmulq_f32(dx, dy), f));
+        }
+    }
+    for (int r = 0; r < 4; r++) {
+        float out[4];
+        vst1q_f32(out, acc[r]);
+        for (int t = 0; t < NT; t++)
+            y[(size_t)t * ys + (size_t)r] = out[t];
+    }
+}
+
+/* gemm of Q4_0 / Q5_0 / Q8_0 tiles: one token through gemv4_32, 2-4 through
+ * gemm4_32 */
 #define NEON_GEMM_GEMV(T, TYPE)                                                                            \
     static void NEON_FN(gemm1_##T)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row,    \
                                    float *y, size_t ys, int nt)                                            \
     {                                                                                                      \
-        if (nt == 1)                                                                                       \
-            NEON_FN(gemv4_32)(TYPE, n, w, w_row, a, y);                                                    \
-        else                                                                                               \
-            NEON_FN(gemm_##T)(n, w, w_row, a, a_row, y, ys, nt);                                           \
+        switch (nt) {                                                                                      \
+        case 1: NEON_FN(gemv4_32)(TYPE, n, w, w_row, a, y); break;                                         \
+        case 2: NEON_FN(gemm4_32)(TYPE, 2, n, w, w_row, a, a_row, y, ys); break;                           \
+        case 3: NEON_FN(gemm4_32)(TYPE, 3, n, w, w_row, a, a_row, y, ys); break;                           \
+        default: NEON_FN(gemm4_32)(TYPE, 4, n, w, w_row, a, a_row, y, ys); break;                          \
+        }                                                                                                  \
     }
 NEON_GEMM_GEMV(q4_0, GGML_TYPE_Q4_0)
 NEON_GEMM_GEMV(q5_0, GGML_TYPE_Q5_0)
