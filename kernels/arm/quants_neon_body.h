@@ -280,10 +280,42 @@ NEON_VEC_DOT_GEMM(q8_0, vec_dot_q8_0_q8_0)
  * in the tile's order, so the bits are the tile's: one reduction tree and
  * one set of float ops per block instead of four.
  */
+/* Block x of a Q4_0 / Q5_0 / Q8_0 row as signed bytes, elements 0-15 and
+ * 16-31 (as the tiles unpack it). */
+NEON_INLINE void NEON_FN(row32)(const int type, const char *x, int8x16_t *lo, int8x16_t *hi)
+{
+    if (type == GGML_TYPE_Q8_0) {
+        *lo = vld1q_s8(((const block_q8_0 *)x)->qs);
+        *hi = vld1q_s8(((const block_q8_0 *)x)->qs + 16);
+        return;
+    }
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    if (type == GGML_TYPE_Q4_0) {
+        const uint8x16_t q = vld1q_u8(((const block_q4_0 *)x)->qs);
+        *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), vdupq_n_s8(8));
+        *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+        return;
+    }
+    const block_q5_0 *xb = (const block_q5_0 *)x;
+    const uint8x16_t v16 = vdupq_n_u8(16);
+    uint8x16_t set_lo, set_hi;
+    neon_q5_bits(xb->qh, &set_lo, &set_hi);
+    const uint8x16_t q = vld1q_u8(xb->qs);
+    *lo = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
+    *hi = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
+}
+
+/* The int32 lanes of a row block's dot with a token's (Q8_0's bytes take
+ * the full int8 range: DOT_WIDE). */
+NEON_INLINE int32x4_t NEON_FN(dot32)(const int type, int8x16_t lo, int8x16_t hi, int8x16_t a0, int8x16_t a1)
+{
+    if (type == GGML_TYPE_Q8_0)
+        return DOT_WIDE(DOT_WIDE(vdupq_n_s32(0), lo, a0), hi, a1);
+    return DOT_SMALL(DOT_SMALL(vdupq_n_s32(0), lo, a0), hi, a1);
+}
+
 NEON_INLINE void NEON_FN(gemv4_32)(const int type, int64_t n, const char *w, size_t w_row, const char *a, float *y)
 {
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), v16 = vdupq_n_u8(16);
-    const int8x16_t s8 = vdupq_n_s8(8);
     const size_t bs = type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0)
                       : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
                                                : sizeof(block_q8_0);
@@ -299,25 +331,9 @@ NEON_INLINE void NEON_FN(gemv4_32)(const int type, int64_t n, const char *w, siz
             ggml_half d;
             memcpy(&d, x, sizeof(d));
             dx[r] = neon_h2f(d);
-            if (type == GGML_TYPE_Q8_0) {
-                const block_q8_0 *xb = (const block_q8_0 *)x;
-                v[r] = DOT_WIDE(DOT_WIDE(vdupq_n_s32(0), vld1q_s8(xb->qs), a0), vld1q_s8(xb->qs + 16), a1);
-                continue;
-            }
             int8x16_t lo, hi;
-            if (type == GGML_TYPE_Q4_0) {
-                const uint8x16_t q = vld1q_u8(((const block_q4_0 *)x)->qs);
-                lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), s8);
-                hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), s8);
-            } else {
-                const block_q5_0 *xb = (const block_q5_0 *)x;
-                uint8x16_t set_lo, set_hi;
-                neon_q5_bits(xb->qh, &set_lo, &set_hi);
-                const uint8x16_t q = vld1q_u8(xb->qs);
-                lo = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
-                hi = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
-            }
-            v[r] = DOT_SMALL(DOT_SMALL(vdupq_n_s32(0), lo, a0), hi, a1);
+            NEON_FN(row32)(type, x, &lo, &hi);
+            v[r] = NEON_FN(dot32)(type, lo, hi, a0, a1);
         }
         const float32x4_t f = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3])));
         const float32x4_t dxv = vld1q_f32(dx), dy = vdupq_n_f32(neon_h2f(yb->d));
@@ -338,8 +354,6 @@ NEON_INLINE void NEON_FN(gemv4_32)(const int type, int64_t n, const char *w, siz
 NEON_INLINE void NEON_FN(gemm4_32)(const int type, const int NT, int64_t n, const char *w, size_t w_row,
                                    const char *a, size_t a_row, float *y, size_t ys)
 {
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), v16 = vdupq_n_u8(16);
-    const int8x16_t s8 = vdupq_n_s8(8);
     const size_t bs = type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0)
                       : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
                                                : sizeof(block_q8_0);
@@ -361,28 +375,10 @@ NEON_INLINE void NEON_FN(gemm4_32)(const int type, const int NT, int64_t n, cons
             memcpy(&d, x, sizeof(d));
             const float32x4_t dx = vdupq_n_f32(neon_h2f(d));
             int32x4_t v[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
-            if (type == GGML_TYPE_Q8_0) {
-                const block_q8_0 *xb = (const block_q8_0 *)x;
-                const int8x16_t q0 = vld1q_s8(xb->qs), q1 = vld1q_s8(xb->qs + 16);
-                for (int t = 0; t < NT; t++)
-                    v[t] = DOT_WIDE(DOT_WIDE(vdupq_n_s32(0), q0, a0[t]), q1, a1[t]);
-            } else {
-                int8x16_t lo, hi;
-                if (type == GGML_TYPE_Q4_0) {
-                    const uint8x16_t q = vld1q_u8(((const block_q4_0 *)x)->qs);
-                    lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), s8);
-                    hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), s8);
-                } else {
-                    const block_q5_0 *xb = (const block_q5_0 *)x;
-                    uint8x16_t set_lo, set_hi;
-                    neon_q5_bits(xb->qh, &set_lo, &set_hi);
-                    const uint8x16_t q = vld1q_u8(xb->qs);
-                    lo = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
-                    hi = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
-                }
-                for (int t = 0; t < NT; t++)
-                    v[t] = DOT_SMALL(DOT_SMALL(vdupq_n_s32(0), lo, a0[t]), hi, a1[t]);
-            }
+            int8x16_t lo, hi;
+            NEON_FN(row32)(type, x, &lo, &hi);
+            for (int t = 0; t < NT; t++)
+                v[t] = NEON_FN(dot32)(type, lo, hi, a0[t], a1[t]);
             const float32x4_t f = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3])));
             if (type == GGML_TYPE_Q4_0) /* tile: (sum * dx) * dy */
                 acc[r] = vaddq_f32(acc[r], vmulq_f32(vmulq_f32(f, dx), dy));
