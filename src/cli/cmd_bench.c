@@ -926,6 +926,13 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         return cli_fail("loading model");
     infer_session_params sp = b->sp;
     sp.n_ctx = tp->depth + tp->n_prompt + tp->n_gen + 16;
+    const int n_ctx_train = infer_model_n_ctx_train(m);
+    if (tp->depth > 0 && n_ctx_train > 0 && sp.n_ctx > n_ctx_train) {
+        fprintf(stderr, "error: -d %d with -p %d -n %d needs %d tokens of context; the model was trained for %d\n",
+                tp->depth, tp->n_prompt, tp->n_gen, sp.n_ctx, n_ctx_train);
+        infer_model_free(m);
+        return 2;
+    }
     sp.n_batch = b->n_batch;
     sp.n_threads = b->threads;
     sp.kv_block = b->kv_block;
