@@ -93,11 +93,7 @@ INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const 
         __m128 acc = _mm_setzero_ps();
         for (int64_t b = 0; b < nb; b++)
             acc = gemv32_block(type, NR, w, w_row, a, b, acc);
-        float out[4];
-        _mm_storeu_ps(out, acc);
-        UNROLL
-        for (int r = 0; r < NR; r++)
-            y[r] = out[r];
+        store_rows(y, acc, NR);
         return;
     }
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
@@ -126,14 +122,7 @@ INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const 
             acc[r] = fma32(type, acc[r], s, _mm_set1_ps(h2f(ld16(blk))), dy);
         }
     }
-    UNROLL
-    for (int r = 0; r < NR; r++) {
-        float out[4];
-        _mm_storeu_ps(out, acc[r]);
-        UNROLL
-        for (int t = 0; t < NT; t++)
-            y[(size_t)t * ys + (size_t)r] = out[t];
-    }
+    store_rows_tokens(y, ys, acc, NR, NT);
 }
 
 #endif

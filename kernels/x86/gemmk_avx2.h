@@ -187,11 +187,7 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
             const __m128i summ = type == GGML_TYPE_Q6_K ? _mm_setzero_si128() : reduce4(m[0], m[1], m[2], m[3]);
             acc = kfma(type, acc, _mm_loadu_ps(dx), _mm_loadu_ps(dm), _mm_set1_ps(yb->d), isum, summ);
         }
-        float out[4];
-        _mm_storeu_ps(out, acc);
-        UNROLL
-        for (int r = 0; r < NR; r++)
-            y[r] = out[r];
+        store_rows(y, acc, NR);
         return;
     }
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
@@ -218,14 +214,7 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
             acc[r] = kfma(type, acc[r], _mm_set1_ps(k.d), _mm_set1_ps(k.dmin), dyv, isum, summ);
         }
     }
-    UNROLL
-    for (int r = 0; r < NR; r++) {
-        float out[4];
-        _mm_storeu_ps(out, acc[r]);
-        UNROLL
-        for (int t = 0; t < NT; t++)
-            y[(size_t)t * ys + (size_t)r] = out[t];
-    }
+    store_rows_tokens(y, ys, acc, NR, NT);
 }
 
 #endif

@@ -57,8 +57,6 @@ INLINE __m256i dot_s8(__m256i w, __m256i wabs, __m256i a)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
 }
 
-/* u unsigned (<= 63), a signed: pairs fit int16. */
-INLINE __m256i dot_u8(__m256i u, __m256i a) { return _mm256_maddubs_epi16(u, a); }
 
 /* --------------------- 32-element blocks x Q8_0 --------------------- */
 

@@ -175,11 +175,7 @@ INLINE void gemm32(const int type, const int NR, int64_t n, const uint8_t *w, si
     }
     if (b < nb)
         gemm32_one(type, NR, w, w_row, a, b, acc);
-    float out[4];
-    _mm_storeu_ps(out, acc[0]);
-    UNROLL
-    for (int r = 0; r < NR; r++)
-        y[r] = out[r];
+    store_rows(y, acc[0], NR);
 }
 
 /*
@@ -586,21 +582,10 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
         }
     }
     if (NT == 1) {
-        float out[4];
-        _mm_storeu_ps(out, acc[0]);
-        UNROLL
-        for (int r = 0; r < NR; r++)
-            y[r] = out[r];
+        store_rows(y, acc[0], NR);
         return;
     }
-    UNROLL
-    for (int r = 0; r < NR; r++) {
-        float out[4];
-        _mm_storeu_ps(out, acc[r]);
-        UNROLL
-        for (int t = 0; t < NT; t++)
-            y[(size_t)t * ys + (size_t)r] = out[t];
-    }
+    store_rows_tokens(y, ys, acc, NR, NT);
 }
 
 DEFINE_GEMM(gemm_q4_K, gemmK, GGML_TYPE_Q4_K)

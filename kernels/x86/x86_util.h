@@ -85,6 +85,29 @@ INLINE __m128i reduce4(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
     return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 }
 
+/* The first NR lanes of acc (one token; lane r: row r) to y[0..NR). */
+INLINE void store_rows(float *y, __m128 acc, const int NR)
+{
+    float out[4];
+    _mm_storeu_ps(out, acc);
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        y[r] = out[r];
+}
+
+/* acc[r] lane t (row r, token t) to y[t * ys + r], for r < NR and t < NT. */
+INLINE void store_rows_tokens(float *y, size_t ys, const __m128 *acc, const int NR, const int NT)
+{
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        float out[4];
+        _mm_storeu_ps(out, acc[r]);
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            y[(size_t)t * ys + (size_t)r] = out[t];
+    }
+}
+
 /* Bytes of a block of the 32-element types (Q4_0, Q5_0, Q8_0) and of the
  * K-quants' super-blocks (Q4_K, Q5_K, Q6_K). */
 INLINE size_t bbytes32(const int type)
