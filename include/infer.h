@@ -199,8 +199,17 @@ infer_status infer_file_sha256(const char *path, char hex[65]);
 typedef struct infer_model infer_model;
 typedef struct infer_session infer_session;
 
+enum {
+    /* Keep GGUF's layout for every weight: no repacked cache file is read
+     * or written (also set by INFER_NO_REPACK=1 in the environment). */
+    INFER_MODEL_NO_REPACK = 1 << 16,
+};
+
 typedef struct infer_model_params {
-    unsigned flags;  /* INFER_GGUF_OPEN_MLOCK */
+    unsigned flags;  /* INFER_GGUF_OPEN_MLOCK, INFER_GGUF_OPEN_SMALL_PAGES, INFER_MODEL_NO_REPACK */
+    /* Directory of the repacked-weight cache (its files go in DIR/repack/);
+     * NULL: $INFER_REPACK_DIR, else $XDG_CACHE_HOME/infer, else ~/.cache/infer. */
+    const char *repack_dir;
 } infer_model_params;
 
 /* Map a GGUF model, bind its weights and load its tokenizer.  Errors name
@@ -211,8 +220,29 @@ const infer_gguf *infer_model_gguf(const infer_model *m);
 const char *infer_model_arch(const infer_model *m);
 int infer_model_n_vocab(const infer_model *m);
 int infer_model_n_ctx_train(const infer_model *m);
-/* Seconds to map, validate and bind (tokenizer included). */
+/* Seconds to map, validate and bind (tokenizer and repacking included). */
 double infer_model_load_seconds(const infer_model *m);
+
+/* Weight repacking at load.  Where the active kernel variant has faster
+ * kernels for an interleaved layout of a weight type (avx512: Q4_0, Q5_0),
+ * the loader stores those tensors repacked in a cache file keyed by the
+ * model's sha256, the variant and the layout version, maps it read-only
+ * (like the model) and uses it; the next start maps the same file.  Failing
+ * to read or write the cache never fails the load: the weights are then
+ * used in GGUF's layout, and `note` says why. */
+typedef struct infer_repack_info {
+    const char *state;     /* "none" (nothing to repack), "off", "hit", "created", "failed" */
+    int n_tensors;         /* tensors in the repacked layout */
+    uint64_t bytes;        /* their bytes */
+    double seconds;        /* all of it at load: hashing, repacking, mapping, checking */
+    double hash_seconds;   /* sha256 of the model (only when its identity was not cached) */
+    double repack_seconds; /* repacking and writing (state "created") */
+    const char *path;      /* the cache file ("" when none) */
+    const char *note;      /* why "failed" or "off" ("" otherwise) */
+} infer_repack_info;
+void infer_model_repack_info(const infer_model *m, infer_repack_info *out);
+/* One line for people: "repack: 81 tensors (41.6 MiB) ..., cache hit in 9.1 ms". */
+const char *infer_model_repack_summary(const infer_model *m);
 
 /* Text -> tokens with the model's tokenizer.  add_special adds BOS/EOS as the
  * model's metadata asks; parse_special turns special-token text

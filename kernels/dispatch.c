@@ -52,6 +52,10 @@
                 TYPE_OPS(Q5_K, dequantize_row_q5_K_ref, NULL, vec_dot_q5_K_q8_K_ref, gemm_q5_K_ref, Q8_K),      \
                 TYPE_OPS(Q6_K, dequantize_row_q6_K_ref, NULL, vec_dot_q6_K_q8_K_ref, gemm_q6_K_ref, Q8_K),      \
                 TYPE_OPS(Q8_K, dequantize_row_q8_K_ref, quantize_row_q8_K_ref, NULL, NULL, Q8_K),               \
+                [INFER_TYPE_Q4_0_X4] = {.vec_dot = vec_dot_q4_0_q8_0_ref, .gemm = gemm_q4_0x4_ref,               \
+                                        .vec_dot_type = GGML_TYPE_Q8_0},                                         \
+                [INFER_TYPE_Q5_0_X4] = {.vec_dot = vec_dot_q5_0_q8_0_ref, .gemm = gemm_q5_0x4_ref,               \
+                                        .vec_dot_type = GGML_TYPE_Q8_0},                                         \
             },                                                                                                  \
         .rmsnorm = rmsnorm_ref, .rope_norm = rope_norm_ref, .rope_neox = rope_neox_ref, .softmax = softmax_ref, \
         .silu = silu_ref, .gelu = gelu_ref, .gelu_ggml = gelu_ggml_ref, .vec_mul = vec_mul_ref,                 \

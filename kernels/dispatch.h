@@ -26,6 +26,7 @@
 #include "attention.h"
 #include "cpu.h"
 #include "quants.h"
+#include "repack.h"
 #include "types.h"
 
 /* Rows and tokens of one gemm tile (see gemm_fn). */
@@ -71,11 +72,14 @@ struct kernel_type_ops {
     gemm_fn gemm;             /* tile of vec_dots (NULL when vec_dot is) */
     gemm_many_fn gemm_many;   /* optional: many tokens at once (NULL: use gemm) */
     uint32_t vec_dot_type;    /* activation format vec_dot expects */
+    uint32_t repack_type;     /* 0, or the x4 layout (repack.h) this variant's
+                               * gemm runs faster on: the loader repacks
+                               * weights of this type into it */
 };
 
 struct kernel_table {
     const char *name; /* variant name: "ref", "avx2", "neon", ... */
-    struct kernel_type_ops types[GGML_TYPE_COUNT];
+    struct kernel_type_ops types[INFER_TYPE_COUNT];
     int many_min_tok; /* fewest tokens for gemm_many (0: GEMM_MANY_MIN_TOK) */
 
     /* f32 ops (see ops.h for the contracts) */

@@ -81,6 +81,38 @@ GEMM_REF(q4_K, vec_dot_q4_K_q8_K_ref)
 GEMM_REF(q5_K, vec_dot_q5_K_q8_K_ref)
 GEMM_REF(q6_K, vec_dot_q6_K_q8_K_ref)
 
+/* A group of four rows in the x4 layout, one block at a time: the reference
+ * vec_dot of a single block is exactly that block's term (0 + term), and
+ * adding the terms in block order is what vec_dot does, so the bits are the
+ * reference's on the original rows. */
+static void gemm_x4_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w, const void *a, size_t a_row,
+                        float *y, size_t ys, int nt)
+{
+    const int64_t nb = n / 32;
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < GEMM_ROWS; r++) {
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                block_q5_0 blk; /* the larger of the two blocks */
+                repack_x4_block(base, w, nb, r, b, &blk);
+                sum += dot(32, &blk, (const char *)a + (size_t)t * a_row + (size_t)b * sizeof(block_q8_0));
+            }
+            y[(size_t)t * ys + (size_t)r] = sum;
+        }
+}
+
+void gemm_q4_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
+{
+    (void)w_row;
+    gemm_x4_ref(GGML_TYPE_Q4_0, vec_dot_q4_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
+}
+
+void gemm_q5_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
+{
+    (void)w_row;
+    gemm_x4_ref(GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
+}
+
 /* ------------------------------- matmul ------------------------------- */
 
 static const char *type_name(uint32_t type)
@@ -101,7 +133,7 @@ static size_t type_align(uint32_t type)
 static int matmul_check(uint32_t wtype, int64_t n_in, int64_t n_out, int64_t n_tok, const void *w,
                         uint32_t *act_type, size_t *w_row, size_t *act_row)
 {
-    if (wtype >= GGML_TYPE_COUNT || !kern.types[wtype].vec_dot || !kern.types[wtype].gemm ||
+    if (wtype >= INFER_TYPE_COUNT || !kern.types[wtype].vec_dot || !kern.types[wtype].gemm ||
         !ggml_type_traits_get(wtype))
         return infer_error(INFER_ERR_UNSUPPORTED, "unsupported tensor type %s for matmul", type_name(wtype));
     const uint32_t at = kern.types[wtype].vec_dot_type;

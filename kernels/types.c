@@ -6,9 +6,11 @@
  */
 #include "types.h"
 
+#include "repack.h"
+
 #define QK_K 256
 
-static const struct ggml_type_traits type_traits[GGML_TYPE_COUNT] = {
+static const struct ggml_type_traits type_traits[INFER_TYPE_COUNT] = {
     [GGML_TYPE_F32] = {"F32", 1, 4, false},
     [GGML_TYPE_F16] = {"F16", 1, 2, false},
     [GGML_TYPE_Q4_0] = {"Q4_0", 32, 18, true},
@@ -41,11 +43,14 @@ static const struct ggml_type_traits type_traits[GGML_TYPE_COUNT] = {
     [GGML_TYPE_TQ1_0] = {"TQ1_0", QK_K, 54, true},
     [GGML_TYPE_TQ2_0] = {"TQ2_0", QK_K, 66, true},
     [GGML_TYPE_MXFP4] = {"MXFP4", 32, 17, true},
+    /* infer's repacked layouts (repack.h): same blocks, other order */
+    [INFER_TYPE_Q4_0_X4] = {"Q4_0x4", 32, 18, true},
+    [INFER_TYPE_Q5_0_X4] = {"Q5_0x4", 32, 22, true},
 };
 
 const struct ggml_type_traits *ggml_type_traits_get(uint32_t type)
 {
-    if (type >= GGML_TYPE_COUNT || type_traits[type].name == NULL)
+    if (type >= INFER_TYPE_COUNT || type_traits[type].name == NULL)
         return NULL;
     return &type_traits[type];
 }

@@ -57,7 +57,9 @@ struct ggml_type_traits {
     bool quantized;
 };
 
-/* Traits of a type id, or NULL when the id is not a known type. */
+/* Traits of a type id, or NULL when the id is not a known type.  Ids from
+ * GGML_TYPE_COUNT on are infer's own repacked layouts (repack.h); a file's
+ * type ids must be checked against GGML_TYPE_COUNT first. */
 const struct ggml_type_traits *ggml_type_traits_get(uint32_t type);
 
 /* Bytes of a row of n elements; 0 when the type is unknown or n is not a

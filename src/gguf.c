@@ -34,6 +34,14 @@
 /* A printable, bounded copy of a name read from the file, for messages:
  * bytes outside printable ASCII (and the quote) become \xNN, long names are
  * cut with "...".  Returns buf. */
+
+/* Traits of a type id read from a file: only GGUF's own ids (infer's
+ * repacked layouts have ids past GGML_TYPE_COUNT and never come from a file). */
+static const struct ggml_type_traits *file_type_traits(uint32_t type)
+{
+    return type < GGML_TYPE_COUNT ? ggml_type_traits_get(type) : NULL;
+}
+
 static const char *msg_name(const char *s, char buf[96])
 {
     static const char hex[] = "0123456789abcdef";
@@ -466,7 +474,7 @@ static infer_status parse_tensor_infos(infer_gguf *g, struct reader *r, uint64_t
         }
         if ((st = rd_u32(r, &t->type, tname)) || (st = rd_u64(r, &t->offset, tname)))
             return st;
-        const struct ggml_type_traits *tt = ggml_type_traits_get(t->type);
+        const struct ggml_type_traits *tt = file_type_traits(t->type);
         if (tt && (st = tensor_nbytes(t, tt, tname, &t->nbytes)))
             return st;
     }
@@ -506,7 +514,7 @@ static infer_status place_tensors(infer_gguf *g)
                                msg_name(t->name, tname), (unsigned long long)start,
                                (unsigned long long)t->nbytes, (unsigned long long)g->size);
         }
-        t->data = ggml_type_traits_get(t->type) ? g->base + start : NULL;
+        t->data = file_type_traits(t->type) ? g->base + start : NULL;
     }
     if (g->n_tensors < 2)
         return INFER_OK;
@@ -611,7 +619,7 @@ infer_status infer_gguf_open_memory(infer_gguf **out, const void *data, size_t s
  * ~24 GB/s and of 2 MiB-mapped memory at ~31 GB/s, and decode is such a read.
  * The weights stay in the shared, reclaimable page cache either way (DESIGN.md
  * decision 3); *huge says whether the advice was taken. */
-static void *map_weights(int fd, size_t size, bool want_huge, bool *huge)
+void *gguf_map_readonly(int fd, size_t size, bool want_huge, bool *huge)
 {
     const size_t H = (size_t)2 << 20;
     *huge = false;
@@ -662,7 +670,7 @@ infer_status infer_gguf_open(infer_gguf **out, const char *path, unsigned flags)
     const char *nohuge = getenv("INFER_NO_HUGE_WEIGHTS");
     if (nohuge && *nohuge && strcmp(nohuge, "0") != 0)
         flags |= INFER_GGUF_OPEN_SMALL_PAGES;
-    void *map = map_weights(fd, (size_t)sb.st_size, !(flags & INFER_GGUF_OPEN_SMALL_PAGES), &huge);
+    void *map = gguf_map_readonly(fd, (size_t)sb.st_size, !(flags & INFER_GGUF_OPEN_SMALL_PAGES), &huge);
     int map_errno = errno;
     close(fd); /* the mapping keeps the file referenced */
     if (map == MAP_FAILED)
@@ -885,7 +893,7 @@ infer_status infer_gguf_tensor(const infer_gguf *g, int64_t i, infer_tensor_info
     if (i < 0 || i >= g->n_tensors)
         return infer_error(INFER_ERR_INVALID, "tensor index %lld out of range", (long long)i);
     const struct gguf_tensor *t = &g->tensors[i];
-    const struct ggml_type_traits *tt = ggml_type_traits_get(t->type);
+    const struct ggml_type_traits *tt = file_type_traits(t->type);
     static _Thread_local char unk[32];
     out->name = t->name;
     out->type = t->type;

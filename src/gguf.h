@@ -81,4 +81,10 @@ const struct gguf_tensor *gguf_get_tensor(const infer_gguf *g, const char *name)
 size_t gguf_type_size(uint32_t type);
 const char *gguf_type_name(uint32_t type);
 
+/* Map size bytes of fd read-only and shared; when want_huge, at a 2 MiB
+ * boundary with MADV_HUGEPAGE (*huge: the advice was taken).  MAP_FAILED
+ * with errno on error.  The model file and the repacked-weight cache
+ * (repack_cache.c) are mapped this way. */
+void *gguf_map_readonly(int fd, size_t size, bool want_huge, bool *huge);
+
 #endif

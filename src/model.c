@@ -145,7 +145,7 @@ static infer_status find_tensor(const infer_gguf *g, const char *name, bool requ
     *out = gguf_get_tensor(g, name);
     if (!*out && required)
         return infer_error(INFER_ERR_FORMAT, "missing tensor '%s'", name);
-    if (*out && !ggml_type_traits_get((*out)->type))
+    if (*out && ((*out)->type >= GGML_TYPE_COUNT || !ggml_type_traits_get((*out)->type)))
         return infer_error(INFER_ERR_UNSUPPORTED, "tensor '%s' has unknown type id %u", name, (*out)->type);
     return INFER_OK;
 }

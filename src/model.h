@@ -72,6 +72,19 @@ struct model_weights {
 
 struct tokenizer;
 
+/* Weights repacked at load (repack_cache.c; infer_repack_info in infer.h). */
+struct repack_state {
+    const char *state;
+    int n_tensors;
+    uint64_t bytes;
+    double seconds, hash_seconds, repack_seconds;
+    char path[1024];
+    char note[256];
+    char summary[1536];
+    void *map; /* the cache file's read-only map, or NULL */
+    size_t map_size;
+};
+
 struct infer_model {
     infer_gguf *gguf;
     struct model_config c;
@@ -82,7 +95,14 @@ struct infer_model {
     float **owned;   /* 1-D tensors converted to f32 (norms stored in another type) */
     int n_owned;
     double load_seconds;
+    struct repack_state repack;
 };
+
+/* Point the weights the active kernels run faster in a repacked layout at
+ * the cache file (repack_cache.c), creating it when missing or stale.  Never
+ * fails: on any problem the GGUF layout stays and m->repack.note says why. */
+void model_repack(struct infer_model *m, const infer_model_params *p);
+void model_repack_release(struct infer_model *m);
 
 /* The model a session evaluates against (session.c). */
 const struct infer_model *s_model(const infer_session *s);

@@ -43,6 +43,7 @@ infer_status infer_model_load(infer_model **out, const char *path, const infer_m
         infer_model_free(m);
         return st;
     }
+    model_repack(m, params);
     m->load_seconds = infer_now() - t0;
     *out = m;
     return INFER_OK;
@@ -53,6 +54,7 @@ void infer_model_free(infer_model *m)
     if (!m)
         return;
     tokenizer_free(m->tok);
+    model_repack_release(m);
     model_unbind(m);
     infer_gguf_close(m->gguf);
     free(m);

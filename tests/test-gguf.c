@@ -704,14 +704,17 @@ static void test_alignment_rejected(void **state)
 static void test_unknown_tensor_type(void **state)
 {
     (void)state;
-    /* id 4 is a retired ggml type, 200 was never one: both open, unusable */
+    /* id 4 is a retired ggml type, 200 was never one, 41 is infer's own
+     * repacked Q5_0 (kernels/repack.h, never valid in a file): all open,
+     * unusable */
     const struct tspec ts[] = {
         {"future", 2, {7, 3}, 200, 0},
         {"retired", 1, {32}, 4, 32},
         {"known", 1, {8}, 0, 64},
+        {"internal", 1, {32}, 41, 96},
     };
     struct gw w = {0};
-    build_tensor_file(&w, 3, 0, ts, 3, 96, NULL);
+    build_tensor_file(&w, 3, 0, ts, 4, 128, NULL);
     infer_gguf *g;
     uint8_t *copy;
     expect_ok(&w, &g, &copy);
@@ -726,6 +729,9 @@ static void test_unknown_tensor_type(void **state)
     assert_string_equal(ti.type_name, "unknown(4)");
     assert_null(ti.data);
     check_tensor(g, 2, "known", "F32", 1, (int64_t[]){8, 1, 1, 1}, 64, 32, copy);
+    assert_int_equal(infer_gguf_tensor(g, 3, &ti), INFER_OK);
+    assert_string_equal(ti.type_name, "unknown(41)");
+    assert_null(ti.data);
     infer_gguf_close(g);
     free(copy);
     free(w.p);

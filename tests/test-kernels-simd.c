@@ -481,6 +481,87 @@ static void test_matmul(void **state)
     }
 }
 
+/* The x4 layouts (repack.h), in every variant (those without x4 kernels
+ * run the reference tile): repack_x4 is a permutation that
+ * repack_x4_block and repack_x4_unpack_group undo, leaving the last n_out %
+ * 4 rows where they were; and a matmul on the repacked matrix gives, for
+ * every path (GEMV, 2-4 token tiles, the GEMM blocks, gemm_many) and thread
+ * count, exactly the bits of the same matmul on the original rows. */
+static void test_repacked(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q5_0};
+    /* nb % 4 = 1, 3, 0, 2, 1, 0: with and without leftover block columns */
+    static const int64_t n_ins[] = {32, 96, 128, 320, 672, 2048};
+    static const int64_t n_outs[] = {1, 4, 7, 17, 64, 66};
+    static const int64_t n_toks[] = {1, 2, 3, 4, 5, 9, 16, 33};
+    for (size_t k = 0; k < 2; k++) {
+        const uint32_t type = types[k], x4 = repack_x4_of(type);
+        assert_int_equal(repack_base_of(x4), type);
+        assert_int_equal(ggml_row_size(x4, 640), ggml_row_size(type, 640));
+        const size_t bs = ggml_type_traits_get(type)->type_size;
+        int n_checked = 0;
+        for (size_t ii = 0; ii < sizeof(n_ins) / sizeof(n_ins[0]); ii++) {
+            const int64_t n_in = n_ins[ii], n_out = n_outs[ii], nb = n_in / 32;
+            const size_t wrow = row_bytes(type, n_in), wbytes = wrow * (size_t)n_out;
+            uint8_t *w = malloc(wbytes), *wx = malloc(wbytes + 2), *back = malloc(4 * wrow);
+            uint8_t *wxa = wx + 2; /* only as aligned as the blocks need */
+            random_rows(type, w, n_out, n_in);
+            repack_x4(type, w, wxa, n_in, n_out);
+            const int64_t full = n_out / 4 * 4;
+            if (full > 0 && nb >= 4)
+                assert_true(memcmp(w, wxa, 4 * wrow) != 0); /* it does move bytes */
+            if (n_out > full)
+                assert_memory_equal(w + (size_t)full * wrow, wxa + (size_t)full * wrow, (size_t)(n_out - full) * wrow);
+            for (int64_t g = 0; g < full; g += 4) {
+                repack_x4_unpack_group(type, wxa + (size_t)g * wrow, nb, back);
+                assert_memory_equal(back, w + (size_t)g * wrow, 4 * wrow);
+                uint8_t blk[64];
+                const int r = (int)(g / 4 % 4);
+                const int64_t b = (g / 4) % nb;
+                repack_x4_block(type, wxa + (size_t)g * wrow, nb, r, b, blk);
+                assert_memory_equal(blk, w + (size_t)(g + r) * wrow + (size_t)b * bs, bs);
+            }
+            for (size_t ti = 0; ti < sizeof(n_toks) / sizeof(n_toks[0]); ti++) {
+                const int64_t n_tok = n_toks[ti];
+                float *x = malloc((size_t)(n_tok * n_in) * sizeof(float));
+                float *y = malloc((size_t)(n_tok * n_out) * sizeof(float));
+                float *yx = malloc((size_t)(n_tok * n_out) * sizeof(float));
+                for (int64_t t = 0; t < n_tok; t++)
+                    fill_activations(x + t * n_in, n_in);
+                assert_int_equal(matmul_with(kt, y, w, type, x, n_in, n_out, n_tok), INFER_OK);
+#ifdef _OPENMP
+                const int saved = omp_get_max_threads();
+                for (int th = 1; th <= 3; th += 2) {
+                    omp_set_num_threads(th);
+#endif
+                    for (size_t i = 0; i < (size_t)(n_tok * n_out); i++)
+                        yx[i] = -1234.5f;
+                    assert_int_equal(matmul_with(kt, yx, wxa, x4, x, n_in, n_out, n_tok), INFER_OK);
+                    for (int64_t i = 0; i < n_tok * n_out; i++)
+                        if (memcmp(&y[i], &yx[i], 4) != 0)
+                            fail_msg("%s %s x4 %lldx%lld n_tok %lld: [%lld,%lld] = %.9g, original layout %.9g",
+                                     kt->name, tname(type), (long long)n_out, (long long)n_in, (long long)n_tok,
+                                     (long long)(i / n_out), (long long)(i % n_out), (double)yx[i], (double)y[i]);
+#ifdef _OPENMP
+                }
+                omp_set_num_threads(saved);
+#endif
+                n_checked++;
+                free(x);
+                free(y);
+                free(yx);
+            }
+            free(w);
+            free(wx);
+            free(back);
+        }
+        print_message("  %-7s %s: %d repacked matmuls bit-identical to the original layout (x4 gemm from %s)\n",
+                      kt->name, tname(x4), n_checked,
+                      kt->types[x4].gemm == ref()->types[x4].gemm ? "ref" : kt->name);
+    }
+}
+
 /* The opt-in OpenBLAS path for float weights (matmul_use_blas): a batch
  * large enough to take it is the product of the float activations and the
  * dequantized weights to float rounding (sgemm sums in its own order; the
@@ -890,12 +971,12 @@ static void test_dispatch(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[2 + 16 * 9];
+    struct CMUnitTest tests[2 + 16 * 10];
     size_t n = 0;
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_dispatch);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_matmul_blas);
     const size_t nv = kernels_n_variants();
-    static char names[16][9][64];
+    static char names[16][10][64];
     for (size_t v = 0; v < nv && v < 16; v++) {
         static const struct {
             const char *name;
@@ -904,8 +985,9 @@ int main(void)
             {"quantizers", test_quantizers}, {"vec_dot", test_vec_dot},           {"gemm_tile", test_gemm_tile},
             {"matmul", test_matmul},         {"matmul_threads", test_matmul_threads}, {"ops", test_ops},
             {"rope", test_rope},             {"gemm_many", test_gemm_many},       {"attention", test_attention},
+            {"repacked", test_repacked},
         };
-        for (size_t k = 0; k < 9; k++) {
+        for (size_t k = 0; k < 10; k++) {
             snprintf(names[v][k], sizeof(names[v][k]), "%s/%s", kernels_variant_name(v), per[k].name);
             tests[n++] = (struct CMUnitTest){names[v][k], per[k].fn, NULL, NULL, (void *)(uintptr_t)v};
         }

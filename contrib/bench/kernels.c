@@ -160,6 +160,25 @@ static int listed(const char *list, const char *name)
     return 0;
 }
 
+/* fill_weights, for the x4 layouts too (random rows of the base type,
+ * repacked). */
+static void fill_matrix(uint32_t type, uint8_t *w, int64_t n_rows, int64_t n_in)
+{
+    const uint32_t base = repack_base_of(type);
+    if (!base) {
+        fill_weights(type, w, n_rows, n_in);
+        return;
+    }
+    uint8_t *tmp = malloc(ggml_row_size(base, n_in) * (size_t)n_rows);
+    if (!tmp) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    fill_weights(base, tmp, n_rows, n_in);
+    repack_x4(base, tmp, w, n_in, n_rows);
+    free(tmp);
+}
+
 /* Median seconds of one matmul over `copies` rotating weight copies. */
 static double time_matmul(uint32_t type, uint8_t *w, size_t mat_bytes, int copies, const float *x, float *y,
                           int64_t n_in, int64_t n_out, int64_t n_tok, int reps)
@@ -312,8 +331,9 @@ int main(int argc, char **argv)
     printf("GEMV GB/s = weight bytes / time (hot: one matrix, cold: rotating copies); "
            "GEMM GMAC/s = n_in*n_out*n_tok / time; activation quantization included\n");
 
-    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
-                                     GGML_TYPE_Q6_K, GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_F32};
+    static const uint32_t types[] = {GGML_TYPE_Q4_0,     GGML_TYPE_Q8_0,     GGML_TYPE_Q5_0, GGML_TYPE_Q4_K,
+                                     GGML_TYPE_Q5_K,     GGML_TYPE_Q6_K,     GGML_TYPE_F16,  GGML_TYPE_BF16,
+                                     GGML_TYPE_F32,      INFER_TYPE_Q4_0_X4, INFER_TYPE_Q5_0_X4};
     static const struct shape gemv_full[] = {{2048, 640}, {4096, 4096}}, gemv_quick[] = {{2048, 640}};
     static const struct shape gemm_full[] = {{2048, 640}, {4096, 4096}}, gemm_quick[] = {{2048, 640}};
     const struct shape *gv = o.quick ? gemv_quick : gemv_full, *gm = o.quick ? gemm_quick : gemm_full;
@@ -337,7 +357,7 @@ int main(int argc, char **argv)
     memset(cold, 1, o.cold_bytes);
     printf("read bandwidth (plain sum over %zu MiB, %s pages): %.1f GB/s\n\n", o.cold_bytes >> 20,
            o.huge ? "2 MiB" : "default", read_bandwidth(cold, o.cold_bytes, o.reps));
-    printf("%-7s %-5s %-5s %-11s %-5s %10s %9s %9s\n", "variant", "type", "op", "n_out x n_in", "set", "time ms",
+    printf("%-7s %-6s %-5s %-11s %-5s %10s %9s %9s\n", "variant", "type", "op", "n_out x n_in", "set", "time ms",
            "GB/s", "GMAC/s");
 
     int64_t max_in = 4096, max_out = 4096;
@@ -364,6 +384,9 @@ int main(int argc, char **argv)
             const char *tn = ggml_type_traits_get(type)->name;
             if (!listed(o.types, tn))
                 continue;
+            /* a repacked layout only where the variant has kernels for it */
+            if (repack_base_of(type) && t.types[repack_base_of(type)].repack_type != type)
+                continue;
             for (int s0 = 0; s0 < n_gv; s0++) {
                 const struct shape sh = fit(type, gv[s0]), *gvs = &sh;
                 const int s = 0;
@@ -371,16 +394,16 @@ int main(int argc, char **argv)
                 int copies = (int)(o.cold_bytes / mb);
                 if (copies < 1)
                     copies = 1;
-                fill_weights(type, cold, gvs[s].n_out, gvs[s].n_in);
+                fill_matrix(type, cold, gvs[s].n_out, gvs[s].n_in);
                 for (int c = 1; c < copies; c++)
                     memcpy(cold + (size_t)c * mb, cold, mb);
                 const double th = time_matmul(type, cold, mb, 1, x, y, gvs[s].n_in, gvs[s].n_out, 1, o.reps * 3);
                 const double tc = time_matmul(type, cold, mb, copies, x, y, gvs[s].n_in, gvs[s].n_out, 1, o.reps * 3);
                 const double macs = (double)gvs[s].n_in * gvs[s].n_out;
-                printf("%-7s %-5s %-5s %5lldx%-5lld %-5s %10.4f %9.2f %9.2f\n", t.name, tn, "gemv",
+                printf("%-7s %-6s %-5s %5lldx%-5lld %-5s %10.4f %9.2f %9.2f\n", t.name, tn, "gemv",
                        (long long)gvs[s].n_out, (long long)gvs[s].n_in, "hot", th * 1e3, mb / th / 1e9,
                        macs / th / 1e9);
-                printf("%-7s %-5s %-5s %5lldx%-5lld %-5s %10.4f %9.2f %9.2f\n", t.name, tn, "gemv",
+                printf("%-7s %-6s %-5s %5lldx%-5lld %-5s %10.4f %9.2f %9.2f\n", t.name, tn, "gemv",
                        (long long)gvs[s].n_out, (long long)gvs[s].n_in, "cold", tc * 1e3, mb / tc / 1e9,
                        macs / tc / 1e9);
             }
@@ -388,12 +411,12 @@ int main(int argc, char **argv)
                 const struct shape sh = fit(type, gm[s0]), *gms = &sh;
                 const int s = 0;
                 const size_t mb = ggml_row_size(type, gms[s].n_in) * (size_t)gms[s].n_out;
-                fill_weights(type, cold, gms[s].n_out, gms[s].n_in);
+                fill_matrix(type, cold, gms[s].n_out, gms[s].n_in);
                 const double macs = (double)gms[s].n_in * gms[s].n_out * o.n_tok;
                 /* the reference is slow: one timed call for big products */
                 const int reps = strcmp(t.name, "ref") == 0 && macs > 2e9 ? 1 : o.reps;
                 const double tm = time_matmul(type, cold, mb, 1, x, y, gms[s].n_in, gms[s].n_out, o.n_tok, reps);
-                printf("%-7s %-5s %-5s %5lldx%-5lld %-5s %10.3f %9.2f %9.2f\n", t.name, tn, "gemm",
+                printf("%-7s %-6s %-5s %5lldx%-5lld %-5s %10.3f %9.2f %9.2f\n", t.name, tn, "gemm",
                        (long long)gms[s].n_out, (long long)gms[s].n_in, "hot", tm * 1e3, mb / tm / 1e9,
                        macs / tm / 1e9);
             }

@@ -124,34 +124,52 @@ struct metaK {
     float d, dmin;
 };
 
-/* The 32 weights of a Q4_0/Q5_0/Q8_0 block as signed bytes, and their sum. */
-INLINE __m256i unpack32(const int type, const uint8_t *blk, int *sum)
+/* The 32 weights of a Q4_0/Q5_0 block (quants qs, Q5_0 high bits qh) or a
+ * Q8_0 block (quants qs) as signed bytes, and their sum. */
+INLINE __m256i unpack32q(const int type, const uint8_t *qs, uint32_t qh, int *sum)
 {
     if (type == GGML_TYPE_Q8_0) {
-        const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        const __m256i w = _mm256_loadu_si256((const __m256i *)qs);
         *sum = sum_u8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80))) - 128 * 32;
         return w;
     }
-    const __m128i qs = _mm_loadu_si128((const __m128i *)(blk + (type == GGML_TYPE_Q5_0 ? 6 : 2)));
-    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
     int off = 8;
     if (type == GGML_TYPE_Q5_0) {
-        u = _mm256_mask_add_epi8(u, (__mmask32)ld32(blk + 2), u, _mm256_set1_epi8(16));
+        u = _mm256_mask_add_epi8(u, (__mmask32)qh, u, _mm256_set1_epi8(16));
         off = 16;
     }
     *sum = sum_u8(u) - off * 32;
     return _mm256_sub_epi8(u, _mm256_set1_epi8((char)off));
 }
 
-static void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t *w, struct meta32 *meta)
+/* Row `row` of nb blocks, unpacked: when x4 (repack.h), row is the group
+ * and r the row within it. */
+static void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t *w, struct meta32 *meta, bool x4,
+                         int r)
 {
     const size_t bs = bbytes32(type);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = row + (size_t)b * bs;
+        const uint8_t *blk = row + (size_t)b * bs, *d = blk, *qs = blk + (type == GGML_TYPE_Q5_0 ? 6 : 2);
+        uint32_t qh = type == GGML_TYPE_Q5_0 ? ld32(blk + 2) : 0;
+        if (x4 && b < nb / 4 * 4) { /* repack.h's tile layout */
+            const uint8_t *tile = row + (size_t)(b / 4) * 16 * bs;
+            const size_t k = (size_t)(b % 4);
+            d = tile + 2 * (4 * (size_t)r + k);
+            qs = tile + (type == GGML_TYPE_Q5_0 ? 96 : 32) + 64 * k + 16 * (size_t)r;
+            if (type == GGML_TYPE_Q5_0)
+                qh = (uint32_t)ld16(tile + 32 + 16 * k + 2 * (size_t)r) |
+                     (uint32_t)ld16(tile + 40 + 16 * k + 2 * (size_t)r) << 16;
+        } else if (x4) { /* the last nb % 4 columns: four blocks side by side */
+            d = row + (size_t)(nb / 4) * 16 * bs + (size_t)(4 * (b - nb / 4 * 4) + r) * bs;
+            qs = d + (type == GGML_TYPE_Q5_0 ? 6 : 2);
+            qh = type == GGML_TYPE_Q5_0 ? ld32(d + 2) : 0;
+        }
         int sum;
-        _mm256_storeu_si256((__m256i *)(w + 32 * b), unpack32(type, blk, &sum));
+        _mm256_storeu_si256((__m256i *)(w + 32 * b), unpack32q(type, qs, qh, &sum));
         meta[b].corr = -128 * sum;
-        meta[b].d = h2f(ld16(blk));
+        meta[b].d = h2f(ld16(d));
     }
 }
 
@@ -367,7 +385,7 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
-                size_t a_row, int64_t n_tok, float *y, size_t ys)
+                size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4)
 {
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K;
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
@@ -394,11 +412,14 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                        (size_t)nb * (k ? sizeof(struct metaK) : sizeof(struct meta32)));
                 continue;
             }
-            const uint8_t *row = wb + (size_t)(r0 + r) * w_row;
+            const int64_t row_i = r0 + r;
             if (k)
-                unpack_rowK(type, row, nb, wr, (struct metaK *)meta + r * nb);
+                unpack_rowK(type, wb + (size_t)row_i * w_row, nb, wr, (struct metaK *)meta + r * nb);
+            else if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
+                unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, wr, (struct meta32 *)meta + r * nb,
+                             true, (int)(row_i % 4));
             else
-                unpack_row32(type, row, nb, wr, (struct meta32 *)meta + r * nb);
+                unpack_row32(type, wb + (size_t)row_i * w_row, nb, wr, (struct meta32 *)meta + r * nb, false, 0);
         }
         if (k)
             runK(type, n, w, meta, act, n_tok, nr, y + r0, ys);
@@ -408,19 +429,24 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     return 0;
 }
 
-#define DEFINE_MANY(NAME, TYPE)                                                                               \
+#define DEFINE_MANY(NAME, TYPE, X4)                                                                           \
     static int NAME(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,       \
                     int64_t n_tok, float *y, size_t ys)                                                       \
     {                                                                                                         \
-        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys);                                       \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys, X4);                                   \
     }
 
-DEFINE_MANY(many_q4_0, GGML_TYPE_Q4_0)
-DEFINE_MANY(many_q5_0, GGML_TYPE_Q5_0)
-DEFINE_MANY(many_q8_0, GGML_TYPE_Q8_0)
-DEFINE_MANY(many_q4_K, GGML_TYPE_Q4_K)
-DEFINE_MANY(many_q5_K, GGML_TYPE_Q5_K)
-DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K)
+DEFINE_MANY(many_q4_0, GGML_TYPE_Q4_0, false)
+DEFINE_MANY(many_q5_0, GGML_TYPE_Q5_0, false)
+DEFINE_MANY(many_q8_0, GGML_TYPE_Q8_0, false)
+DEFINE_MANY(many_q4_K, GGML_TYPE_Q4_K, false)
+DEFINE_MANY(many_q5_K, GGML_TYPE_Q5_K, false)
+DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K, false)
+/* The x4 layouts (repack.h).  matmul passes ranges of rows that start at a
+ * multiple of 16, so a call's groups are its rows 4g .. 4g + 3 up to the
+ * last multiple of four: only a matrix's last range has leftover rows. */
+DEFINE_MANY(many_q4_0x4, GGML_TYPE_Q4_0, true)
+DEFINE_MANY(many_q5_0x4, GGML_TYPE_Q5_0, true)
 
 /* Measured (contrib/bench): with 16 lanes, gemm_many overtakes the gemm
  * tiles from about 10 tokens. */
@@ -433,4 +459,6 @@ void kernels_fill_gemm_avx512(struct kernel_table *t)
     t->types[GGML_TYPE_Q4_K].gemm_many = many_q4_K;
     t->types[GGML_TYPE_Q5_K].gemm_many = many_q5_K;
     t->types[GGML_TYPE_Q6_K].gemm_many = many_q6_K;
+    t->types[INFER_TYPE_Q4_0_X4].gemm_many = many_q4_0x4;
+    t->types[INFER_TYPE_Q5_0_X4].gemm_many = many_q5_0x4;
 }

@@ -364,6 +364,97 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
     _mm_storeu_ps(y, acc[0]);
 }
 
+/*
+ * 1-4 tokens against the four rows of a group in the x4 layout (repack.h):
+ * gemv32_x4's arithmetic without its gathering.  Per tile of 4 rows x 4
+ * blocks: one 512-bit load per block brings the four rows' quants (row r in
+ * 128-bit lane r), Q5_0's high bits are two ready masks, and the sixteen
+ * scales are one 256-bit load already in gemv32_x4's lane order (4 row +
+ * block).  The weights are unpacked once per tile for all NT tokens.  Each
+ * row adds its blocks in order with gemm32's float steps, so every output
+ * has vec_dot's bits; the nb % 4 last block columns (kept in GGUF's format,
+ * four rows side by side) go through gemm32_one.
+ */
+#ifndef X4_PF
+#define X4_PF 0
+#endif
+INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w, size_t w_row, const uint8_t *a,
+                       size_t a_row, float *y, size_t ys)
+{
+    const int64_t nb = n / 32, nb4 = nb / 4;
+    const size_t bs = bbytes32(type), tb = 16 * bs, hdr = type == GGML_TYPE_Q5_0 ? 96 : 32;
+    const __m512i zero = _mm512_setzero_si512(), K = _mm512_set1_epi8((char)koff(type));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t j = 0; j < nb4; j++) {
+        const uint8_t *tile = w + (size_t)j * tb;
+#if X4_PF
+        for (size_t o = 0; o < tb; o += 64)
+            _mm_prefetch((const char *)tile + X4_PF + o, _MM_HINT_T0);
+#endif
+        __m512i v[4][4];
+        uint16_t dyh[4][4];
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m512i q = _mm512_loadu_si512((const void *)(tile + hdr + 64 * (size_t)k));
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            if (type == GGML_TYPE_Q5_0) {
+                uint64_t hb[2];
+                memcpy(hb, tile + 32 + 16 * (size_t)k, 16);
+                lo = _mm512_mask_add_epi8(lo, (__mmask64)hb[0], lo, sixteen);
+                hi = _mm512_mask_add_epi8(hi, (__mmask64)hb[1], hi, sixteen);
+            }
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + 4 * j + k;
+                const __m512i a0 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab->qs));
+                const __m512i a1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+                const __m512i c = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, K, a0), K, a1);
+                v[t][k] = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, a0), hi, a1), c);
+                dyh[t][k] = ld16(&ab->d);
+            }
+        }
+        const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tile));
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            const __m512 f = _mm512_cvtepi32_ps(reduce4_lanes(v[t][0], v[t][1], v[t][2], v[t][3]));
+            const __m512 dy = _mm512_broadcast_f32x4(h2f4(dyh[t][0], dyh[t][1], dyh[t][2], dyh[t][3]));
+            const __m512 p = type == GGML_TYPE_Q4_0 ? _mm512_mul_ps(_mm512_mul_ps(f, dx), dy)
+                                                    : _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
+            /* each row adds its four blocks in order: lanes {k, 4 + k, 8 + k, 12 + k} */
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                const __m512i idx = _mm512_add_epi32(
+                    _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(k));
+                acc[t] = _mm_add_ps(acc[t], _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, p)));
+            }
+        }
+    }
+    for (int64_t b = 4 * nb4; b < nb; b++) {
+        const uint8_t *col = w + (size_t)nb4 * tb + (size_t)(b - 4 * nb4) * 4 * bs;
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            gemm32_one(type, 4, col, bs, a + (size_t)t * a_row + (size_t)b * sizeof(block_q8_0), 0, &acc[t]);
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        _mm_storeu_ps(y + (size_t)t * ys, acc[t]);
+}
+
+#define DEFINE_GEMM_X4(NAME, TYPE)                                                                            \
+    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
+                     int nt)                                                                                  \
+    {                                                                                                         \
+        switch (nt) {                                                                                         \
+        case 1: gemm32_x4p(TYPE, 1, n, w, w_row, a, a_row, y, ys); break;                                     \
+        case 2: gemm32_x4p(TYPE, 2, n, w, w_row, a, a_row, y, ys); break;                                     \
+        case 3: gemm32_x4p(TYPE, 3, n, w, w_row, a, a_row, y, ys); break;                                     \
+        default: gemm32_x4p(TYPE, 4, n, w, w_row, a, a_row, y, ys); break;                                    \
+        }                                                                                                     \
+    }
+DEFINE_GEMM_X4(gemm_q4_0x4, GGML_TYPE_Q4_0)
+DEFINE_GEMM_X4(gemm_q5_0x4, GGML_TYPE_Q5_0)
+
 #define DEFINE_GEMM_FEW(NAME, TYPE)                                                                           \
     static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
                      int nt)                                                                                  \
@@ -727,6 +818,14 @@ void kernels_fill_avx512(struct kernel_table *t)
     SET(Q5_K, vec_dot_q5_K, gemm_q5_K);
     SET(Q6_K, vec_dot_q6_K, gemm_q6_K);
 #undef SET
+    /* the x4 layouts: gemm tiles of their own, vec_dot of the base type
+     * for the rows after the last group (repack.h) */
+    t->types[INFER_TYPE_Q4_0_X4].vec_dot = vec_dot_q4_0;
+    t->types[INFER_TYPE_Q4_0_X4].gemm = gemm_q4_0x4;
+    t->types[INFER_TYPE_Q5_0_X4].vec_dot = vec_dot_q5_0;
+    t->types[INFER_TYPE_Q5_0_X4].gemm = gemm_q5_0x4;
+    t->types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
+    t->types[GGML_TYPE_Q5_0].repack_type = INFER_TYPE_Q5_0_X4;
     kernels_fill_gemm_avx512(t);
     kernels_fill_ops_avx512(t);
     kernels_fill_attention_avx512(t);

@@ -34,7 +34,7 @@ int cmd_detokenize(int argc, char **argv);
 
 enum {
     OPT_TEMP = 1000, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST_N,
-    OPT_KV_BLOCK, OPT_MLOCK, OPT_NO_BOS, OPT_SPECIAL, OPT_CHUNKS, OPT_SYSTEM, OPT_CHAT_TEMPLATE,
+    OPT_KV_BLOCK, OPT_MLOCK, OPT_NO_REPACK, OPT_NO_BOS, OPT_SPECIAL, OPT_CHUNKS, OPT_SYSTEM, OPT_CHAT_TEMPLATE,
     /* prefix cache (cmd_bench.c) */
     OPT_CACHE_HIGH = 1100, OPT_CACHE_LOW, OPT_CACHE_SALT, OPT_CACHE_DIR, OPT_CACHE_DISK_MAX, OPT_NO_PREFIX_CACHE,
     OPT_CACHE_TYPE_K, OPT_CACHE_TYPE_V,
@@ -44,6 +44,7 @@ struct cli_gen {
     const char *model;
     int n_predict;
     bool mlock;
+    bool no_repack;
     bool quiet;
     infer_sampler_params sp;
     infer_session_params sessp;

@@ -1029,8 +1029,11 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
                    tp->depth, mean, sd);
             for (int r = 0; r < tp->reps; r++)
                 printf("%s%.4f", r ? ", " : "", ts[r]);
-            printf("], \"load_seconds\": %.4f, \"resident_at_load_percent\": %.2f}", infer_model_load_seconds(m),
-                   before.percent);
+            infer_repack_info ri;
+            infer_model_repack_info(m, &ri);
+            printf("], \"load_seconds\": %.4f, \"resident_at_load_percent\": %.2f, \"repack\": \"%s\", "
+                   "\"repack_tensors\": %d, \"repack_seconds\": %.4f}",
+                   infer_model_load_seconds(m), before.percent, ri.state, ri.n_tensors, ri.seconds);
         }
         printed++;
         free(ts);
@@ -1040,12 +1043,12 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
     if (b->json)
         printf("\n]\n");
     else
-        printf("\nload %.3f s (map, validate, bind, tokenizer); %.1f%% of the file was in the page cache before "
-               "loading; %.1f%% mapped in 2 MiB pages after the run; kernels %s; %d repetitions, mean ± sample "
-               "stddev\n",
+        printf("\nload %.3f s (map, validate, bind, tokenizer, repack); %.1f%% of the file was in the page cache "
+               "before loading; %.1f%% mapped in 2 MiB pages after the run; kernels %s; %d repetitions, mean ± "
+               "sample stddev\n%s\n",
                infer_model_load_seconds(m), before.percent,
                after.bytes_total ? 100.0 * (double)after.bytes_huge / (double)after.bytes_total : 0.0,
-               infer_kernel_variant(), tp->reps);
+               infer_kernel_variant(), tp->reps, infer_model_repack_summary(m));
     tp_free(ps, tp->parallel, pe, s, m);
     return rc;
 }

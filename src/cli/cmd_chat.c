@@ -140,7 +140,8 @@ int cmd_chat(int argc, char **argv)
         {"top-p", required_argument, 0, OPT_TOP_P}, {"min-p", required_argument, 0, OPT_MIN_P},
         {"repeat-penalty", required_argument, 0, OPT_REPEAT_PENALTY},
         {"repeat-last-n", required_argument, 0, OPT_REPEAT_LAST_N},
-        {"kv-block", required_argument, 0, OPT_KV_BLOCK}, {"mlock", no_argument, 0, OPT_MLOCK}, CLI_CACHE_LONGOPTS,
+        {"kv-block", required_argument, 0, OPT_KV_BLOCK}, {"mlock", no_argument, 0, OPT_MLOCK},
+        {"no-repack", no_argument, 0, OPT_NO_REPACK}, CLI_CACHE_LONGOPTS,
         {"system", required_argument, 0, OPT_SYSTEM}, {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     struct cli_gen g;

@@ -102,6 +102,7 @@ int cli_gen_option(struct cli_gen *g, int c, const char *arg)
     case OPT_REPEAT_LAST_N: g->sp.repeat_last_n = (int)strtol(arg, &end, 10); break;
     case OPT_KV_BLOCK: g->sessp.kv_block = (int)strtol(arg, &end, 10); break;
     case OPT_MLOCK: g->mlock = true; return 0;
+    case OPT_NO_REPACK: g->no_repack = true; return 0;
     default: return cli_cache_option(&g->sessp, c, arg) == 0 ? 0 : 2;
     }
     if (!end || *end || errno) {
@@ -116,7 +117,7 @@ int cli_load(struct cli_gen *g, infer_model **m, infer_session **s, infer_sample
     const char *path = cli_model_path(g->model);
     if (!path)
         return 1;
-    infer_model_params mp = {.flags = g->mlock ? INFER_GGUF_OPEN_MLOCK : 0};
+    infer_model_params mp = {.flags = (g->mlock ? INFER_GGUF_OPEN_MLOCK : 0) | (g->no_repack ? INFER_MODEL_NO_REPACK : 0)};
     if (infer_model_load(m, path, &mp) != INFER_OK)
         return cli_fail("loading model");
     infer_residency r;
@@ -136,6 +137,10 @@ int cli_load(struct cli_gen *g, infer_model **m, infer_session **s, infer_sample
         char note[1024];
         if (infer_residency_small_pages(&r))
             fprintf(stderr, "%s\n", infer_small_pages_note(path, note, sizeof(note)));
+        infer_repack_info ri;
+        infer_model_repack_info(*m, &ri);
+        if (strcmp(ri.state, "none") != 0)
+            fprintf(stderr, "%s\n", infer_model_repack_summary(*m));
     }
     return 0;
 }
@@ -219,7 +224,8 @@ int cli_generate(infer_model *m, infer_session *s, infer_sampler *smp, int n_pre
         {"top-p", required_argument, 0, OPT_TOP_P}, {"min-p", required_argument, 0, OPT_MIN_P},              \
         {"repeat-penalty", required_argument, 0, OPT_REPEAT_PENALTY},                                        \
         {"repeat-last-n", required_argument, 0, OPT_REPEAT_LAST_N},                                          \
-        {"kv-block", required_argument, 0, OPT_KV_BLOCK}, {"mlock", no_argument, 0, OPT_MLOCK}, CLI_CACHE_LONGOPTS
+        {"kv-block", required_argument, 0, OPT_KV_BLOCK}, {"mlock", no_argument, 0, OPT_MLOCK},                \
+        {"no-repack", no_argument, 0, OPT_NO_REPACK}, CLI_CACHE_LONGOPTS
 
 static const char *gen_help =
     "  -m, --model FILE        GGUF model (default: the default model)\n"
@@ -235,7 +241,8 @@ static const char *gen_help =
     "      --repeat-penalty P  (default 1.0 = off)\n"
     "      --repeat-last-n N   tokens the penalty looks back over (default 64)\n"
     "      --kv-block N        tokens per KV block (default 32)\n"
-    "      --mlock             lock the model's pages in memory\n";
+    "      --mlock             lock the model's pages in memory\n"
+    "      --no-repack         use the weights as stored (no repacked-weight cache)\n";
 
 const char *cli_gen_help(void)
 {

@@ -17,7 +17,7 @@
 enum {
     O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
-    O_MLOCK, O_CACHE_TYPE_K, O_CACHE_TYPE_V,
+    O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V,
 };
 
 static const char *help =
@@ -36,6 +36,7 @@ static const char *help =
     "  -t, --threads N           threads (default: physical cores)\n"
     "      --kv-block N          tokens per KV block (default 32)\n"
     "      --mlock               lock the model's pages in memory\n"
+    "      --no-repack           use the weights as stored (no repacked-weight cache)\n"
     "      --no-prefix-cache     recompute every prompt from scratch (for comparisons)\n"
     "  -ctk, --cache-type-k T    KV cache type of keys: f16 (default) or q8_0 (half the memory;\n"
     "                            head size divisible by 32)\n"
@@ -125,6 +126,7 @@ int cmd_serve(int argc, char **argv)
         {"queue", required_argument, 0, O_QUEUE}, {"ctx-size", required_argument, 0, 'c'},
         {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
         {"kv-block", required_argument, 0, O_KV_BLOCK}, {"mlock", no_argument, 0, O_MLOCK},
+        {"no-repack", no_argument, 0, O_NO_REPACK},
         {"no-prefix-cache", no_argument, 0, O_NO_PREFIX}, {"chat-template", required_argument, 0, O_TEMPLATE},
         {"keep-alive", required_argument, 0, O_KEEP_ALIVE}, {"cache-dir", required_argument, 0, O_CACHE_DIR},
         {"api-key", required_argument, 0, O_API_KEY}, {"api-key-file", required_argument, 0, O_API_KEY_FILE},
@@ -155,6 +157,7 @@ int cmd_serve(int argc, char **argv)
         case 't': ok = parse_int(optarg, 0, 4096, &c.n_threads); break;
         case O_KV_BLOCK: ok = parse_int(optarg, 1, 4096, &c.kv_block); break;
         case O_MLOCK: c.mlock = true; break;
+        case O_NO_REPACK: c.no_repack = true; break;
         case O_NO_PREFIX: c.no_prefix_cache = true; break;
         case O_TEMPLATE: c.chat_template = optarg; break;
         case O_KEEP_ALIVE:

@@ -224,7 +224,8 @@ static void model_unload(struct sched *s)
 static bool model_load(struct sched *s, char *err, size_t err_len)
 {
     const struct server_config *cfg = s->srv->cfg;
-    infer_model_params mp = {.flags = cfg->mlock ? INFER_GGUF_OPEN_MLOCK : 0};
+    infer_model_params mp = {.flags = (cfg->mlock ? INFER_GGUF_OPEN_MLOCK : 0) |
+                                      (cfg->no_repack ? INFER_MODEL_NO_REPACK : 0)};
     double t0 = infer_now_seconds();
     /* Test hook: stay "loading" this long, so that the tests can watch
      * /health answer 503 while a (normally quick) mmap load is under way. */
@@ -273,6 +274,10 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
         if (infer_residency_small_pages(&r))
             fprintf(stderr, "serve: %s\n", infer_small_pages_note(cfg->model_path, note, sizeof(note)));
     }
+    infer_repack_info ri;
+    infer_model_repack_info(s->model, &ri);
+    if (strcmp(ri.state, "none") != 0)
+        fprintf(stderr, "serve: %s\n", infer_model_repack_summary(s->model));
     double dt = infer_now_seconds() - t0;
     pthread_mutex_lock(&s->srv->mu);
     s->srv->metrics.model_loads++;

@@ -48,6 +48,7 @@ struct server_config {
     int n_threads;             /* 0: physical cores */
     int kv_block;              /* 0: library default */
     bool mlock;
+    bool no_repack; /* --no-repack */
     bool no_prefix_cache;      /* every request from scratch (benchmark baseline) */
     infer_kv_type kv_type_k, kv_type_v; /* KV cache element types */
     const char *chat_template; /* NULL: from the model */

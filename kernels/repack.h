@@ -1,0 +1,75 @@
+/*
+ * repack.h - interleaved ("x4") weight layouts for the decode GEMV, and the
+ * internal type ids that name them.
+ *
+ * A Q4_0 or Q5_0 GEMV reads four rows at a time (one gemm tile, dispatch.h),
+ * but in GGUF's layout the four rows' blocks lie w_row bytes apart, each
+ * block carries its own scale (and Q5_0 its high bits) in front of its
+ * quants, and the kernel spends more instructions gathering and reshaping
+ * them than multiplying: from cache the avx512 Q5_0 GEMV runs at ~19 GB/s
+ * per core, under this machine's ~30 GB/s of memory bandwidth.  The x4
+ * layout stores the same bytes so that they arrive in the order the vector
+ * code consumes them.
+ *
+ * A matrix of n_out rows of nb blocks (bs bytes each, row size w_row =
+ * nb * bs) keeps its size and its groups: rows 4g .. 4g+3 still occupy bytes
+ * [4g w_row, (4g+4) w_row).  Inside a group, block columns are taken four
+ * at a time ("tiles"; nb4 = nb / 4 of them), tile j at 16 bs * j:
+ *
+ *   Q5_0 (352 bytes):  d[16]   f16 scales, lane 4r + k = row r, block 4j + k
+ *                      hb[4][2] u64: hb[k][0] bit 16r + i = high bit i of
+ *                               (row r, block 4j + k), hb[k][1] bit 16r + i
+ *                               = its high bit 16 + i
+ *                      qs[4][4][16] quants of block 4j + k, row r
+ *   Q4_0 (288 bytes):  d[16], then qs[4][4][16] as above.
+ *
+ * so that one 512-bit load brings a block of all four rows, one 256-bit
+ * load its sixteen scales, and each half's high bits are one mask.  The
+ * nb % 4 block columns after the tiles keep GGUF's block format, four
+ * blocks (rows 0-3) side by side.  Rows after the last full group (n_out %
+ * 4) are not touched, so vec_dot still computes them from the original
+ * offsets, exactly as matmul's tiling expects (full tiles with gemm at row
+ * offsets that are multiples of GEMM_ROWS, the last rows with vec_dot).
+ *
+ * The layout is a permutation of the bytes: repack_x4_block() gives back
+ * any original block, which is how the reference kernels, the prefill
+ * kernels and the tests read it.
+ */
+#ifndef INFER_KERNELS_REPACK_H
+#define INFER_KERNELS_REPACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "types.h"
+
+/* Internal type ids of the repacked layouts: never read from a file (the
+ * GGUF parser rejects ids >= GGML_TYPE_COUNT).  Bump REPACK_LAYOUT_VERSION
+ * whenever the byte order above changes: cached files carry it. */
+enum {
+    INFER_TYPE_Q4_0_X4 = GGML_TYPE_COUNT,
+    INFER_TYPE_Q5_0_X4,
+    INFER_TYPE_COUNT,
+};
+#define REPACK_LAYOUT_VERSION 1u
+
+/* The x4 type of a GGUF type (0 when it has none), and the GGUF type an x4
+ * type was made from (0 for any other id). */
+uint32_t repack_x4_of(uint32_t type);
+uint32_t repack_base_of(uint32_t x4type);
+
+/* Write the x4 layout of an (n_out, n_in) matrix of `type` (Q4_0 or Q5_0)
+ * from src to dst (same size, ggml_row_size(type, n_in) * n_out bytes; the
+ * buffers must not overlap).  n_in must be a multiple of 32. */
+void repack_x4(uint32_t type, const void *src, void *dst, int64_t n_in, int64_t n_out);
+
+/* The original bytes of block b of row r (0 <= r < 4) of the group that
+ * starts at `group` (nb blocks per row) into blk (one block of the base
+ * type). */
+void repack_x4_block(uint32_t type, const void *group, int64_t nb, int r, int64_t b, void *blk);
+
+/* The four original rows of the group at `group` into dst (4 rows of w_row
+ * bytes). */
+void repack_x4_unpack_group(uint32_t type, const void *group, int64_t nb, void *dst);
+
+#endif

@@ -1,0 +1,240 @@
+/*
+ * test-repack.c - the repacked-weight cache (src/repack_cache.c) end to end,
+ * on a generated Q4_0 llama model copied into a temporary directory:
+ *
+ *   - a first load repacks and writes the cache file (state "created", the
+ *     model hashed), the next one maps it ("hit", no hashing), and both give
+ *     exactly the logits of the weights used as stored (--no-repack);
+ *   - a damaged cache file (data byte, magic, entry table, truncation) is
+ *     detected, named in the note and rebuilt, still with the same logits;
+ *   - a changed model identity (mtime) is hashed again and finds the same
+ *     cache file; INFER_NO_REPACK turns it off; an unusable cache directory
+ *     leaves the weights as stored, with the reason.
+ *
+ * On a CPU whose kernels have no repacked layout (anything but avx512), the
+ * test turns the layouts on in the active table with the reference x4 tiles
+ * (kernels/matmul.c), so the cache is exercised everywhere.
+ */
+#include "test-common.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../kernels/dispatch.h"
+
+#define N_PROMPT 19
+#define N_STEPS 3
+
+static char tmpdir[256], model[512], cache_dir[512];
+static size_t n_vocab;
+
+/* Logits after a 19-token prompt (chunks of 7) and after each of 3 more
+ * tokens, into out (4 x n_vocab floats), and the load's repack info
+ * (strings copied into note). */
+static void run(unsigned flags, float *out, infer_repack_info *ri, char *note, size_t note_len)
+{
+    infer_model_params mp = {.flags = flags};
+    infer_model *m;
+    if (infer_model_load(&m, model, &mp) != INFER_OK)
+        fail_msg("%s: %s", model, infer_last_error());
+    infer_model_repack_info(m, ri);
+    snprintf(note, note_len, "%s", ri->note);
+    ri->note = note;
+    ri->path = "";
+    print_message("    %s\n", infer_model_repack_summary(m));
+    n_vocab = (size_t)infer_model_n_vocab(m);
+    infer_session_params sp;
+    infer_session_params_default(&sp);
+    sp.n_ctx = 64;
+    sp.n_batch = 7;
+    sp.n_threads = 2;
+    infer_session *s;
+    assert_int_equal(infer_session_new(&s, m, &sp), INFER_OK);
+    int32_t toks[N_PROMPT];
+    for (int i = 0; i < N_PROMPT; i++)
+        toks[i] = 1 + (i * 37) % 200;
+    assert_int_equal(infer_session_set_tokens(s, toks, N_PROMPT, NULL), INFER_OK);
+    for (int k = 0; k <= N_STEPS; k++) {
+        const float *l = infer_session_logits(s);
+        assert_non_null(l);
+        memcpy(out + (size_t)k * n_vocab, l, n_vocab * sizeof(float));
+        int32_t t = 5 + 11 * k;
+        if (k < N_STEPS)
+            assert_int_equal(infer_session_append(s, &t, 1), INFER_OK);
+    }
+    infer_session_free(s);
+    infer_model_free(m);
+}
+
+static float *ref_logits, *got;
+
+static void same_logits(const char *what)
+{
+    if (memcmp(ref_logits, got, (N_STEPS + 1) * n_vocab * sizeof(float)) != 0)
+        fail_msg("%s: logits differ from the weights used as stored", what);
+}
+
+/* The cache file of the model (the one *.bin in the cache directory). */
+static const char *cache_file(void)
+{
+    static char path[1024];
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "ls %s/repack/*.bin 2>/dev/null", cache_dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    path[0] = '\0';
+    if (!fgets(path, sizeof(path), p))
+        path[0] = '\0';
+    pclose(p);
+    path[strcspn(path, "\n")] = '\0';
+    return path;
+}
+
+/* Overwrite len bytes at off (from the end when off < 0) of a file. */
+static void poke(const char *path, long off, const void *bytes, size_t len)
+{
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    const off_t at = off >= 0 ? (off_t)off : lseek(fd, 0, SEEK_END) + (off_t)off;
+    assert_int_equal(pwrite(fd, bytes, len, at), (ssize_t)len);
+    close(fd);
+}
+
+static void expect(const infer_repack_info *ri, const char *state, const char *note_part)
+{
+    if (strcmp(ri->state, state) != 0)
+        fail_msg("repack state %s, expected %s (note: %s)", ri->state, state, ri->note);
+    if (note_part && !strstr(ri->note, note_part))
+        fail_msg("repack note '%s' does not say '%s'", ri->note, note_part);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
+    char src[512];
+    snprintf(src, sizeof(src), "%s/models/gen/llama-q4_0.gguf", build);
+    if (access(src, R_OK) != 0)
+        return -1;
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof(tmpdir), "%s/infer-test-repack-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    snprintf(model, sizeof(model), "%s/model.gguf", tmpdir);
+    snprintf(cache_dir, sizeof(cache_dir), "%s/cache", tmpdir);
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", src, model);
+    if (system(cmd) != 0)
+        return -1;
+    setenv("INFER_REPACK_DIR", cache_dir, 1);
+    unsetenv("INFER_NO_REPACK");
+    char err[256];
+    if (kernels_init(err, sizeof(err)) != 0)
+        return -1;
+    if (!kern.types[GGML_TYPE_Q4_0].repack_type) { /* no x4 kernels here: the reference tiles */
+        kern.types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
+        kern.types[GGML_TYPE_Q5_0].repack_type = INFER_TYPE_Q5_0_X4;
+        print_message("(%s has no repacked layouts: testing the reference x4 tiles)\n", kern.name);
+    }
+    ref_logits = malloc((N_STEPS + 1) * 300000 * sizeof(float));
+    got = malloc((N_STEPS + 1) * 300000 * sizeof(float));
+    return ref_logits && got ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    free(ref_logits);
+    free(got);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_cycle(void **state)
+{
+    (void)state;
+    infer_repack_info ri;
+    char note[512];
+    run(INFER_MODEL_NO_REPACK, ref_logits, &ri, note, sizeof(note));
+    expect(&ri, "off", "--no-repack");
+    assert_int_equal(ri.n_tensors, 0);
+
+    run(0, got, &ri, note, sizeof(note));
+    expect(&ri, "created", NULL);
+    assert_true(ri.n_tensors > 0);
+    assert_true(ri.bytes > 0);
+    assert_true(ri.hash_seconds > 0);
+    same_logits("created");
+    const char *file = cache_file();
+    assert_true(file[0] != '\0');
+    struct stat sb;
+    assert_int_equal(stat(file, &sb), 0);
+    assert_true((uint64_t)sb.st_size > ri.bytes);
+
+    run(0, got, &ri, note, sizeof(note));
+    expect(&ri, "hit", NULL);
+    assert_true(ri.hash_seconds == 0); /* the id file remembered the sha256 */
+    same_logits("hit");
+
+    /* damage, each time detected, named and rebuilt */
+    poke(file, -1, "\x5a", 1); /* the last data byte */
+    run(0, got, &ri, note, sizeof(note));
+    expect(&ri, "created", "data checksum mismatch");
+    same_logits("rebuilt after a data byte changed");
+
+    poke(file, 0, "NOTINFER", 8);
+    run(0, got, &ri, note, sizeof(note));
+    expect(&ri, "created", "not a cache file");
+    same_logits("rebuilt after a bad magic");
+
+    poke(file, 128 + 8, "\x07\x00\x00\x00", 4); /* the first entry's base type */
+    run(0, got, &ri, note, sizeof(note));
+    expect(&ri, "created", "header checksum mismatch");
+    same_logits("rebuilt after a changed entry");
+
+    assert_int_equal(truncate(file, 100), 0);
+    run(0, got, &ri, note, sizeof(note));
+    expect(&ri, "created", "not a cache file");
+    same_logits("rebuilt after truncation");
+
+    /* a new identity (mtime) hashes the model again and finds the same file */
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {1234567890, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, model, ts, 0), 0);
+    run(0, got, &ri, note, sizeof(note));
+    expect(&ri, "hit", NULL);
+    assert_true(ri.hash_seconds > 0);
+    same_logits("hit after a new mtime");
+
+    setenv("INFER_NO_REPACK", "1", 1);
+    run(0, got, &ri, note, sizeof(note));
+    unsetenv("INFER_NO_REPACK");
+    expect(&ri, "off", "INFER_NO_REPACK");
+    same_logits("off");
+}
+
+/* A cache directory that cannot be made: the load still works. */
+static void test_unusable_dir(void **state)
+{
+    (void)state;
+    infer_repack_info ri;
+    char note[512], bad[600];
+    snprintf(bad, sizeof(bad), "%s/model.gguf/sub", tmpdir); /* under a regular file */
+    setenv("INFER_REPACK_DIR", bad, 1);
+    run(INFER_MODEL_NO_REPACK, ref_logits, &ri, note, sizeof(note));
+    run(0, got, &ri, note, sizeof(note));
+    setenv("INFER_REPACK_DIR", cache_dir, 1);
+    expect(&ri, "failed", "cannot create");
+    assert_int_equal(ri.n_tensors, 0);
+    same_logits("failed");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cycle),
+        cmocka_unit_test(test_unusable_dir),
+    };
+    return cmocka_run_group_tests_name("repack", tests, setup, teardown);
+}
