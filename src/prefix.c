@@ -633,7 +633,36 @@ static void crc_init(void)
     __atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
 }
 
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+/* SSE4.2's crc32 instruction computes the same Castagnoli CRC: ~8 bytes per
+ * 3 cycles in one dependency chain, several times the table loop (the
+ * repacked-weight cache checks its whole file at every load with it). */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *p, size_t n)
+{
+    uint64_t c = ~crc;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = _mm_crc32_u8(c32, *p++);
+    return ~c32;
+}
+#endif
+
 uint32_t crc32c(uint32_t crc, const void *data, size_t n)
+{
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("sse4.2"))
+        return crc32c_sse42(crc, data, n);
+#endif
+    return crc32c_sw(crc, data, n);
+}
+
+uint32_t crc32c_sw(uint32_t crc, const void *data, size_t n)
 {
     if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE))
         crc_init(); /* idempotent: racing threads write the same tables */

@@ -143,8 +143,11 @@ bool prefix_check(const struct prefix_cache *c, const int32_t *seq_refs, char *w
  * quantization or size changes it. */
 void model_fingerprint(const infer_gguf *g, uint8_t fp[16]);
 
-/* crc32c (Castagnoli), as used by the disk tier. */
+/* crc32c (Castagnoli), as used by the disk tier and the repacked-weight
+ * cache: with SSE4.2's crc32 instruction where the CPU has it, else
+ * crc32c_sw (slicing-by-8 tables; the same values, exposed for the tests). */
 uint32_t crc32c(uint32_t crc, const void *data, size_t n);
+uint32_t crc32c_sw(uint32_t crc, const void *data, size_t n);
 
 /* ---- disk tier (cache_disk.c) ----
  *
