@@ -274,10 +274,12 @@ const char *kernels_report(void)
         if (have[i])
             OUT(" %s", variants[i].name);
     OUT("\n%-6s %-6s %-8s %-8s %-10s %s\n", "type", "act", "vec_dot", "gemm", "gemm_many", "act quantizer");
-    for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++) {
+    for (uint32_t t = 0; t < INFER_TYPE_COUNT; t++) {
         const struct kernel_type_ops *ops = &kern.types[t];
         if (!ops->vec_dot || !ggml_type_traits_get(t))
             continue;
+        if (t >= GGML_TYPE_COUNT && kern.types[repack_base_of(t)].repack_type != t)
+            continue; /* a repacked layout this variant does not use */
         const size_t base = (size_t)((const char *)ops - (const char *)&kern);
         const uint32_t at = ops->vec_dot_type;
         const size_t abase = (size_t)((const char *)&kern.types[at] - (const char *)&kern);
@@ -287,6 +289,13 @@ const char *kernels_report(void)
             origin(tables, have, base + offsetof(struct kernel_type_ops, gemm_many)),
             origin(tables, have, abase + offsetof(struct kernel_type_ops, from_float)));
     }
+    OUT("repacked at load, into the cache file (--no-repack, INFER_REPACK_DIR):");
+    int n_repack = 0;
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++)
+        if (kern.types[t].repack_type)
+            OUT("%s %s -> %s", n_repack++ ? "," : "", ggml_type_traits_get(t)->name,
+                ggml_type_traits_get(kern.types[t].repack_type)->name);
+    OUT("%s\n", n_repack ? "" : " none");
 #define OP(f) {#f, offsetof(struct kernel_table, f)}
     static const struct {
         const char *name;
