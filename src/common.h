@@ -47,6 +47,9 @@ typedef struct sha256_ctx {
 void sha256_init(sha256_ctx *c);
 void sha256_update(sha256_ctx *c, const void *data, size_t n);
 void sha256_final(sha256_ctx *c, uint8_t out[32]);
+/* Tests: use the portable compression even where the CPU has SHA
+ * instructions (on) or not (off); returns the previous setting. */
+bool sha256_use_portable(bool on);
 
 #ifdef NDEBUG
 #define INFER_DCHECK(x) ((void)0)

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../kernels/dispatch.h"
+#include "common.h"
 
 #define N_PROMPT 19
 #define N_STEPS 3
@@ -230,9 +231,70 @@ static void test_unusable_dir(void **state)
     same_logits("failed");
 }
 
+/* The cache key: sha256 on the standard vectors, and the SHA-extension
+ * path (where the CPU has it) equal to the portable one for every length
+ * and split of the updates. */
+static void hex32(const uint8_t *d, char *out)
+{
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+static void sha_of(const void *p, size_t n, size_t split, char *out)
+{
+    sha256_ctx c;
+    uint8_t d[32];
+    sha256_init(&c);
+    sha256_update(&c, p, split);
+    sha256_update(&c, (const uint8_t *)p + split, n - split);
+    sha256_final(&c, d);
+    hex32(d, out);
+}
+
+static void test_sha256(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *want;
+    } v[] = {
+        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+    };
+    char sum[65], want[65];
+    for (int portable = 0; portable < 2; portable++) {
+        const bool was = sha256_use_portable(portable);
+        for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+            sha_of(v[i].in, strlen(v[i].in), strlen(v[i].in) / 2, sum);
+            assert_string_equal(sum, v[i].want);
+        }
+        sha256_use_portable(was);
+    }
+    const size_t n = 70000;
+    uint8_t *buf = malloc(n);
+    assert_non_null(buf);
+    uint64_t x = 0x243f6a8885a308d3ull;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        buf[i] = (uint8_t)x;
+    }
+    for (size_t len = 0; len <= n; len += len < 300 ? 1 : 9973) {
+        const size_t split = len % 131 < len ? len % 131 : len;
+        sha_of(buf, len, split, sum);
+        const bool was = sha256_use_portable(true);
+        sha_of(buf, len, 0, want);
+        sha256_use_portable(was);
+        if (strcmp(sum, want) != 0)
+            fail_msg("sha256 of %zu bytes (split at %zu): %s, portable %s", len, split, sum, want);
+    }
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sha256),
         cmocka_unit_test(test_cycle),
         cmocka_unit_test(test_unusable_dir),
     };
