@@ -23,6 +23,7 @@
 
 #include "../kernels/dispatch.h"
 #include "common.h"
+#include "prefix.h"
 
 #define N_PROMPT 19
 #define N_STEPS 3
@@ -215,6 +216,83 @@ static void test_cycle(void **state)
     same_logits("off");
 }
 
+/* Read a cache file, let edit() change its header or entry table, fix the
+ * header checksum (as an attacker would), write it back. */
+static void forge(const char *path, void (*edit)(uint8_t *hdr))
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t hdr[128 + 64 * 64];
+    const ssize_t n = pread(fd, hdr, sizeof(hdr), 0);
+    assert_true(n >= 128);
+    uint32_t n_entries;
+    memcpy(&n_entries, hdr + 72, 4);
+    assert_true(n_entries >= 1 && 128 + 64 * (size_t)n_entries <= (size_t)n);
+    edit(hdr);
+    uint8_t h0[128];
+    memcpy(h0, hdr, 128);
+    memset(h0 + 76, 0, 4); /* header_crc */
+    const uint32_t crc = crc32c(crc32c(0, h0, 128), hdr + 128, 64 * (size_t)n_entries);
+    memcpy(hdr + 76, &crc, 4);
+    assert_int_equal(pwrite(fd, hdr, (size_t)n, 0), n);
+    close(fd);
+}
+
+/* header: magic 0, version 8, layout 12, sha256 16, model_size 48,
+ * variant 56, n_entries 72, header_crc 76, data_offset 80, data_bytes 88;
+ * entry i at 128 + 64 i: src_offset 0, types 8/12, n_in 16, n_out 24,
+ * offset 32, nbytes 40 */
+static void edit_offset(uint8_t *h)
+{
+    const uint64_t far = (uint64_t)1 << 62;
+    memcpy(h + 128 + 32, &far, 8);
+}
+static void edit_nbytes(uint8_t *h)
+{
+    uint64_t v;
+    memcpy(&v, h + 128 + 40, 8);
+    v += 64;
+    memcpy(h + 128 + 40, &v, 8);
+}
+static void edit_data_offset(uint8_t *h)
+{
+    const uint64_t v = (uint64_t)1 << 40;
+    memcpy(h + 80, &v, 8);
+}
+static void edit_variant(uint8_t *h) { memcpy(h + 56, "ref\0", 4); }
+static void edit_misaligned(uint8_t *h)
+{
+    uint64_t v;
+    memcpy(&v, h + 128 + 32, 8);
+    v += 2;
+    memcpy(h + 128 + 32, &v, 8);
+}
+
+/* Files whose checksums are right but whose contents lie: each is refused
+ * for what is wrong with it and rebuilt; nothing is read out of bounds. */
+static void test_forged(void **state)
+{
+    (void)state;
+    static const struct {
+        void (*edit)(uint8_t *);
+        const char *note;
+    } cases[] = {
+        {edit_offset, "outside the file"},       {edit_nbytes, "not this model's"},
+        {edit_data_offset, "inconsistent sizes"}, {edit_variant, "another model, variant or layout"},
+        {edit_misaligned, "outside the file"},
+    };
+    infer_repack_info ri;
+    char note[512];
+    run(INFER_MODEL_NO_REPACK, ref_logits, &ri, note, sizeof(note));
+    run(0, got, &ri, note, sizeof(note)); /* make sure the file is there and good */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        forge(cache_file(), cases[i].edit);
+        run(0, got, &ri, note, sizeof(note));
+        expect(&ri, "created", cases[i].note);
+        same_logits("rebuilt after a forged header");
+    }
+}
+
 /* A cache directory that cannot be made: the load still works. */
 static void test_unusable_dir(void **state)
 {
@@ -296,6 +374,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256),
         cmocka_unit_test(test_cycle),
+        cmocka_unit_test(test_forged),
         cmocka_unit_test(test_unusable_dir),
     };
     return cmocka_run_group_tests_name("repack", tests, setup, teardown);
