@@ -398,7 +398,7 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
     for (int64_t j = 0; j < nb4; j++) {
         const uint8_t *tile = w + (size_t)j * tb;
         for (size_t o = 0; o < tb; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
         __m512i v[4][4];
         uint16_t dyh[4][4];
         UNROLL

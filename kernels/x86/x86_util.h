@@ -53,11 +53,22 @@ INLINE int sum_u8(__m256i v)
 #define PF_ROWS 8
 #endif
 
+/* Into L2 (T1), not L1 (T0): the GEMV streams use each line once, and
+ * prefetches into L1 evict what the kernel is working on.  infer bench -p 0
+ * -n 128, 2 threads, three alternations of T0/T1 builds: default model
+ * tg128 78-83 -> 93-94 (a second series: 86-95 -> 103-109), Q8_0 250M 121-128
+ * -> 141-149, Q8_0 with INFER_KERNELS=avx2 115-119 -> 129, one thread
+ * (default model) 45-46 -> 50-51; Q4_0 and Q4_K_M within noise, pp512
+ * unchanged.  T2 measured as T1. */
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T1
+#endif
+
 /* Ask for the bytes of a weight block PF_ROWS rows further on. */
 INLINE void prefetch_ahead(const uint8_t *blk, size_t w_row, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)blk + PF_ROWS * w_row + o, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_ROWS * w_row + o, PF_HINT);
 }
 
 /* The same for block b of a row of bs-byte blocks, once every 64 / bs blocks:
