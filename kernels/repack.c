@@ -29,18 +29,15 @@ struct x4_place {
 static struct x4_place x4_place(uint32_t type, int64_t nb, int r, int64_t b)
 {
     const size_t bs = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0);
-    const int64_t nb4 = nb / 4;
     struct x4_place p = {.whole = -1};
-    if (b >= 4 * nb4) {
-        p.whole = (int64_t)((size_t)nb4 * 16 * bs + (size_t)(4 * (b - 4 * nb4) + r) * bs);
+    if (b >= nb / 4 * 4) {
+        p.whole = (int64_t)repack_x4_whole(r, b, nb, bs);
         return p;
     }
-    const size_t tile = (size_t)(b / 4) * 16 * bs;
-    const size_t k = (size_t)(b % 4), hdr = type == GGML_TYPE_Q5_0 ? 96 : 32;
-    p.d = tile + 2 * (4 * (size_t)r + k);
-    p.qh_lo = tile + 32 + 16 * k + 2 * (size_t)r;
-    p.qh_hi = p.qh_lo + 8;
-    p.qs = tile + hdr + 64 * k + 16 * (size_t)r;
+    p.d = repack_x4_d(r, b, bs);
+    p.qh_lo = repack_x4_qh(r, b, bs, 0);
+    p.qh_hi = repack_x4_qh(r, b, bs, 1);
+    p.qs = repack_x4_qs(type, r, b, bs);
     return p;
 }
 

@@ -53,6 +53,30 @@ enum {
 };
 #define REPACK_LAYOUT_VERSION 1u
 
+/* Where the bytes of block b of row r (0-3) lie, as offsets from the start
+ * of their group of four rows (nb blocks per row, bs bytes per block): the
+ * one definition of the layout above, for repack.c and the kernels.  In a
+ * tile (b < nb / 4 * 4): its scale, its high bits (half 0: elements 0-15,
+ * 1: 16-31; Q5_0), its quants; past the tiles the whole block. */
+static inline size_t repack_x4_tile(int64_t b, size_t bs) { return (size_t)(b / 4) * 16 * bs; }
+static inline size_t repack_x4_d(int r, int64_t b, size_t bs)
+{
+    return repack_x4_tile(b, bs) + 2 * (4 * (size_t)r + (size_t)(b % 4));
+}
+static inline size_t repack_x4_qh(int r, int64_t b, size_t bs, int half)
+{
+    return repack_x4_tile(b, bs) + 32 + 16 * (size_t)(b % 4) + 8 * (size_t)half + 2 * (size_t)r;
+}
+static inline size_t repack_x4_qs(uint32_t type, int r, int64_t b, size_t bs)
+{
+    return repack_x4_tile(b, bs) + (type == GGML_TYPE_Q5_0 ? 96 : 32) + 64 * (size_t)(b % 4) + 16 * (size_t)r;
+}
+static inline size_t repack_x4_whole(int r, int64_t b, int64_t nb, size_t bs)
+{
+    const int64_t nb4 = nb / 4;
+    return (size_t)nb4 * 16 * bs + (size_t)(4 * (b - 4 * nb4) + r) * bs;
+}
+
 /* The x4 type of a GGUF type (0 when it has none), and the GGUF type an x4
  * type was made from (0 for any other id). */
 uint32_t repack_x4_of(uint32_t type);

@@ -200,15 +200,19 @@ static bool from_hex(const char *hex, uint8_t *d, int n)
     return true;
 }
 
-/* Write `len` bytes to a temporary file in dir, then rename it to path. */
-static int write_small(const char *dir, const char *path, const void *data, size_t len)
+/* Files are written under a temporary name in their directory and renamed
+ * into place, so a reader sees a whole file or none: tmp_create makes the
+ * temporary file (its name in tmp; -1 with errno), tmp_finish closes it and
+ * renames it to path when err is 0, removes it otherwise, and returns the
+ * first error (0 or an errno). */
+static int tmp_create(const char *dir, char *tmp, size_t n)
 {
-    char tmp[1100];
-    snprintf(tmp, sizeof(tmp), "%s/.tmp-XXXXXX", dir);
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return errno;
-    int err = write(fd, data, len) == (ssize_t)len ? 0 : (errno ? errno : EIO);
+    snprintf(tmp, n, "%s/.tmp-XXXXXX", dir); /* mkstemp's template */
+    return mkstemp(tmp);
+}
+
+static int tmp_finish(int fd, const char *tmp, const char *path, int err)
+{
     if (close(fd) != 0 && !err)
         err = errno;
     if (!err && rename(tmp, path) != 0)
@@ -216,6 +220,16 @@ static int write_small(const char *dir, const char *path, const void *data, size
     if (err)
         unlink(tmp);
     return err;
+}
+
+/* Write `len` bytes to path (via a temporary file). */
+static int write_small(const char *dir, const char *path, const void *data, size_t len)
+{
+    char tmp[1100];
+    const int fd = tmp_create(dir, tmp, sizeof(tmp));
+    if (fd < 0)
+        return errno;
+    return tmp_finish(fd, tmp, path, write(fd, data, len) == (ssize_t)len ? 0 : (errno ? errno : EIO));
 }
 
 /* The model's sha256: from the id file of its identity, else hashed from the
@@ -329,8 +343,7 @@ static int create_cache(struct repack_state *rs, const char *dir, const char *pa
     uint8_t *buf = NULL;
     size_t buf_size = 0;
     char tmp[1100];
-    snprintf(tmp, sizeof(tmp), "%s/.tmp-XXXXXX", dir);
-    int fd = e ? mkstemp(tmp) : -1;
+    const int fd = e ? tmp_create(dir, tmp, sizeof(tmp)) : -1;
     int err = !e ? ENOMEM : fd < 0 ? errno : 0;
     uint32_t crc = 0;
     uint64_t at = 0; /* bytes of data written */
@@ -380,13 +393,9 @@ static int create_cache(struct repack_state *rs, const char *dir, const char *pa
             posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     }
     free(e);
-    if (fd >= 0 && close(fd) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
+    if (fd >= 0)
+        err = tmp_finish(fd, tmp, path, err);
     if (err) {
-        if (fd >= 0)
-            unlink(tmp);
         note(rs, "cannot write the cache file in '%s': %s", dir, strerror(err));
         return -1;
     }
@@ -466,6 +475,8 @@ void model_repack(struct infer_model *m, const infer_model_params *p)
                     rs->repack_seconds = infer_now() - t1;
                     char why[sizeof(rs->note)];
                     snprintf(why, sizeof(why), "%s", rs->note);
+                    /* map it as a hit would: the check is also the read that
+                     * brings the file back in 2 MiB folios (create_cache) */
                     if (open_cache(rs, path, &h, c, n, huge) == 0) {
                         rs->state = "created";
                         snprintf(rs->note, sizeof(rs->note), "%s", why);

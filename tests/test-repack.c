@@ -18,6 +18,7 @@
 #include "test-common.h"
 
 #include <fcntl.h>
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,15 +82,13 @@ static void same_logits(const char *what)
 static const char *cache_file(void)
 {
     static char path[1024];
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd), "ls %s/repack/*.bin 2>/dev/null", cache_dir);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
+    char pattern[600];
+    snprintf(pattern, sizeof(pattern), "%s/repack/*.bin", cache_dir);
+    glob_t g;
     path[0] = '\0';
-    if (!fgets(path, sizeof(path), p))
-        path[0] = '\0';
-    pclose(p);
-    path[strcspn(path, "\n")] = '\0';
+    if (glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc == 1)
+        snprintf(path, sizeof(path), "%s", g.gl_pathv[0]);
+    globfree(&g);
     return path;
 }
 

@@ -154,15 +154,13 @@ static void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t
         const uint8_t *blk = row + (size_t)b * bs, *d = blk, *qs = blk + (type == GGML_TYPE_Q5_0 ? 6 : 2);
         uint32_t qh = type == GGML_TYPE_Q5_0 ? ld32(blk + 2) : 0;
         if (x4 && b < nb / 4 * 4) { /* repack.h's tile layout */
-            const uint8_t *tile = row + (size_t)(b / 4) * 16 * bs;
-            const size_t k = (size_t)(b % 4);
-            d = tile + 2 * (4 * (size_t)r + k);
-            qs = tile + (type == GGML_TYPE_Q5_0 ? 96 : 32) + 64 * k + 16 * (size_t)r;
+            d = row + repack_x4_d(r, b, bs);
+            qs = row + repack_x4_qs(type, r, b, bs);
             if (type == GGML_TYPE_Q5_0)
-                qh = (uint32_t)ld16(tile + 32 + 16 * k + 2 * (size_t)r) |
-                     (uint32_t)ld16(tile + 40 + 16 * k + 2 * (size_t)r) << 16;
+                qh = (uint32_t)ld16(row + repack_x4_qh(r, b, bs, 0)) |
+                     (uint32_t)ld16(row + repack_x4_qh(r, b, bs, 1)) << 16;
         } else if (x4) { /* the last nb % 4 columns: four blocks side by side */
-            d = row + (size_t)(nb / 4) * 16 * bs + (size_t)(4 * (b - nb / 4 * 4) + r) * bs;
+            d = row + repack_x4_whole(r, b, nb, bs);
             qs = d + (type == GGML_TYPE_Q5_0 ? 6 : 2);
             qh = type == GGML_TYPE_Q5_0 ? ld32(d + 2) : 0;
         }

@@ -153,15 +153,6 @@ INLINE __m256i kdot(const int type, const struct kblock *k, const block_q8_K *y,
     return acc;
 }
 
-/* acc + (d_x d_y) isum [- (dmin_x d_y) summ], as the reference. */
-INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 dy, __m128i isum, __m128i summ)
-{
-    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dx, dy), _mm_cvtepi32_ps(isum)));
-    if (type != GGML_TYPE_Q6_K)
-        acc = _mm_sub_ps(acc, _mm_mul_ps(_mm_mul_ps(dminx, dy), _mm_cvtepi32_ps(summ)));
-    return acc;
-}
-
 INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const uint8_t *w, size_t w_row,
                   const uint8_t *a, size_t a_row, float *y, size_t ys)
 {

@@ -259,6 +259,19 @@ INLINE void gemm32_few(const int type, const int NT, int64_t n, const uint8_t *w
             y[(size_t)t * ys + (size_t)r] = out[4 * t + r];
 }
 
+/* acc (lane r: row r) plus the terms of lane 4r + k (row r, block k) of t,
+ * added block after block as vec_dot adds them. */
+INLINE __m128 add_blocks_in_order(__m128 acc, __m512 t)
+{
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        const __m512i idx =
+            _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(k));
+        acc = _mm_add_ps(acc, _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, t)));
+    }
+    return acc;
+}
+
 /*
  * GEMV of four Q4_0 / Q5_0 rows (one token), four blocks at a time: the
  * rows' 16 quant bytes of a block fill the four 128-bit lanes of one vector
@@ -351,13 +364,7 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
         const __m512 dy = _mm512_broadcast_f32x4(h2f4(dyh[0], dyh[1], dyh[2], dyh[3]));
         const __m512 t = type == GGML_TYPE_Q4_0 ? _mm512_mul_ps(_mm512_mul_ps(f, dx), dy)
                                                 : _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
-        /* each row adds its four blocks in order: lanes {k, 4 + k, 8 + k, 12 + k} */
-        UNROLL
-        for (int k = 0; k < 4; k++) {
-            const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-                                                 _mm512_set1_epi32(k));
-            acc[0] = _mm_add_ps(acc[0], _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, t)));
-        }
+        acc[0] = add_blocks_in_order(acc[0], t);
     }
     for (; b < nb; b++)
         gemm32_one(type, 4, w, w_row, a, b, acc);
@@ -391,7 +398,7 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
 {
     (void)w_row; /* a group is contiguous: 4 * w_row bytes */
     const int64_t nb = n / 32, nb4 = nb / 4;
-    const size_t bs = bbytes32(type), tb = 16 * bs, hdr = type == GGML_TYPE_Q5_0 ? 96 : 32;
+    const size_t bs = bbytes32(type), tb = 16 * bs;
     const __m512i zero = _mm512_setzero_si512(), K = _mm512_set1_epi8((char)koff(type));
     const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
@@ -403,11 +410,12 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
         uint16_t dyh[4][4];
         UNROLL
         for (int k = 0; k < 4; k++) {
-            const __m512i q = _mm512_loadu_si512((const void *)(tile + hdr + 64 * (size_t)k));
+            /* row 0's quants of block k start the four rows' 64 bytes */
+            const __m512i q = _mm512_loadu_si512((const void *)(tile + repack_x4_qs(type, 0, k, bs)));
             __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
             if (type == GGML_TYPE_Q5_0) {
                 uint64_t hb[2];
-                memcpy(hb, tile + 32 + 16 * (size_t)k, 16);
+                memcpy(hb, tile + repack_x4_qh(0, k, bs, 0), 16); /* both halves' masks */
                 lo = _mm512_mask_add_epi8(lo, (__mmask64)hb[0], lo, sixteen);
                 hi = _mm512_mask_add_epi8(hi, (__mmask64)hb[1], hi, sixteen);
             }
@@ -421,24 +429,18 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
                 dyh[t][k] = ld16(&ab->d);
             }
         }
-        const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tile));
+        const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tile + repack_x4_d(0, 0, bs))));
         UNROLL
         for (int t = 0; t < NT; t++) {
             const __m512 f = _mm512_cvtepi32_ps(reduce4_lanes(v[t][0], v[t][1], v[t][2], v[t][3]));
             const __m512 dy = _mm512_broadcast_f32x4(h2f4(dyh[t][0], dyh[t][1], dyh[t][2], dyh[t][3]));
             const __m512 p = type == GGML_TYPE_Q4_0 ? _mm512_mul_ps(_mm512_mul_ps(f, dx), dy)
                                                     : _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
-            /* each row adds its four blocks in order: lanes {k, 4 + k, 8 + k, 12 + k} */
-            UNROLL
-            for (int k = 0; k < 4; k++) {
-                const __m512i idx = _mm512_add_epi32(
-                    _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(k));
-                acc[t] = _mm_add_ps(acc[t], _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, p)));
-            }
+            acc[t] = add_blocks_in_order(acc[t], p);
         }
     }
     for (int64_t b = 4 * nb4; b < nb; b++) {
-        const uint8_t *col = w + (size_t)nb4 * tb + (size_t)(b - 4 * nb4) * 4 * bs;
+        const uint8_t *col = w + repack_x4_whole(0, b, nb, bs);
         UNROLL
         for (int t = 0; t < NT; t++)
             gemm32_one(type, 4, col, bs, a + (size_t)t * a_row + (size_t)b * sizeof(block_q8_0), 0, &acc[t]);
@@ -618,14 +620,6 @@ INLINE __m512i kdot(const int type, const struct kblock *k, const block_q8_K *y,
         return _mm512_sub_epi32(acc, _mm512_zextsi256_si512(corr));
     }
     *summ = _mm256_madd_epi16(bs, k->s16);
-    return acc;
-}
-
-INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 dy, __m128i isum, __m128i summ)
-{
-    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dx, dy), _mm_cvtepi32_ps(isum)));
-    if (type != GGML_TYPE_Q6_K)
-        acc = _mm_sub_ps(acc, _mm_mul_ps(_mm_mul_ps(dminx, dy), _mm_cvtepi32_ps(summ)));
     return acc;
 }
 

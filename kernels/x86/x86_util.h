@@ -133,4 +133,14 @@ INLINE size_t kbytes(const int type)
                                                                                : sizeof(block_q6_K);
 }
 
+/* K-quant block of NR rows: acc + (d_x d_y) isum [- (dmin_x d_y) summ], in
+ * the reference's order (shared by the avx2, avxvnni and avx512 tiles). */
+INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 dy, __m128i isum, __m128i summ)
+{
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dx, dy), _mm_cvtepi32_ps(isum)));
+    if (type != GGML_TYPE_Q6_K)
+        acc = _mm_sub_ps(acc, _mm_mul_ps(_mm_mul_ps(dminx, dy), _mm_cvtepi32_ps(summ)));
+    return acc;
+}
+
 #endif
