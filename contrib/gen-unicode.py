@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""gen-unicode.py - generate src/unicode-data.c, the Unicode category table of
-the tokenizer's pre-tokenizers (src/unicode.c).
+"""gen-unicode.py - generate src/text/unicode-data.c, the Unicode category table of
+the tokenizer's pre-tokenizers (src/text/unicode.c).
 
 Every code point 0..0x10FFFF gets one general-category class (the first letter
 of unicodedata.category: N, L, Z, M, P, S, C - unassigned code points count as
@@ -10,14 +10,14 @@ str.isspace() minus U+001C..U+001F.  Runs of equal flags are stored as
 (start, flags) ranges, searched by binary search; Latin-1 also gets a direct
 table.
 
-Usage: contrib/gen-unicode.py > src/unicode-data.c   (standard library only)
+Usage: contrib/gen-unicode.py > src/text/unicode-data.c   (standard library only)
 """
 import sys
 import unicodedata
 
 MAX_CP = 0x110000
 
-# bit values: keep in sync with src/unicode.h
+# bit values: keep in sync with src/text/unicode.h
 NUMBER, LETTER, SEPARATOR, MARK, PUNCT, SYMBOL, CONTROL, WHITESPACE = (1 << i for i in range(8))
 CLASS = {"N": NUMBER, "L": LETTER, "Z": SEPARATOR, "M": MARK, "P": PUNCT, "S": SYMBOL, "C": CONTROL}
 

@@ -1,7 +1,7 @@
 /*
  * attention.h - causal multi-head attention over K/V stored in blocks.
  *
- * K and V are read through a block table (src/kv.h layout): position p of a
+ * K and V are read through a block table (src/cache/kv.h layout): position p of a
  * sequence is row p % bt of block blocks[p / bt]; inside a block each KV head
  * of each layer is a contiguous [bt][row] array, a row being head_dim F16
  * values or head_dim / 32 Q8_0 blocks (k_q8, v_q8), whose values are read

@@ -29,7 +29,7 @@
 #include <omp.h>
 #endif
 
-#include "common.h"
+#include "util/common.h"
 
 /* Below this many multiply-adds, threads cost more than they save. */
 #define MATMUL_PARALLEL_MIN 32768.0

@@ -9,7 +9,7 @@
  * data, so an accepted file whose counts or offsets do not fit the buffer
  * is caught here too.  Built and run by `make check` (Makefile.am, fuzzing).
  */
-#include "gguf.h"
+#include "model/gguf.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -6,8 +6,8 @@
  */
 #include "test-common.h"
 
-#include "chat.h"
-#include "tokenizer.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
 
 #include <stdbool.h>
 

@@ -1,5 +1,5 @@
 /*
- * test-gguf.c - the GGUF loader (src/gguf.c) and the residency helpers.
+ * test-gguf.c - the GGUF loader (src/model/gguf.c) and the residency helpers.
  *
  * The files are written by the tests themselves with a small in-test GGUF
  * writer (struct gw, below): every metadata value type, arrays of each and
@@ -14,7 +14,7 @@
  */
 #include "test-common.h"
 
-#include "gguf.h"
+#include "model/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>

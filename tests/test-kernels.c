@@ -25,7 +25,7 @@
 #include "../kernels/matmul.h"
 #include "../kernels/ops.h"
 #include "../kernels/quants.h"
-#include "gguf.h"
+#include "model/gguf.h"
 
 /* ------------------------------ helpers ------------------------------ */
 

@@ -14,7 +14,7 @@
  */
 #include "test-common.h"
 
-#include "engine.h"
+#include "engine/engine.h"
 
 #include <dirent.h>
 #include <math.h>

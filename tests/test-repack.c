@@ -1,5 +1,5 @@
 /*
- * test-repack.c - the repacked-weight cache (src/repack_cache.c) end to end,
+ * test-repack.c - the repacked-weight cache (src/cache/repack_cache.c) end to end,
  * on a generated Q4_0 llama model copied into a temporary directory:
  *
  *   - a first load repacks and writes the cache file (state "created", the
@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "../kernels/dispatch.h"
-#include "common.h"
-#include "prefix.h"
+#include "util/common.h"
+#include "cache/prefix.h"
 
 #define N_PROMPT 19
 #define N_STEPS 3

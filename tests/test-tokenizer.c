@@ -7,9 +7,9 @@
  */
 #include "test-common.h"
 
-#include "chat.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 
 #include <time.h>
 

@@ -5,9 +5,9 @@
  */
 #include "model.h"
 
-#include "../kernels/dispatch.h"
-#include "../kernels/matmul.h"
-#include "../kernels/types.h"
+#include "../../kernels/dispatch.h"
+#include "../../kernels/matmul.h"
+#include "../../kernels/types.h"
 
 #include <math.h>
 #include <string.h>

@@ -8,7 +8,7 @@
 #ifndef INFER_UNICODE_H
 #define INFER_UNICODE_H
 
-#include "common.h"
+#include "util/common.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,8 +3,8 @@
  */
 #include "common.h"
 
-#include "../kernels/cpu.h"
-#include "../kernels/dispatch.h"
+#include "../../kernels/cpu.h"
+#include "../../kernels/dispatch.h"
 #include "config.h"
 
 #include <cblas.h>

@@ -29,7 +29,7 @@
  * full) leaves the weights in GGUF's layout with a note saying why; it
  * never fails the load.
  */
-#include "model.h"
+#include "model/model.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,8 +41,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../kernels/dispatch.h"
-#include "../kernels/repack.h"
+#include "../../kernels/dispatch.h"
+#include "../../kernels/repack.h"
 #include "prefix.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

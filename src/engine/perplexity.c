@@ -2,8 +2,8 @@
  * perplexity.c - perplexity over a token sequence, by llama-perplexity's
  * method (so the figures can be compared with llama.cpp's directly).
  */
-#include "model.h"
-#include "tokenizer.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
 
 #include <math.h>
 #include <string.h>

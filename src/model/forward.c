@@ -26,10 +26,10 @@
  */
 #include "forward.h"
 
-#include "../kernels/attention.h"
-#include "../kernels/matmul.h"
-#include "../kernels/ops.h"
-#include "../kernels/types.h"
+#include "../../kernels/attention.h"
+#include "../../kernels/matmul.h"
+#include "../../kernels/ops.h"
+#include "../../kernels/types.h"
 
 #include <math.h>
 #include <string.h>

@@ -16,7 +16,7 @@
  */
 #include "gguf.h"
 
-#include "../kernels/types.h"
+#include "../../kernels/types.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,8 +5,8 @@
 #ifndef INFER_ENGINE_H
 #define INFER_ENGINE_H
 
-#include "forward.h"
-#include "prefix.h"
+#include "model/forward.h"
+#include "cache/prefix.h"
 
 struct engine_metrics {
     int64_t queries, hits, query_tokens, hit_tokens, hit_blocks, reused_tokens;

@@ -24,7 +24,7 @@
 #ifndef INFER_KV_H
 #define INFER_KV_H
 
-#include "common.h"
+#include "util/common.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -6,11 +6,11 @@
  * rest, and the engine's step evaluates queued tokens in batches; each block
  * a session completes is registered in the prefix cache.
  */
-#include "chat.h"
+#include "text/chat.h"
 #include "engine.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
-#include "../kernels/dispatch.h"
+#include "../../kernels/dispatch.h"
 
 #include <string.h>
 

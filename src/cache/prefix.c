@@ -5,7 +5,7 @@
  */
 #include "prefix.h"
 
-#include "gguf.h"
+#include "model/gguf.h"
 
 #include <string.h>
 

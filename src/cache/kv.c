@@ -3,8 +3,8 @@
  */
 #include "kv.h"
 
-#include "../kernels/quants.h"
-#include "../kernels/types.h"
+#include "../../kernels/quants.h"
+#include "../../kernels/types.h"
 
 #include <errno.h>
 #include <string.h>

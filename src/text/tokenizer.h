@@ -15,8 +15,8 @@
 #ifndef INFER_TOKENIZER_H
 #define INFER_TOKENIZER_H
 
-#include "common.h"
-#include "gguf.h"
+#include "util/common.h"
+#include "model/gguf.h"
 
 #include <stdbool.h>
 #include <stddef.h>

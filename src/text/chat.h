@@ -18,7 +18,7 @@
 #ifndef INFER_CHAT_H
 #define INFER_CHAT_H
 
-#include "common.h"
+#include "util/common.h"
 
 #include <stdbool.h>
 #include <stddef.h>

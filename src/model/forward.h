@@ -4,7 +4,7 @@
 #ifndef INFER_FORWARD_H
 #define INFER_FORWARD_H
 
-#include "kv.h"
+#include "cache/kv.h"
 #include "model.h"
 
 /* Activations for up to n_batch tokens at once. */

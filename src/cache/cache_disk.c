@@ -18,7 +18,7 @@
  */
 #include "prefix.h"
 
-#include "../kernels/types.h"
+#include "../../kernels/types.h"
 
 #include <dirent.h>
 #include <errno.h>

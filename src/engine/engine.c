@@ -13,7 +13,7 @@
  */
 #include "engine.h"
 
-#include "../kernels/types.h"
+#include "../../kernels/types.h"
 
 #include <omp.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #ifndef INFER_GGUF_H
 #define INFER_GGUF_H
 
-#include "common.h"
+#include "util/common.h"
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_MAX_NESTING 8 /* an array and up to 7 levels of arrays inside it */

@@ -8,7 +8,7 @@
  * by path without parsing it, so that `infer cold` can measure what is left
  * after dropping pages without its own read bringing the header back.
  */
-#include "gguf.h"
+#include "model/gguf.h"
 
 #include <errno.h>
 #include <stdio.h>

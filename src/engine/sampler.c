@@ -3,8 +3,8 @@
  * repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw.
  * temp <= 0 is greedy (argmax, first index on ties).
  */
-#include "common.h"
-#include "../kernels/ops.h"
+#include "util/common.h"
+#include "../../kernels/ops.h"
 
 #include <math.h>
 #include <string.h>

@@ -40,7 +40,7 @@
  * renders as the open beginning of the first user turn).
  */
 #include "chat.h"
-#include "gguf.h"
+#include "model/gguf.h"
 
 #include <ctype.h>
 #include <stdlib.h>
