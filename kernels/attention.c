@@ -58,6 +58,8 @@ void attention_ref(float *out, const float *q, int64_t n_tok, const struct attn_
                     for (int d = 0; d < head_dim; d++)
                         s += qh[d] * row_val(k, kv->k_q8, d);
                     s *= scale;
+                    if (kv->softcap > 0.0f)
+                        s = tanhf(s * (1.0f / kv->softcap)) * kv->softcap;
                     scores[j] = s;
                     if (s > max)
                         max = s;

@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 /* One layer's K/V for a batch of tokens that may belong to different
- * sequences: token t reads the block table blocks[t] up to position pos[t]. */
+ * sequences: token t reads the block table blocks[t] up to position pos[t];
+ * and the layer's score soft-cap. */
 struct attn_kv {
     const uint8_t *base;           /* arena base */
     size_t block_bytes;            /* stride between blocks */
@@ -25,10 +26,12 @@ struct attn_kv {
     int block_tokens;
     const int32_t *const *blocks;  /* per token: its sequence's block table */
     const int64_t *pos;            /* per token: its position */
+    float softcap;                 /* > 0: scores s become softcap * tanh(s / softcap) (gemma2) */
 };
 
 /*
- * out[t][h*head_dim + d] = sum_j softmax_j(scale * q[t][h] . K[j][h/g]) V[j][h/g][d]
+ * out[t][h*head_dim + d] = sum_j softmax_j(s_j) V[j][h/g][d],  s_j = scale * q[t][h] . K[j][h/g]
+ * (s_j = softcap * tanhf(s_j * (1 / softcap)) when kv->softcap > 0)
  * for t < n_tok, over positions j <= pos[t] of token t's sequence, and
  * j > pos[t] - window when window > 0 (sliding-window layers).  g is the
  * number of query heads per KV head.  K/V up to pos[t] must already be

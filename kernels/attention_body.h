@@ -238,6 +238,12 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
     for (int64_t j0 = first; j0 <= pos; j0 += ATTN_CHUNK) {
         const int n = pos + 1 - j0 < ATTN_CHUNK ? (int)(pos + 1 - j0) : ATTN_CHUNK;
         scores(G, KQ, s, q, kv, blocks, kvh, j0, n, head_dim, scale, pf);
+        if (kv->softcap > 0.0f) {
+            const float cap = kv->softcap, inv_cap = 1.0f / kv->softcap;
+            for (int g = 0; g < G; g++)
+                for (int i = 0; i < n; i++)
+                    s[g][i] = tanhf(s[g][i] * inv_cap) * cap;
+        }
         for (int g = 0; g < G; g++) {
             const float mc = chunk_max(s[g], n, m[g]);
             /* the first chunk sets the max (factor 0 on an empty accumulator) */

@@ -84,10 +84,8 @@ struct kernel_table {
 
     /* f32 ops (see ops.h for the contracts) */
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
-    void (*rope_norm)(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
-                      float freq_base, float freq_scale);
-    void (*rope_neox)(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
-                      float freq_base, float freq_scale);
+    void (*rope_norm)(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs);
+    void (*rope_neox)(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs);
     void (*softmax)(float *x, int64_t n);
     void (*silu)(float *x, int64_t n);
     void (*gelu)(float *x, int64_t n);

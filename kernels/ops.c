@@ -44,23 +44,47 @@ void rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float ep
 
 /* ------------------------------ RoPE ------------------------------ */
 
-/* Pair k rotates elements (k*stride_a, k*stride_a + off_b) of each head:
- * norm: a = 2k, b = 2k+1; neox: a = k, b = k + n_rot/2. */
-static void rope_apply(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-                       float freq_scale, bool neox)
+static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_turns, float base)
 {
-    if (n_heads <= 0 || head_dim <= 0)
-        return;
-    if (n_rot > head_dim)
-        n_rot = head_dim;
-    n_rot &= ~(int64_t)1;
-    if (n_rot <= 0)
-        return;
-    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    return (float)n_rot * logf((float)n_ctx_orig / (n_turns * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+void rope_yarn_corr_dims(int n_rot, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                         float dims[2])
+{
+    const float start = floorf(yarn_corr_dim(n_rot, n_ctx_orig, beta_fast, freq_base));
+    const float end = ceilf(yarn_corr_dim(n_rot, n_ctx_orig, beta_slow, freq_base));
+    dims[0] = start > 0.0f ? start : 0.0f;
+    dims[1] = end < (float)(n_rot - 1) ? end : (float)(n_rot - 1);
+}
+
+void rope_angles(float *cs, const struct rope_params *p, int64_t pos)
+{
+    const float theta_scale = powf(p->freq_base, -2.0f / (float)p->n_rot);
     float theta = (float)pos;
+    for (int i0 = 0; i0 < p->n_rot; i0 += 2) {
+        const float ff = p->freq_factors ? p->freq_factors[i0 / 2] : 1.0f;
+        const float extrap = theta / ff;
+        float t = p->freq_scale * extrap, mscale = p->attn_factor;
+        if (p->ext_factor != 0.0f) {
+            const float y = (float)(i0 / 2 - p->corr_dims[0]) / fmaxf(0.001f, p->corr_dims[1] - p->corr_dims[0]);
+            const float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * p->ext_factor;
+            t = t * (1.0f - ramp) + extrap * ramp;
+            mscale *= 1.0f + 0.1f * logf(1.0f / p->freq_scale);
+        }
+        cs[i0] = cosf(t) * mscale;
+        cs[i0 + 1] = sinf(t) * mscale;
+        theta *= theta_scale;
+    }
+}
+
+/* Pair k rotates elements (ia, ib) of each head by the angle in cs[2k..2k+1]. */
+static void rope_apply(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs, bool neox)
+{
+    if (n_heads <= 0 || head_dim <= 0 || n_rot <= 0 || n_rot > head_dim)
+        return;
     for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
-        const float t = freq_scale * theta;
-        const float c = cosf(t), s = sinf(t);
+        const float c = cs[i0], s = cs[i0 + 1];
         const int64_t ia = neox ? i0 / 2 : i0;
         const int64_t ib = neox ? i0 / 2 + n_rot / 2 : i0 + 1;
         for (int64_t h = 0; h < n_heads; h++) {
@@ -69,20 +93,17 @@ static void rope_apply(float *x, int64_t n_heads, int64_t head_dim, int64_t n_ro
             xh[ia] = x0 * c - x1 * s;
             xh[ib] = x0 * s + x1 * c;
         }
-        theta *= theta_scale;
     }
 }
 
-void rope_norm_ref(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-                   float freq_scale)
+void rope_norm_ref(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs)
 {
-    rope_apply(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, false);
+    rope_apply(x, n_heads, head_dim, n_rot, cs, false);
 }
 
-void rope_neox_ref(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-                   float freq_scale)
+void rope_neox_ref(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs)
 {
-    rope_apply(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, true);
+    rope_apply(x, n_heads, head_dim, n_rot, cs, true);
 }
 
 /* ------------------------ softmax, activations ------------------------ */
@@ -178,16 +199,14 @@ void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps)
     kern.rmsnorm(out, x, w, n, eps);
 }
 
-void rope_norm(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-               float freq_scale)
+void rope_norm(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs)
 {
-    kern.rope_norm(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale);
+    kern.rope_norm(x, n_heads, head_dim, n_rot, cs);
 }
 
-void rope_neox(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-               float freq_scale)
+void rope_neox(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs)
 {
-    kern.rope_neox(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale);
+    kern.rope_neox(x, n_heads, head_dim, n_rot, cs);
 }
 
 void softmax(float *x, int64_t n) { kern.softmax(x, n); }

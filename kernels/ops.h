@@ -19,19 +19,46 @@
  * scale = 1/sqrtf(mean + eps), then (x * scale) * w. */
 void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
 
-/* Rotary position embedding, in place, on n_heads contiguous heads of
- * head_dim floats at position pos.  The first n_rot dims of each head rotate
- * (n_rot is clamped to head_dim and rounded down to even), the rest pass
- * through.  Pair k (k = 0 .. n_rot/2-1) turns by
- *     theta_k = freq_scale * pos * freq_base^(-2k/n_rot),
- * computed as ggml does: theta starts at (float)pos and is multiplied by
- * powf(freq_base, -2/n_rot) once per pair, in float.
+/* Rotary position embedding, in two steps: the angles of a position
+ * (rope_angles, once per token and layer kind), then the rotation of each
+ * head (rope_norm / rope_neox, the dispatched kernels).
+ *
+ * rope_angles: for the n_rot/2 pairs k, as ggml_rope_cache_init and
+ * rope_yarn compute them, in float:
+ *     theta_k = pos * freq_base^(-2k/n_rot) / freq_factors[k]
+ *               (theta starts at (float)pos and is multiplied by
+ *               powf(freq_base, -2/n_rot) once per pair; factors are 1 when NULL:
+ *               Llama 3's rope_freqs, Phi-3's LongRoPE short/long factors)
+ *     t_k     = freq_scale * theta_k                       (linear / YaRN scaling)
+ *     YaRN (ext_factor != 0): r = (1 - clamp((k - lo) / max(0.001, hi - lo), 0, 1)) * ext_factor,
+ *               t_k = t_k (1 - r) + theta_k r, and mscale = attn_factor * (1 + 0.1 ln(1/freq_scale))
+ *     cs[2k] = cos(t_k) * mscale, cs[2k+1] = sin(t_k) * mscale   (mscale = attn_factor without YaRN)
+ * with (lo, hi) = corr_dims from rope_yarn_corr_dims.
+ *
+ * rope_norm / rope_neox: in place on n_heads contiguous heads of head_dim
+ * floats; the first n_rot dims of each head rotate (n_rot even, <= head_dim),
+ * the rest pass through:
+ *     (x0, x1) = (x0 c - x1 s, x0 s + x1 c)      c, s = cs[2k], cs[2k+1]
  *   rope_norm: pairs (2k, 2k+1)            (llama / GGML_ROPE_TYPE_NORM)
- *   rope_neox: pairs (k, k + n_rot/2)      (qwen2, gemma3 / GGML_ROPE_TYPE_NEOX) */
-void rope_norm(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-               float freq_scale);
-void rope_neox(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-               float freq_scale);
+ *   rope_neox: pairs (k, k + n_rot/2)      (qwen2, gemma3, phi3 / GGML_ROPE_TYPE_NEOX) */
+struct rope_params {
+    int n_rot;                 /* rotated dims per head, even */
+    float freq_base;           /* rope.freq_base */
+    float freq_scale;          /* 1 / rope.scaling.factor (linear, YaRN), else 1 */
+    const float *freq_factors; /* n_rot/2 divisors of theta_k, or NULL */
+    float ext_factor;          /* YaRN extrapolation mix, 0 = off */
+    float attn_factor;         /* magnitude of cos and sin */
+    float corr_dims[2];        /* YaRN ramp ends (pair indices) */
+};
+/* ggml_rope_yarn_corr_dims: the pairs whose wavelength crosses beta_fast and
+ * beta_slow rotations over n_ctx_orig positions, floored/ceiled and clamped
+ * to [0, n_rot - 1]. */
+void rope_yarn_corr_dims(int n_rot, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                         float dims[2]);
+/* cs (n_rot floats) = the angles of position pos (see above). */
+void rope_angles(float *cs, const struct rope_params *p, int64_t pos);
+void rope_norm(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs);
+void rope_neox(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs);
 
 /* x = exp(x - max) / sum, in place (sum accumulated in double, as ggml). */
 void softmax(float *x, int64_t n);
@@ -59,10 +86,8 @@ int64_t argmax(const float *x, int64_t n);
 
 /* Scalar references (the table's "ref" entries). */
 void rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps);
-void rope_norm_ref(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-                   float freq_scale);
-void rope_neox_ref(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-                   float freq_scale);
+void rope_norm_ref(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs);
+void rope_neox_ref(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs);
 void softmax_ref(float *x, int64_t n);
 void silu_ref(float *x, int64_t n);
 void gelu_ref(float *x, int64_t n);

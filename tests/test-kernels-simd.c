@@ -776,9 +776,9 @@ static void test_ops(void **state)
     }
 }
 
-/* RoPE takes the reference's angles and rotates with the same float
+/* RoPE rotates by the angles of rope_angles with the same float
  * operations: bit-identical, for both pair orders, partial rotation and
- * odd head sizes. */
+ * odd head sizes; the angles include freq factors and YaRN. */
 static void test_rope(void **state)
 {
     const struct kernel_table *kt = variant_table(state);
@@ -789,14 +789,21 @@ static void test_rope(void **state)
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         const int64_t n = shapes[s].n_heads * shapes[s].head_dim;
         float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+        float cs[256], ff[128];
+        for (int k = 0; k < 128; k++)
+            ff[k] = 1.0f + (float)k / 4.0f;
+        struct rope_params rp = {.n_rot = (int)shapes[s].n_rot, .freq_base = 10000.0f, .freq_scale = 0.5f,
+                                 .freq_factors = s % 2 ? ff : NULL, .ext_factor = s % 3 == 2 ? 1.0f : 0.0f,
+                                 .attn_factor = 1.0f, .corr_dims = {1.0f, 9.0f}};
         for (size_t p = 0; p < 4; p++) {
+            rope_angles(cs, &rp, positions[p]);
             for (int neox = 0; neox < 2; neox++) {
                 fill_op_input(a, n, 1.0f);
                 memcpy(b, a, (size_t)n * sizeof(float));
                 (neox ? kt->rope_neox : kt->rope_norm)(a, shapes[s].n_heads, shapes[s].head_dim, shapes[s].n_rot,
-                                                      positions[p], 10000.0f, 0.5f);
+                                                      cs);
                 (neox ? ref()->rope_neox : ref()->rope_norm)(b, shapes[s].n_heads, shapes[s].head_dim,
-                                                            shapes[s].n_rot, positions[p], 10000.0f, 0.5f);
+                                                            shapes[s].n_rot, cs);
                 if (memcmp(a, b, (size_t)n * sizeof(float)) != 0)
                     fail_msg("%s rope_%s %lldx%lld rot %lld pos %lld differs from the reference", kt->name,
                              neox ? "neox" : "norm", (long long)shapes[s].n_heads, (long long)shapes[s].head_dim,

@@ -600,30 +600,45 @@ static void test_rmsnorm(void **state)
 /* RoPE against the formula in double.  Our angles follow ggml: theta_k is
  * built by k float multiplications, each off by <= 2^-24 relative, plus
  * powf's error, so the angle error grows like theta_k * (k + 2) * 2^-23;
- * the tolerance allows exactly that (and 1e-6 for cos/sin and the rotation). */
-static double rope_check(bool neox, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float base,
-                         float fscale)
+ * the tolerance allows exactly that (and 1e-6 for cos/sin and the rotation).
+ * With freq factors (Llama 3 rope_freqs, LongRoPE), theta_k is divided by
+ * factor k; with YaRN the angle is the ramp's mix of the scaled and the
+ * unscaled one and cos/sin are scaled by attn_factor (1 + 0.1 ln(1/scale)). */
+static double rope_check(bool neox, int64_t n_heads, int64_t head_dim, int n_rot, int64_t pos, float base,
+                         float fscale, const float *factors, bool yarn)
 {
     const int64_t n = n_heads * head_dim;
-    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)), *cs = malloc(n_rot * sizeof(float));
     for (int64_t i = 0; i < n; i++)
         x[i] = rng_gauss();
     memcpy(y, x, n * sizeof(float));
-    (neox ? rope_neox : rope_norm)(y, n_heads, head_dim, n_rot, pos, base, fscale);
+    struct rope_params rp = {.n_rot = n_rot, .freq_base = base, .freq_scale = fscale, .freq_factors = factors,
+                             .ext_factor = yarn ? 1.0f : 0.0f, .attn_factor = yarn ? 0.9f : 1.0f};
+    if (yarn)
+        rope_yarn_corr_dims(n_rot, 256, base, 32.0f, 1.0f, rp.corr_dims);
+    rope_angles(cs, &rp, pos);
+    (neox ? rope_neox : rope_norm)(y, n_heads, head_dim, n_rot, cs);
     double worst = 0;
     for (int64_t h = 0; h < n_heads; h++) {
         const float *xh = x + h * head_dim, *yh = y + h * head_dim;
         for (int64_t k = 0; k < n_rot / 2; k++) {
             const int64_t a = neox ? k : 2 * k, b = neox ? k + n_rot / 2 : 2 * k + 1;
-            const double theta = (double)pos * fscale * pow(base, -2.0 * k / (double)n_rot);
-            const double c = cos(theta), s = sin(theta);
+            const double ext = (double)pos * pow(base, -2.0 * k / (double)n_rot) / (factors ? factors[k] : 1.0);
+            double theta = ext * fscale, mscale = rp.attn_factor;
+            if (yarn) {
+                const double r = 1.0 - fmin(1.0, fmax(0.0, (k - rp.corr_dims[0]) /
+                                                              fmax(0.001, rp.corr_dims[1] - rp.corr_dims[0])));
+                theta = theta * (1.0 - r) + ext * r;
+                mscale *= 1.0 + 0.1 * log(1.0 / fscale);
+            }
+            const double c = cos(theta) * mscale, s = sin(theta) * mscale;
             const double wa = xh[a] * c - xh[b] * s, wb = xh[a] * s + xh[b] * c;
             const double mag = fabs(xh[a]) + fabs(xh[b]);
-            const double tol = mag * (theta * (k + 2) * 0x1p-23 + 1e-6);
+            const double tol = mag * mscale * (ext * (k + 2) * 0x1p-23 + 1e-6);
             const double e = fmax(fabs(yh[a] - wa), fabs(yh[b] - wb));
             if (e > tol)
-                fail_msg("rope_%s pos %lld pair %lld: error %g > %g", neox ? "neox" : "norm", (long long)pos,
-                         (long long)k, e, tol);
+                fail_msg("rope_%s pos %lld pair %lld%s%s: error %g > %g", neox ? "neox" : "norm", (long long)pos,
+                         (long long)k, factors ? " (freq factors)" : "", yarn ? " (yarn)" : "", e, tol);
             worst = fmax(worst, e / mag);
         }
         for (int64_t i = n_rot; i < head_dim; i++) /* past n_rot: untouched */
@@ -631,6 +646,7 @@ static double rope_check(bool neox, int64_t n_heads, int64_t head_dim, int64_t n
     }
     free(x);
     free(y);
+    free(cs);
     return worst;
 }
 
@@ -638,26 +654,54 @@ static void test_rope(void **state)
 {
     (void)state;
     double worst = 0;
+    /* Llama 3's rope_freqs: 1 for the fast pairs, up to 32 for the slow */
+    float ff[64];
+    for (int k = 0; k < 64; k++)
+        ff[k] = k < 20 ? 1.0f : k > 40 ? 32.0f : 1.0f + 31.0f * (float)(k - 20) / 20.0f;
     static const int64_t positions[] = {0, 1, 7, 100, 1000, 4095};
     for (size_t p = 0; p < sizeof(positions) / sizeof(positions[0]); p++) {
         for (int neox = 0; neox < 2; neox++) {
-            worst = fmax(worst, rope_check(neox, 3, 64, 64, positions[p], 10000.0f, 1.0f));
-            worst = fmax(worst, rope_check(neox, 2, 256, 256, positions[p], 1000000.0f, 1.0f));
-            worst = fmax(worst, rope_check(neox, 2, 128, 64, positions[p], 10000.0f, 0.25f)); /* partial */
+            worst = fmax(worst, rope_check(neox, 3, 64, 64, positions[p], 10000.0f, 1.0f, NULL, false));
+            worst = fmax(worst, rope_check(neox, 2, 256, 256, positions[p], 1000000.0f, 1.0f, NULL, false));
+            worst = fmax(worst, rope_check(neox, 2, 128, 64, positions[p], 10000.0f, 0.25f, NULL, false)); /* partial */
+            worst = fmax(worst, rope_check(neox, 2, 128, 128, positions[p], 500000.0f, 1.0f, ff, false));
+            worst = fmax(worst, rope_check(neox, 2, 128, 96, positions[p], 10000.0f, 0.25f, ff, true));
+            worst = fmax(worst, rope_check(neox, 1, 64, 64, positions[p], 1000000.0f, 0.125f, NULL, true));
         }
     }
+    /* YaRN's ramp ends, against ggml_rope_yarn_corr_dims in double:
+     * 128 dims, 4096 positions, base 1e4: 20.94 -> 20, 45.03 -> 46 */
+    float dims[2];
+    rope_yarn_corr_dims(128, 4096, 10000.0f, 32.0f, 1.0f, dims);
+    assert_true(dims[0] == 20.0f && dims[1] == 46.0f);
+    rope_yarn_corr_dims(64, 2048, 1e6f, 32.0f, 1.0f, dims); /* 5.38 -> 5, 13.40 -> 14 */
+    assert_true(dims[0] == 5.0f && dims[1] == 14.0f);
+    rope_yarn_corr_dims(16, 1 << 20, 10.0f, 32.0f, 1.0f, dims); /* clamped to n_rot - 1 */
+    assert_true(dims[1] == 15.0f);
+    /* factors of 1 give exactly the plain angles */
+    float ones[64], c1[128], c2[128];
+    for (int k = 0; k < 64; k++)
+        ones[k] = 1.0f;
+    struct rope_params rp = {.n_rot = 128, .freq_base = 10000.0f, .freq_scale = 1.0f, .attn_factor = 1.0f};
+    rope_angles(c1, &rp, 1234);
+    rp.freq_factors = ones;
+    rope_angles(c2, &rp, 1234);
+    assert_memory_equal(c1, c2, sizeof(c1));
     /* pos 0 is the identity; the two orders differ elsewhere, and agree once
      * the neox pairs (k, k+n/2) are laid out as (2k, 2k+1) */
-    float a[128], b[128], c[128], pa[128];
+    rp.freq_factors = NULL;
+    float a[128], b[128], c[128], pa[128], cs0[128], cs5[128];
+    rope_angles(cs0, &rp, 0);
+    rope_angles(cs5, &rp, 5);
     for (int i = 0; i < 128; i++)
         a[i] = rng_gauss();
     memcpy(b, a, sizeof(a));
-    rope_neox(b, 1, 128, 128, 0, 10000.0f, 1.0f);
+    rope_neox(b, 1, 128, 128, cs0);
     assert_memory_equal(a, b, sizeof(a));
     memcpy(b, a, sizeof(a));
     memcpy(c, a, sizeof(a));
-    rope_neox(b, 1, 128, 128, 5, 10000.0f, 1.0f);
-    rope_norm(c, 1, 128, 128, 5, 10000.0f, 1.0f);
+    rope_neox(b, 1, 128, 128, cs5);
+    rope_norm(c, 1, 128, 128, cs5);
     double diff = 0;
     for (int i = 0; i < 128; i++)
         diff = fmax(diff, fabs(b[i] - c[i]));
@@ -666,12 +710,12 @@ static void test_rope(void **state)
         pa[2 * k] = a[k];
         pa[2 * k + 1] = a[k + 64];
     }
-    rope_norm(pa, 1, 128, 128, 5, 10000.0f, 1.0f);
+    rope_norm(pa, 1, 128, 128, cs5);
     for (int k = 0; k < 64; k++) {
         assert_true(pa[2 * k] == b[k]);
         assert_true(pa[2 * k + 1] == b[k + 64]);
     }
-    printf("  rope: max error / |pair| %.3g (pos up to 4095)\n", worst);
+    printf("  rope: max error / |pair| %.3g (pos up to 4095; freq factors, YaRN)\n", worst);
 }
 
 static void test_softmax(void **state)

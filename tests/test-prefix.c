@@ -624,7 +624,7 @@ static infer_session *session(infer_engine *e, const char *salt)
     return s;
 }
 
-static int argmax(const float *l, int n)
+static int argmax_row(const float *l, int n)
 {
     int b = 0;
     for (int i = 1; i < n; i++)
@@ -660,7 +660,7 @@ static void run_greedy(infer_session *s, const int32_t *t, int n, int n_gen, int
             }
         if (k == n_gen)
             break;
-        out[k] = argmax(l, nv);
+        out[k] = argmax_row(l, nv);
         assert_int_equal(infer_session_append(s, &out[k], 1), INFER_OK);
     }
 }
@@ -910,7 +910,7 @@ static void test_step_batched(void **state)
         infer_engine *e = engine(gemma, 4, 7, 0, NULL, true);
         infer_session *s = session(e, NULL);
         run_greedy(s, p[i], len[i], N_GEN - 1, alone[i], NULL, NULL, NULL, NULL);
-        alone[i][N_GEN - 1] = argmax(infer_session_logits(s), nv);
+        alone[i][N_GEN - 1] = argmax_row(infer_session_logits(s), nv);
         infer_session_free(s);
         infer_engine_free(e);
     }
@@ -945,7 +945,7 @@ static void test_step_batched(void **state)
                 continue;
             const float *l = infer_session_logits(ss[i]);
             assert_non_null(l);
-            out[i][got[i]] = argmax(l, nv);
+            out[i][got[i]] = argmax_row(l, nv);
             if (++got[i] < N_GEN)
                 assert_int_equal(infer_session_push(ss[i], &out[i][got[i] - 1], 1), INFER_OK);
         }
@@ -976,7 +976,7 @@ static void test_decode_registers(void **state)
     prompt(t, 10, 8);
     assert_int_equal(infer_session_set_tokens(a, t, 10, NULL), INFER_OK);
     for (int k = 10; k < 30; k++) {
-        t[k] = argmax(infer_session_logits(a), infer_model_n_vocab(llama));
+        t[k] = argmax_row(infer_session_logits(a), infer_model_n_vocab(llama));
         assert_int_equal(infer_session_append(a, &t[k], 1), INFER_OK);
     }
     t[30] = 5;
@@ -1067,7 +1067,7 @@ static void test_watermarks_and_full(void **state)
     assert_non_null(strstr(infer_last_error(), "KV cache full"));
     assert_int_equal(infer_session_n_pending(late), 0);
     /* stepped together: late waits (FULL, queue kept), small advances */
-    int32_t x = argmax(infer_session_logits(small), nv);
+    int32_t x = argmax_row(infer_session_logits(small), nv);
     assert_int_equal(infer_session_prepare(late, tl, 64, NULL), INFER_OK);
     assert_int_equal(infer_session_push(small, &x, 1), INFER_OK);
     int64_t late_pending = infer_session_n_pending(late);

@@ -206,84 +206,60 @@ static float vec_dot_f32_avx2(const float *a, const float *b, int64_t n)
 }
 
 /*
- * RoPE: the angles are the reference's (theta multiplied by theta_scale once
- * per pair, cosf/sinf), computed once per call in chunks of ROPE_CHUNK pairs;
- * the rotation x0 c - x1 s, x0 s + x1 c is done with separate multiplies and
- * adds, so the result has the reference's bits.
+ * RoPE rotation with the angles of rope_angles (cs): x0 c - x1 s, x0 s + x1 c
+ * with separate multiplies and adds, so the result has the reference's bits.
+ * rope_norm's pairs (2k, 2k+1) are done as [x0 x1] * [c c] + [x1 x0] * [-s s].
  */
-#define ROPE_CHUNK 64
-
-static void rope_avx2(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-                      float freq_scale, int neox)
+static void rope_avx2(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs, int neox)
 {
-    if (n_heads <= 0 || head_dim <= 0)
+    if (n_heads <= 0 || head_dim <= 0 || n_rot <= 0 || n_rot > head_dim)
         return;
-    if (n_rot > head_dim)
-        n_rot = head_dim;
-    n_rot &= ~(int64_t)1;
-    if (n_rot <= 0)
-        return;
-    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
-    float theta = (float)pos;
     const int64_t n_pairs = n_rot / 2;
-    float c[ROPE_CHUNK], s[ROPE_CHUNK];
-    float cc[2 * ROPE_CHUNK], ss[2 * ROPE_CHUNK]; /* rope_norm: [c c], [-s s] per pair */
-    for (int64_t k0 = 0; k0 < n_pairs; k0 += ROPE_CHUNK) {
-        const int64_t m = n_pairs - k0 < ROPE_CHUNK ? n_pairs - k0 : ROPE_CHUNK;
-        for (int64_t k = 0; k < m; k++) {
-            const float t = freq_scale * theta;
-            c[k] = cosf(t);
-            s[k] = sinf(t);
-            cc[2 * k] = cc[2 * k + 1] = c[k];
-            ss[2 * k] = -s[k];
-            ss[2 * k + 1] = s[k];
-            theta *= theta_scale;
-        }
-        for (int64_t h = 0; h < n_heads; h++) {
-            float *xh = x + h * head_dim;
-            int64_t k = 0;
-            if (neox) { /* pairs (k, k + n_rot/2) */
-                float *xa = xh + k0, *xb = xh + k0 + n_pairs;
-                for (; k + 8 <= m; k += 8) {
-                    const __m256 x0 = _mm256_loadu_ps(xa + k), x1 = _mm256_loadu_ps(xb + k);
-                    const __m256 cv = _mm256_loadu_ps(c + k), sv = _mm256_loadu_ps(s + k);
-                    _mm256_storeu_ps(xa + k, _mm256_sub_ps(_mm256_mul_ps(x0, cv), _mm256_mul_ps(x1, sv)));
-                    _mm256_storeu_ps(xb + k, _mm256_add_ps(_mm256_mul_ps(x0, sv), _mm256_mul_ps(x1, cv)));
-                }
-                for (; k < m; k++) {
-                    const float x0 = xa[k], x1 = xb[k];
-                    xa[k] = x0 * c[k] - x1 * s[k];
-                    xb[k] = x0 * s[k] + x1 * c[k];
-                }
-            } else { /* pairs (2k, 2k+1): [x0 x1] * [c c] + [x1 x0] * [-s s] */
-                float *xp = xh + 2 * k0;
-                for (; k + 4 <= m; k += 4) {
-                    const __m256 v = _mm256_loadu_ps(xp + 2 * k);
-                    const __m256 sw = _mm256_permute_ps(v, 0xB1); /* swap within pairs */
-                    const __m256 r = _mm256_add_ps(_mm256_mul_ps(v, _mm256_loadu_ps(cc + 2 * k)),
-                                                   _mm256_mul_ps(sw, _mm256_loadu_ps(ss + 2 * k)));
-                    _mm256_storeu_ps(xp + 2 * k, r);
-                }
-                for (; k < m; k++) {
-                    const float x0 = xp[2 * k], x1 = xp[2 * k + 1];
-                    xp[2 * k] = x0 * c[k] - x1 * s[k];
-                    xp[2 * k + 1] = x0 * s[k] + x1 * c[k];
-                }
+    const __m256 sign = _mm256_setr_ps(-0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f);
+    for (int64_t h = 0; h < n_heads; h++) {
+        float *xh = x + h * head_dim;
+        int64_t k = 0;
+        if (neox) { /* pairs (k, k + n_rot/2); cs interleaved [c0 s0 c1 s1 ...] */
+            float *xa = xh, *xb = xh + n_pairs;
+            for (; k + 8 <= n_pairs; k += 8) {
+                const __m256 lo = _mm256_loadu_ps(cs + 2 * k), hi = _mm256_loadu_ps(cs + 2 * k + 8);
+                /* de-interleave: c = [c0..c7], s = [s0..s7] */
+                const __m256 t0 = _mm256_permute2f128_ps(lo, hi, 0x20), t1 = _mm256_permute2f128_ps(lo, hi, 0x31);
+                const __m256 cv = _mm256_shuffle_ps(t0, t1, 0x88), sv = _mm256_shuffle_ps(t0, t1, 0xDD);
+                const __m256 x0 = _mm256_loadu_ps(xa + k), x1 = _mm256_loadu_ps(xb + k);
+                _mm256_storeu_ps(xa + k, _mm256_sub_ps(_mm256_mul_ps(x0, cv), _mm256_mul_ps(x1, sv)));
+                _mm256_storeu_ps(xb + k, _mm256_add_ps(_mm256_mul_ps(x0, sv), _mm256_mul_ps(x1, cv)));
+            }
+            for (; k < n_pairs; k++) {
+                const float c = cs[2 * k], sn = cs[2 * k + 1], x0 = xa[k], x1 = xb[k];
+                xa[k] = x0 * c - x1 * sn;
+                xb[k] = x0 * sn + x1 * c;
+            }
+        } else {
+            for (; k + 4 <= n_pairs; k += 4) {
+                const __m256 v = _mm256_loadu_ps(xh + 2 * k), a = _mm256_loadu_ps(cs + 2 * k);
+                const __m256 cc = _mm256_moveldup_ps(a);                        /* [c c] per pair */
+                const __m256 ss = _mm256_xor_ps(_mm256_movehdup_ps(a), sign);   /* [-s s] per pair */
+                const __m256 sw = _mm256_permute_ps(v, 0xB1);                   /* swap within pairs */
+                _mm256_storeu_ps(xh + 2 * k, _mm256_add_ps(_mm256_mul_ps(v, cc), _mm256_mul_ps(sw, ss)));
+            }
+            for (; k < n_pairs; k++) {
+                const float c = cs[2 * k], sn = cs[2 * k + 1], x0 = xh[2 * k], x1 = xh[2 * k + 1];
+                xh[2 * k] = x0 * c - x1 * sn;
+                xh[2 * k + 1] = x0 * sn + x1 * c;
             }
         }
     }
 }
 
-static void rope_norm_avx2(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-                           float freq_scale)
+static void rope_norm_avx2(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs)
 {
-    rope_avx2(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, 0);
+    rope_avx2(x, n_heads, head_dim, n_rot, cs, 0);
 }
 
-static void rope_neox_avx2(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-                           float freq_scale)
+static void rope_neox_avx2(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs)
 {
-    rope_avx2(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, 1);
+    rope_avx2(x, n_heads, head_dim, n_rot, cs, 1);
 }
 
 /* Two passes: the largest value (max_ps(x, m) keeps m when x is NaN), then

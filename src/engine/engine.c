@@ -203,7 +203,7 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
 
     infer_status st;
     if ((st = kv_arena_init(&e->arena, &shape, (int32_t)high_blocks)) ||
-        (st = run_state_init(&e->rs, &m->c, p.n_batch))) {
+        (st = run_state_init(&e->rs, m, p.n_batch, p.n_ctx))) {
         engine_destroy(e);
         return st;
     }
@@ -217,9 +217,12 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
     }
     uint8_t fp[16];
     model_fingerprint(m->gguf, fp);
-    if (p.kv_type_k != INFER_KV_F16 || p.kv_type_v != INFER_KV_F16) {
-        /* blocks of another element type are another cache (F16 keys stay
-         * those of earlier versions, so existing disk tiers remain valid) */
+    /* blocks of another KV element type, or computed with LongRoPE's long
+     * factors (a context beyond the original one), are another cache (F16
+     * keys with the default factors stay those of earlier versions, so
+     * existing disk tiers remain valid) */
+    const bool rope_long = e->rs.rope_factors && e->rs.rope_factors == m->w.rope_long;
+    if (p.kv_type_k != INFER_KV_F16 || p.kv_type_v != INFER_KV_F16 || rope_long) {
         sha256_ctx h;
         uint8_t d[32];
         const char tag[] = "infer-kv-type";
@@ -228,6 +231,8 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
         sha256_update(&h, tag, sizeof(tag));
         sha256_update(&h, fp, 16);
         sha256_update(&h, types, 2);
+        if (rope_long)
+            sha256_update(&h, "rope-long", 9);
         sha256_final(&h, d);
         memcpy(fp, d, 16);
     }

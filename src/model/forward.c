@@ -1,28 +1,36 @@
 /*
- * forward.c - the transformer forward pass for llama, qwen2 and gemma3.
+ * forward.c - the decoder forward pass of every family model.c binds.
  *
  * One function, top to bottom, for a batch of tokens (prefill) or one token
  * (decode).  With x the residual stream of each token:
  *
- *   x = embed(token)                         (gemma: * sqrt(n_embd))
+ *   x = embed(token) * embd_mult             (gemma: sqrt(n_embd); granite: embedding_scale)
  *   for each layer:
  *     h = rmsnorm(x) * attn_norm
- *     q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)
- *     gemma3: q, k = rmsnorm(q) * q_norm, rmsnorm(k) * k_norm    per head
- *     q, k = rope(q, pos), rope(k, pos)        llama pairs (2i, 2i+1), NEOX (i, i+n_rot/2)
+ *     q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)   (Wq/Wk/Wv may be rows of one attn_qkv)
+ *     qk_norm (gemma3, qwen3): q, k = rmsnorm(q) * q_norm, rmsnorm(k) * k_norm    per head
+ *     q, k = rope(q, pos), rope(k, pos)        llama pairs (2i, 2i+1), NEOX (i, i+n_rot/2);
+ *                                              first n_rot dims; angles from rope_angles
+ *                                              (freq factors, linear/YaRN scaling); skipped on
+ *                                              NoPE layers (smollm3)
+ *     mistral3: q *= 1 + temp_scale * ln(floor(pos / n_ctx_orig) + 1)
  *     store k, v at pos in the sequence's KV blocks
- *     a = softmax(q k^T * scale + causal/sliding-window mask) v     per head, GQA
- *     o = a Wo                                 (gemma3: rmsnorm(o) * post_attention_norm)
- *     x = x + o
+ *     s = q k^T * scale (gemma2: s = cap tanh(s / cap))
+ *     a = softmax(s + causal/sliding-window mask) v     per head, GQA
+ *     o = a Wo                                 (post_norms: rmsnorm(o) * post_attention_norm)
+ *     x = x + o * residual_mult                (granite)
  *     h = rmsnorm(x) * ffn_norm
- *     f = (act(h Wgate) * (h Wup)) Wdown       act = SiLU (llama, qwen2) or GELU (gemma3)
- *                                              (gemma3: rmsnorm(f) * post_ffw_norm)
- *     x = x + f
+ *     f = (act(h Wgate) * (h Wup)) Wdown       act = SiLU, or GELU (gemma); phi3's gate and up
+ *                                              are the two halves of one ffn_up
+ *                                              (post_norms: rmsnorm(f) * post_ffw_norm)
+ *     x = x + f * residual_mult
  *   logits = (rmsnorm(x) * output_norm) Wout   (Wout = token embedding when tied)
+ *   logits *= logit_mult (granite); logits = cap tanh(logits / cap) (gemma2)
  *
  * References: "Attention Is All You Need" (Vaswani et al. 2017), RMSNorm
  * (Zhang & Sennrich 2019), RoPE (Su et al. 2021), GQA (Ainslie et al. 2023),
- * GLU variants (Shazeer 2020), Gemma 3 technical report (2025).
+ * GLU variants (Shazeer 2020), Gemma 2 and Gemma 3 technical reports (2024,
+ * 2025), YaRN (Peng et al. 2023), Phi-3 technical report (LongRoPE, 2024).
  */
 #include "forward.h"
 
@@ -34,8 +42,9 @@
 #include <math.h>
 #include <string.h>
 
-infer_status run_state_init(struct run_state *s, const struct model_config *c, int n_batch)
+infer_status run_state_init(struct run_state *s, const struct infer_model *m, int n_batch, int64_t n_ctx)
 {
+    const struct model_config *c = &m->c;
     memset(s, 0, sizeof(*s));
     size_t nb = (size_t)n_batch;
     size_t q_dim = (size_t)c->n_head * c->head_dim, kv_dim = (size_t)c->n_head_kv * c->head_dim;
@@ -50,7 +59,9 @@ infer_status run_state_init(struct run_state *s, const struct model_config *c, i
     s->hb = malloc(nb * c->n_ff * sizeof(float));
     s->hb2 = malloc(nb * c->n_ff * sizeof(float));
     s->blocks = malloc(nb * sizeof(*s->blocks));
-    if (!s->blocks || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->att || !s->hb || !s->hb2) {
+    s->rope_cs = malloc(nb * (size_t)c->n_rot * sizeof(float));
+    s->rope_factors = model_rope_factors(m, n_ctx);
+    if (!s->blocks || !s->rope_cs || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->att || !s->hb || !s->hb2) {
         run_state_free(s);
         return infer_error(INFER_ERR_NOMEM, "out of memory for activations of %d tokens", n_batch);
     }
@@ -69,6 +80,7 @@ void run_state_free(struct run_state *s)
     free(s->hb);
     free(s->hb2);
     free(s->blocks);
+    free(s->rope_cs);
     memset(s, 0, sizeof(*s));
 }
 
@@ -157,6 +169,16 @@ static void gate_rows(float *h, const float *u, int64_t n_tok, int64_t n, bool u
             silu(h + t * n, n);
         vec_mul(h + t * n, h + t * n, u + t * n, n);
     }
+}
+
+/* x[t] *= f row by row (f == 0: no multiplier) */
+static void scale_rows(float *x, float f, int64_t n_tok, int64_t n)
+{
+    if (f == 0.0f)
+        return;
+#pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
+    for (int64_t t = 0; t < n_tok; t++)
+        vec_scale(x + t * n, n, f);
 }
 
 static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n)
@@ -270,11 +292,9 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
         float *xt = s->x + t * n_embd;
         dequantize_row(w->tok_embd.type, (const uint8_t *)w->tok_embd.data + (size_t)b->tokens[t] * emb_row, xt,
                        n_embd);
-        if (c->embd_scale) {
-            const float scale = sqrtf((float)n_embd);
+        if (c->embd_mult != 0.0f)
             for (int64_t i = 0; i < n_embd; i++)
-                xt[i] *= scale;
-        }
+                xt[i] *= c->embd_mult;
     }
 
     for (int il = 0; il < c->n_layer; il++) {
@@ -295,18 +315,29 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             rmsnorm_rows(s->q, s->q, l->q_norm, n_tok * c->n_head, head_dim, c->rms_eps);
             rmsnorm_rows(s->k, s->k, l->k_norm, n_tok * c->n_head_kv, head_dim, c->rms_eps);
         }
-        const float base = swa ? c->rope_base_swa : c->rope_base;
-        const float fscale = swa ? c->rope_scale_swa : c->rope_scale;
+        if (model_layer_has_rope(c, il)) {
+            struct rope_params rp = swa ? c->rope_swa : c->rope;
+            rp.freq_factors = s->rope_factors;
 #pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
-        for (int64_t t = 0; t < n_tok; t++) {
-            if (c->rope_neox) {
-                rope_neox(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, b->pos[t], base, fscale);
-                rope_neox(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, b->pos[t], base, fscale);
-            } else {
-                rope_norm(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, b->pos[t], base, fscale);
-                rope_norm(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, b->pos[t], base, fscale);
+            for (int64_t t = 0; t < n_tok; t++) {
+                float *cs = s->rope_cs + t * c->n_rot;
+                rope_angles(cs, &rp, b->pos[t]);
+                if (c->rope_neox) {
+                    rope_neox(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, cs);
+                    rope_neox(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, cs);
+                } else {
+                    rope_norm(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, cs);
+                    rope_norm(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, cs);
+                }
             }
         }
+        if (c->attn_temp_scale != 0.0f)
+            for (int64_t t = 0; t < n_tok; t++) {
+                /* llama.cpp: log(floor(pos / n) + 1.0) in double, rounded to float */
+                const double f = floor((double)((float)b->pos[t] / (float)c->n_ctx_orig)) + 1.0;
+                const float temp = (float)(log(f) * (double)c->attn_temp_scale + 1.0);
+                vec_scale(s->q + t * q_dim, q_dim, temp);
+            }
         kv_store(a, b, il, s->k, s->v, c->n_head_kv, (int)head_dim);
         struct attn_kv view = {
             .base = a->base,
@@ -320,6 +351,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             .block_tokens = a->s.block_tokens,
             .blocks = s->blocks,
             .pos = b->pos,
+            .softcap = c->attn_softcap,
         };
         kern.attention(s->att, s->q, n_tok, &view, c->n_head, c->n_head_kv, (int)head_dim, c->attn_scale,
                       swa ? c->n_swa : 0);
@@ -329,6 +361,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
         prof_mark(pon, &pt, PR_WO);
         if (c->post_norms)
             rmsnorm_rows(s->xb2, s->xb2, l->post_attn_norm, n_tok, n_embd, c->rms_eps);
+        scale_rows(s->xb2, c->residual_mult, n_tok, n_embd);
         add_rows(s->x, s->xb2, n_tok, n_embd);
 
         /* feed-forward */
@@ -345,6 +378,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
         prof_mark(pon, &pt, PR_FFN_DOWN);
         if (c->post_norms)
             rmsnorm_rows(s->xb2, s->xb2, l->post_ffn_norm, n_tok, n_embd, c->rms_eps);
+        scale_rows(s->xb2, c->residual_mult, n_tok, n_embd);
         add_rows(s->x, s->xb2, n_tok, n_embd);
         prof_mark(pon, &pt, PR_OTHER);
     }
@@ -356,6 +390,14 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             rmsnorm(s->xb + n_out++ * n_embd, s->x + t * n_embd, w->output_norm, n_embd, c->rms_eps);
     if (n_out > 0 && (st = mat_mul(logits, &w->output, s->xb, n_out)))
         return st;
+    const int64_t n_logits = n_out * c->n_vocab;
+    if (c->logit_mult != 0.0f)
+        vec_scale(logits, n_logits, c->logit_mult);
+    if (c->final_softcap > 0.0f) {
+        const float cap = c->final_softcap, inv = 1.0f / c->final_softcap;
+        for (int64_t i = 0; i < n_logits; i++)
+            logits[i] = tanhf(logits[i] * inv) * cap;
+    }
     prof_mark(pon, &pt, PR_OUT);
     return INFER_OK;
 }

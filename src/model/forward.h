@@ -19,9 +19,13 @@ struct run_state {
     float *hb;     /* (n_batch, n_ff) gate, then activation */
     float *hb2;    /* (n_batch, n_ff) up */
     const int32_t **blocks; /* (n_batch) per-token block tables for attention */
+    float *rope_cs;         /* (n_batch, n_rot) RoPE angles of each token (rope_angles) */
+    const float *rope_factors; /* frequency factors for this context (model_rope_factors) */
 };
 
-infer_status run_state_init(struct run_state *s, const struct model_config *c, int n_batch);
+/* Activations for n_batch tokens of a context of up to n_ctx tokens (which
+ * picks LongRoPE's factors). */
+infer_status run_state_init(struct run_state *s, const struct infer_model *m, int n_batch, int64_t n_ctx);
 void run_state_free(struct run_state *s);
 
 /* A batch of tokens from one or several sequences: token i is at position

@@ -12,7 +12,35 @@
 #include <math.h>
 #include <string.h>
 
-static const char *arch_names[] = {[ARCH_LLAMA] = "llama", [ARCH_QWEN2] = "qwen2", [ARCH_GEMMA3] = "gemma3"};
+/* What differs between the families, as llama.cpp's src/models/<arch>.cpp
+ * defines them.  One row each; the forward pass reads only model_config. */
+static const struct arch_row {
+    const char *name;
+    bool neox;          /* NEOX pair order */
+    bool qkv_bias;      /* Q/K/V biases required (optional for every family) */
+    bool qk_norm;       /* per-head Q/K RMSNorm (attn_q_norm, attn_k_norm) */
+    bool post_norms;    /* post_attention_norm, post_ffw_norm */
+    bool gemma_embd;    /* embeddings * sqrt(n_embd) */
+    bool gelu;          /* GELU-gated FFN instead of SiLU */
+    int swa_pattern;    /* alternate sliding-window layers (0: none) */
+    bool softcaps;      /* attention and final logit soft-caps (gemma2) */
+    bool multipliers;   /* embedding/residual/attention/logit scales (granite) */
+    int nope_every;     /* no RoPE on every n-th layer (smollm3) */
+    bool mistral3;      /* YaRN beta keys, log multiplier, attention temperature */
+} arch_rows[] = {
+    [ARCH_LLAMA] = {"llama"},
+    [ARCH_QWEN2] = {"qwen2", .neox = true, .qkv_bias = true},
+    [ARCH_GEMMA3] = {"gemma3", .neox = true, .qk_norm = true, .post_norms = true, .gemma_embd = true, .gelu = true,
+                     .swa_pattern = 6},
+    [ARCH_QWEN3] = {"qwen3", .neox = true, .qk_norm = true},
+    [ARCH_PHI3] = {"phi3", .neox = true},
+    [ARCH_GEMMA2] = {"gemma2", .neox = true, .post_norms = true, .gemma_embd = true, .gelu = true, .swa_pattern = 2,
+                     .softcaps = true},
+    [ARCH_GRANITE] = {"granite", .multipliers = true},
+    [ARCH_SMOLLM3] = {"smollm3", .nope_every = 4},
+    [ARCH_MISTRAL3] = {"mistral3", .mistral3 = true},
+};
+#define N_ARCH ((int)(sizeof(arch_rows) / sizeof(arch_rows[0])))
 
 /* ---- metadata ---- */
 
@@ -50,18 +78,105 @@ static float hp_float(const struct hp_reader *r, const char *suffix, double dflt
     return (float)infer_gguf_get_float(r->g, key, dflt);
 }
 
+/* A float key that, when present, must be a finite number in (lo, hi). */
+static infer_status hp_float_in(const struct hp_reader *r, const char *suffix, double dflt, double lo, double hi,
+                                float *out)
+{
+    char key[160];
+    snprintf(key, sizeof(key), "%s.%s", r->arch, suffix);
+    const double v = infer_gguf_get_float(r->g, key, dflt);
+    if (!(v > lo && v < hi))
+        return infer_error(INFER_ERR_FORMAT, "metadata key '%s' = %g is out of range (%g, %g)", key, v, lo, hi);
+    *out = (float)v;
+    return INFER_OK;
+}
+
+static bool hp_has(const struct hp_reader *r, const char *suffix)
+{
+    char key[160];
+    snprintf(key, sizeof(key), "%s.%s", r->arch, suffix);
+    return gguf_get_kv(r->g, key) != NULL;
+}
+
+/* RoPE scaling as llama.cpp's loader and context set it up (llama-model.cpp
+ * load_hparams, llama-context.cpp): type none | linear (the default) |
+ * yarn | longrope; freq_scale = 1 / rope.scaling.factor (1 without it or for
+ * none); YaRN: ext_factor 1, beta_fast 32 and beta_slow 1 (mistral3 reads
+ * both, and a log multiplier), and the magnitude correction, whose net
+ * effect after rope_angles' own factor is mscale = attn_factor * get_mscale. */
+static infer_status read_rope(struct model_config *c, const struct hp_reader *r, const struct arch_row *row)
+{
+    infer_status st;
+    if ((st = hp_float_in(r, "rope.freq_base", 10000.0, 0.0, 1e30, &c->rope.freq_base)))
+        return st;
+    char key[160];
+    snprintf(key, sizeof(key), "%s.rope.scaling.type", r->arch);
+    const char *type = infer_gguf_get_str(r->g, key, "linear");
+    const bool yarn = !strcmp(type, "yarn");
+    if (strcmp(type, "none") && strcmp(type, "linear") && !yarn && strcmp(type, "longrope"))
+        return infer_error(INFER_ERR_UNSUPPORTED,
+                           "metadata key '%s' = '%s': unknown RoPE scaling type (supported: none, linear, yarn, "
+                           "longrope)",
+                           key, type);
+    float factor = hp_float(r, "rope.scaling.factor", 0.0);
+    if (factor == 0.0f)
+        factor = hp_float(r, "rope.scale_linear", 0.0);
+    if (!(factor >= 0.0f && factor < 1e6f))
+        return infer_error(INFER_ERR_FORMAT, "metadata key '%s.rope.scaling.factor' = %g is out of range", r->arch,
+                           (double)factor);
+    c->rope.freq_scale = factor == 0.0f || !strcmp(type, "none") ? 1.0f : 1.0f / factor;
+    if ((st = hp_int(r, "rope.scaling.original_context_length", c->n_ctx_train, false, 1, 1 << 24, &c->n_ctx_orig)))
+        return st;
+    float rope_attn_factor, beta_fast = 32.0f, beta_slow = 1.0f, log_mul = 0.0f;
+    if ((st = hp_float_in(r, "rope.scaling.attn_factor", 1.0, 0.0, 1e6, &rope_attn_factor)))
+        return st;
+    if (row->mistral3 &&
+        ((st = hp_float_in(r, "rope.scaling.yarn_beta_fast", 32.0, 0.0, 1e6, &beta_fast)) ||
+         (st = hp_float_in(r, "rope.scaling.yarn_beta_slow", 1.0, 0.0, 1e6, &beta_slow)) ||
+         (st = hp_float_in(r, "rope.scaling.yarn_log_multiplier", 0.0, -1e6, 1e6, &log_mul))))
+        return st;
+    c->rope.ext_factor = yarn ? 1.0f : 0.0f;
+    c->rope.attn_factor = 1.0f;
+    if (yarn) {
+        const float f = 1.0f / c->rope.freq_scale;
+        /* llama-context.cpp's get_mscale(scale, m) = scale <= 1 ? 1 : 0.1 m ln(scale) + 1 */
+#define MSCALE(sc, m) ((sc) <= 1.0f ? 1.0f : (0.1f * (m)*logf(sc) + 1.0f))
+        c->rope.attn_factor = log_mul != 0.0f ? MSCALE(f, 1.0f) / MSCALE(f, log_mul) : MSCALE(f, 1.0f);
+#undef MSCALE
+        c->rope.attn_factor *= 1.0f / (1.0f + 0.1f * logf(f));
+    }
+    c->rope.attn_factor *= rope_attn_factor;
+    c->rope.n_rot = c->n_rot;
+    rope_yarn_corr_dims(c->n_rot, c->n_ctx_orig, c->rope.freq_base, beta_fast, beta_slow, c->rope.corr_dims);
+    /* sliding-window layers: their own base (gemma3 default 10000, unscaled;
+     * gemma2 the global base and scale), the same YaRN settings */
+    c->rope_swa = c->rope;
+    if (c->arch == ARCH_GEMMA3) {
+        if ((st = hp_float_in(r, "rope.freq_base_swa", 10000.0, 0.0, 1e30, &c->rope_swa.freq_base)))
+            return st;
+        c->rope_swa.freq_scale = 1.0f;
+    } else if ((st = hp_float_in(r, "rope.freq_base_swa", c->rope.freq_base, 0.0, 1e30, &c->rope_swa.freq_base))) {
+        return st;
+    }
+    rope_yarn_corr_dims(c->n_rot, c->n_ctx_orig, c->rope_swa.freq_base, beta_fast, beta_slow, c->rope_swa.corr_dims);
+    return INFER_OK;
+}
+
 static infer_status read_config(struct model_config *c, const infer_gguf *g)
 {
     const char *arch = infer_gguf_get_str(g, "general.architecture", NULL);
     if (!arch)
         return infer_error(INFER_ERR_FORMAT, "missing metadata key 'general.architecture'");
     int a = -1;
-    for (int i = 0; i < (int)(sizeof(arch_names) / sizeof(arch_names[0])); i++)
-        if (!strcmp(arch, arch_names[i]))
+    for (int i = 0; i < N_ARCH; i++)
+        if (!strcmp(arch, arch_rows[i].name))
             a = i;
     if (a < 0)
         return infer_error(INFER_ERR_UNSUPPORTED,
-                           "unsupported model architecture '%s' (supported: llama, qwen2, gemma3)", arch);
+                           "unsupported model architecture '%s' (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, "
+                           "granite, smollm3, mistral3)",
+                           arch);
+    const struct arch_row *row = &arch_rows[a];
     memset(c, 0, sizeof(*c));
     c->arch = (enum model_arch)a;
     struct hp_reader r = {g, arch};
@@ -92,49 +207,52 @@ static infer_status read_config(struct model_config *c, const infer_gguf *g)
     c->rms_eps = hp_float(&r, "attention.layer_norm_rms_epsilon", 1e-5);
     if (!(c->rms_eps > 0.0f && c->rms_eps < 1.0f))
         return infer_error(INFER_ERR_FORMAT, "bad layer_norm_rms_epsilon");
-    c->rope_base = hp_float(&r, "rope.freq_base", 10000.0);
-    c->rope_scale = 1.0f;
-    char key[160];
-    snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
-    const char *scaling = infer_gguf_get_str(g, key, "none");
-    float factor = hp_float(&r, "rope.scaling.factor", 0.0);
-    if (!strcmp(scaling, "linear") && factor > 0.0f) {
-        c->rope_scale = 1.0f / factor;
-    } else if (strcmp(scaling, "none") != 0 && strcmp(scaling, "linear") != 0) {
-        return infer_error(INFER_ERR_UNSUPPORTED, "RoPE scaling type '%s' is not supported yet", scaling);
-    }
-    if (!(c->rope_base > 0.0f))
-        return infer_error(INFER_ERR_FORMAT, "bad rope.freq_base");
-    c->rope_base_swa = c->rope_base;
-    c->rope_scale_swa = c->rope_scale;
+    if ((st = read_rope(c, &r, row)))
+        return st;
     c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
-    c->act = FFN_SILU;
-
-    switch (c->arch) {
-    case ARCH_LLAMA:
-        c->rope_neox = false;
-        break;
-    case ARCH_QWEN2:
-        c->rope_neox = true;
-        break;
-    case ARCH_GEMMA3:
-        /* As llama.cpp: every 6th layer is global, the others look at a window
-         * of n_swa tokens with their own RoPE base of 10000, unscaled. */
-        c->rope_neox = true;
-        c->embd_scale = true;
-        c->qk_norm = true;
-        c->post_norms = true;
-        c->act = FFN_GELU;
-        c->swa_pattern = 6;
-        c->rope_base_swa = 10000.0f;
-        c->rope_scale_swa = 1.0f;
-        if ((st = hp_int(&r, "attention.sliding_window", 0, true, 1, 1 << 24, &c->n_swa)))
+    c->rope_neox = row->neox;
+    c->qk_norm = row->qk_norm;
+    c->post_norms = row->post_norms;
+    c->act = row->gelu ? FFN_GELU : FFN_SILU;
+    c->nope_every = row->nope_every;
+    if (row->gemma_embd)
+        c->embd_mult = sqrtf((float)c->n_embd);
+    if (row->swa_pattern) {
+        /* gemma3: every 6th layer is global, gemma2 every 2nd (llama.cpp's
+         * set_swa_pattern: layer il is local iff il % n < n - 1); the window
+         * is required for gemma3, 4096 by default for gemma2 */
+        c->swa_pattern = row->swa_pattern;
+        if ((st = hp_int(&r, "attention.sliding_window_pattern", row->swa_pattern, false, 1, 4096, &c->swa_pattern)) ||
+            (st = hp_int(&r, "attention.sliding_window", 4096, c->arch == ARCH_GEMMA3, 1, 1 << 24, &c->n_swa)))
             return st;
-        /* Gemma 3 27B scales by the model width per head, the others by head_dim */
-        if (c->n_layer == 62)
+        /* Gemma 2 27B / Gemma 3 27B scale by the model width per head */
+        if ((c->arch == ARCH_GEMMA2 && c->n_layer == 46) || (c->arch == ARCH_GEMMA3 && c->n_layer == 62))
             c->attn_scale = 1.0f / sqrtf((float)(c->n_embd / c->n_head));
-        break;
     }
+    if (row->softcaps && ((st = hp_float_in(&r, "attn_logit_softcapping", 50.0, 0.0, 1e6, &c->attn_softcap)) ||
+                          (st = hp_float_in(&r, "final_logit_softcapping", 30.0, 0.0, 1e6, &c->final_softcap))))
+        return st;
+    if (c->arch == ARCH_GEMMA3 && (st = hp_float_in(&r, "final_logit_softcapping", 0.0, -1.0, 1e6, &c->final_softcap)))
+        return st;
+    if (row->multipliers) {
+        float logit_scale, attn;
+        if (!hp_has(&r, "logit_scale"))
+            return infer_error(INFER_ERR_FORMAT, "missing model metadata key '%s.logit_scale'", arch);
+        if ((st = hp_float_in(&r, "logit_scale", 1.0, 0.0, 1e6, &logit_scale)) ||
+            (st = hp_float_in(&r, "residual_scale", 0.0, -1.0, 1e6, &c->residual_mult)) ||
+            (st = hp_float_in(&r, "embedding_scale", 0.0, -1.0, 1e6, &c->embd_mult)) ||
+            (st = hp_float_in(&r, "attention.scale", 0.0, -1.0, 1e6, &attn)))
+            return st;
+        c->logit_mult = 1.0f / logit_scale;
+        if (attn != 0.0f)
+            c->attn_scale = attn;
+        char key[160];
+        snprintf(key, sizeof(key), "%s.rope.scaling.finetuned", arch);
+        c->rope_none = !infer_gguf_get_bool(g, key, true);
+    }
+    if (row->mistral3 &&
+        (st = hp_float_in(&r, "attention.temperature_scale", 0.0, -1e6, 1e6, &c->attn_temp_scale)))
+        return st;
     return INFER_OK;
 }
 
@@ -206,39 +324,110 @@ static infer_status bind_vec(struct infer_model *m, const char *name, int64_t n,
     return INFER_OK;
 }
 
+/* Rows [r0, r0 + n) of a bound matrix, as a matrix of its own (a part of a
+ * fused tensor: the rows of a row-major matrix are contiguous). */
+static struct mat mat_rows(const struct mat *w, int64_t r0, int64_t n)
+{
+    struct mat m = *w;
+    m.data = (const uint8_t *)w->data + (size_t)r0 * ggml_row_size(w->type, w->n_in);
+    m.n_out = n;
+    return m;
+}
+
+/* Q, K and V: three tensors, or attn_qkv (rows Q, then K, then V) with an
+ * optional attn_qkv.bias, as llama.cpp's create_tensor_qkv accepts for every
+ * family; separate biases are optional everywhere, required for qwen2. */
+static infer_status bind_qkv(struct infer_model *m, int il, bool bias_required)
+{
+    const struct model_config *c = &m->c;
+    struct layer_weights *l = &m->w.layers[il];
+    const int64_t q_dim = (int64_t)c->n_head * c->head_dim, kv_dim = (int64_t)c->n_head_kv * c->head_dim;
+    char name[96];
+    infer_status st;
+    struct mat qkv;
+    snprintf(name, sizeof(name), "blk.%d.attn_qkv.weight", il);
+    if ((st = bind_mat(m->gguf, name, c->n_embd, q_dim + 2 * kv_dim, false, &qkv)))
+        return st;
+    if (qkv.data) {
+        l->wq = mat_rows(&qkv, 0, q_dim);
+        l->wk = mat_rows(&qkv, q_dim, kv_dim);
+        l->wv = mat_rows(&qkv, q_dim + kv_dim, kv_dim);
+        const float *b;
+        snprintf(name, sizeof(name), "blk.%d.attn_qkv.bias", il);
+        if ((st = bind_vec(m, name, q_dim + 2 * kv_dim, false, &b)))
+            return st;
+        if (b) {
+            l->bq = b;
+            l->bk = b + q_dim;
+            l->bv = b + q_dim + kv_dim;
+            return INFER_OK;
+        }
+    } else {
+        const char *const w[3] = {"attn_q", "attn_k", "attn_v"};
+        struct mat *const out[3] = {&l->wq, &l->wk, &l->wv};
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof(name), "blk.%d.%s.weight", il, w[i]);
+            if ((st = bind_mat(m->gguf, name, c->n_embd, i ? kv_dim : q_dim, true, out[i])))
+                return st;
+        }
+    }
+    const char *const bn[3] = {"attn_q", "attn_k", "attn_v"};
+    const float **const bout[3] = {&l->bq, &l->bk, &l->bv};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof(name), "blk.%d.%s.bias", il, bn[i]);
+        if ((st = bind_vec(m, name, i ? kv_dim : q_dim, bias_required, bout[i])))
+            return st;
+    }
+    return INFER_OK;
+}
+
+/* The gate and up projections: ffn_gate and ffn_up, or (phi3) one ffn_up of
+ * 2 n_ff rows, the gate's first (ggml_swiglu's halves). */
+static infer_status bind_gate_up(struct infer_model *m, int il)
+{
+    const struct model_config *c = &m->c;
+    struct layer_weights *l = &m->w.layers[il];
+    char gate[96], upn[96];
+    snprintf(gate, sizeof(gate), "blk.%d.ffn_gate.weight", il);
+    snprintf(upn, sizeof(upn), "blk.%d.ffn_up.weight", il);
+    infer_status st;
+    if (c->arch == ARCH_PHI3 && !gguf_get_tensor(m->gguf, gate)) {
+        struct mat up;
+        if ((st = bind_mat(m->gguf, upn, c->n_embd, 2 * (int64_t)c->n_ff, true, &up)))
+            return st;
+        l->ffn_gate = mat_rows(&up, 0, c->n_ff);
+        l->ffn_up = mat_rows(&up, c->n_ff, c->n_ff);
+        return INFER_OK;
+    }
+    if ((st = bind_mat(m->gguf, gate, c->n_embd, c->n_ff, true, &l->ffn_gate)) ||
+        (st = bind_mat(m->gguf, upn, c->n_embd, c->n_ff, true, &l->ffn_up)))
+        return st;
+    return INFER_OK;
+}
+
 static infer_status bind_layer(struct infer_model *m, int il)
 {
     const struct model_config *c = &m->c;
     struct layer_weights *l = &m->w.layers[il];
     const infer_gguf *g = m->gguf;
-    int64_t q_dim = (int64_t)c->n_head * c->head_dim, kv_dim = (int64_t)c->n_head_kv * c->head_dim;
-    bool biases = c->arch == ARCH_QWEN2;
-    char n[20][96];
-    const char *suffix[20] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
-                              "ffn_up", "ffn_down", "attn_q_norm", "attn_k_norm", "post_attention_norm",
-                              "post_ffw_norm", "attn_q", "attn_k", "attn_v"};
-    for (int i = 0; i < 16; i++)
-        snprintf(n[i], sizeof(n[i]), "blk.%d.%s.%s", il, suffix[i], i < 13 ? "weight" : "bias");
+    int64_t q_dim = (int64_t)c->n_head * c->head_dim;
+    char n[8][96];
+    const char *suffix[8] = {"attn_norm",   "attn_output", "ffn_norm",           "ffn_down",     "attn_q_norm",
+                             "attn_k_norm", "post_attention_norm", "post_ffw_norm"};
+    for (int i = 0; i < 8; i++)
+        snprintf(n[i], sizeof(n[i]), "blk.%d.%s.weight", il, suffix[i]);
     infer_status st;
     if ((st = bind_vec(m, n[0], c->n_embd, true, &l->attn_norm)) ||
-        (st = bind_mat(g, n[1], c->n_embd, q_dim, true, &l->wq)) ||
-        (st = bind_mat(g, n[2], c->n_embd, kv_dim, true, &l->wk)) ||
-        (st = bind_mat(g, n[3], c->n_embd, kv_dim, true, &l->wv)) ||
-        (st = bind_mat(g, n[4], q_dim, c->n_embd, true, &l->wo)) ||
-        (st = bind_vec(m, n[5], c->n_embd, true, &l->ffn_norm)) ||
-        (st = bind_mat(g, n[6], c->n_embd, c->n_ff, true, &l->ffn_gate)) ||
-        (st = bind_mat(g, n[7], c->n_embd, c->n_ff, true, &l->ffn_up)) ||
-        (st = bind_mat(g, n[8], c->n_ff, c->n_embd, true, &l->ffn_down)))
+        (st = bind_qkv(m, il, arch_rows[c->arch].qkv_bias)) ||
+        (st = bind_mat(g, n[1], q_dim, c->n_embd, true, &l->wo)) ||
+        (st = bind_vec(m, n[2], c->n_embd, true, &l->ffn_norm)) || (st = bind_gate_up(m, il)) ||
+        (st = bind_mat(g, n[3], c->n_ff, c->n_embd, true, &l->ffn_down)))
         return st;
-    if (c->qk_norm && ((st = bind_vec(m, n[9], c->head_dim, true, &l->q_norm)) ||
-                       (st = bind_vec(m, n[10], c->head_dim, true, &l->k_norm))))
+    if (c->qk_norm && ((st = bind_vec(m, n[4], c->head_dim, true, &l->q_norm)) ||
+                       (st = bind_vec(m, n[5], c->head_dim, true, &l->k_norm))))
         return st;
-    if (c->post_norms && ((st = bind_vec(m, n[11], c->n_embd, true, &l->post_attn_norm)) ||
-                          (st = bind_vec(m, n[12], c->n_embd, true, &l->post_ffn_norm))))
-        return st;
-    /* biases: required for qwen2, honoured when present for llama */
-    if ((st = bind_vec(m, n[13], q_dim, biases, &l->bq)) || (st = bind_vec(m, n[14], kv_dim, biases, &l->bk)) ||
-        (st = bind_vec(m, n[15], kv_dim, biases, &l->bv)))
+    if (c->post_norms && ((st = bind_vec(m, n[6], c->n_embd, true, &l->post_attn_norm)) ||
+                          (st = bind_vec(m, n[7], c->n_embd, true, &l->post_ffn_norm))))
         return st;
     return INFER_OK;
 }
@@ -265,6 +454,19 @@ infer_status model_bind(struct infer_model *m, infer_gguf *g)
         return st;
     if (!m->w.output.data)
         m->w.output = m->w.tok_embd; /* tied embeddings */
+    /* RoPE frequency factors (n_rot/2 each, all optional): Llama 3's
+     * rope_freqs, Phi-3's LongRoPE short/long factors */
+    if ((st = bind_vec(m, "rope_freqs.weight", c->n_rot / 2, false, &m->w.rope_freqs)) ||
+        (st = bind_vec(m, "rope_factors_short.weight", c->n_rot / 2, false, &m->w.rope_short)) ||
+        (st = bind_vec(m, "rope_factors_long.weight", c->n_rot / 2, false, &m->w.rope_long)))
+        return st;
+    for (int i = 0; i < c->n_rot / 2; i++) {
+        const float *const f[3] = {m->w.rope_freqs, m->w.rope_short, m->w.rope_long};
+        for (int k = 0; k < 3; k++)
+            if (f[k] && !(f[k][i] > 0.0f && f[k][i] < 1e30f))
+                return infer_error(INFER_ERR_FORMAT, "RoPE frequency factor %d is %g: must be positive and finite", i,
+                                   (double)f[k][i]);
+    }
     m->w.layers = calloc((size_t)c->n_layer, sizeof(*m->w.layers));
     if (!m->w.layers)
         return infer_error(INFER_ERR_NOMEM, "out of memory");

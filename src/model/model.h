@@ -10,10 +10,20 @@
 
 #include "gguf.h"
 
+#include "../../kernels/ops.h"
+
+/* The families infer runs; what differs between them is data, read by the one
+ * forward pass (model.c has the table of per-family flags). */
 enum model_arch {
-    ARCH_LLAMA,  /* Llama 2/3, TinyLlama, Mistral, SmolLM */
-    ARCH_QWEN2,  /* as llama + Q/K/V biases, NEOX RoPE */
-    ARCH_GEMMA3, /* Q/K norms, post-norms, GELU, local/global attention */
+    ARCH_LLAMA,    /* Llama 2/3 (rope_freqs), TinyLlama, Mistral, SmolLM 1/2, DeepSeek-R1 llama distills */
+    ARCH_QWEN2,    /* as llama + Q/K/V biases, NEOX RoPE */
+    ARCH_GEMMA3,   /* Q/K norms, post-norms, GELU, local/global attention */
+    ARCH_QWEN3,    /* per-head Q/K RMSNorm before RoPE, NEOX RoPE */
+    ARCH_PHI3,     /* fused QKV and gate/up, partial rotary, LongRoPE, NEOX */
+    ARCH_GEMMA2,   /* soft-capped attention and logits, post-norms, alternate sliding window */
+    ARCH_GRANITE,  /* embedding, residual, attention and logit multipliers */
+    ARCH_SMOLLM3,  /* llama without RoPE on every 4th layer */
+    ARCH_MISTRAL3, /* llama + YaRN and the attention temperature of long positions */
 };
 
 enum ffn_act { FFN_SILU, FFN_GELU };
@@ -28,17 +38,26 @@ struct model_config {
     int head_dim;   /* per head, keys and values alike */
     int n_ff;       /* feed-forward hidden width */
     int n_ctx_train;
-    int n_rot;      /* rotary dimensions per head */
+    int n_rot;      /* rotary dimensions per head (the rest pass through) */
     bool rope_neox; /* rotate (i, i+n_rot/2) instead of (2i, 2i+1) */
-    float rope_base, rope_scale;         /* global layers */
-    float rope_base_swa, rope_scale_swa; /* sliding-window layers */
+    /* RoPE of global and of sliding-window layers; freq_factors are set per
+     * forward pass (rope_freqs, or LongRoPE's short/long factors) */
+    struct rope_params rope, rope_swa;
+    int n_ctx_orig;   /* rope.scaling.original_context_length (YaRN, LongRoPE) */
+    bool rope_none;   /* no RoPE in any layer (granite rope.scaling.finetuned = false) */
+    int nope_every;   /* > 0: layer il has no RoPE iff (il + 1) % nope_every == 0 (smollm3) */
     int n_swa;        /* sliding window in tokens, 0 = none */
     int swa_pattern;  /* layer il is local iff il % pattern < pattern - 1 (0: all global) */
     float rms_eps;
     float attn_scale; /* applied to q·k */
-    bool embd_scale;  /* multiply embeddings by sqrt(n_embd) (gemma) */
-    bool qk_norm;     /* RMSNorm on q and k per head before RoPE (gemma3) */
-    bool post_norms;  /* RMSNorm on the attention and FFN outputs (gemma3) */
+    float attn_softcap;  /* > 0: scores s -> cap * tanh(s / cap) (gemma2) */
+    float final_softcap; /* > 0: logits likewise (gemma2, gemma3 when set) */
+    float attn_temp_scale; /* mistral3: q *= 1 + temp_scale * ln(floor(pos / n_ctx_orig) + 1) */
+    float embd_mult;  /* embeddings multiplied by it (gemma: sqrt(n_embd), granite); 0 = not */
+    float residual_mult; /* sub-layer outputs multiplied by it before the residual add (granite); 0 = not */
+    float logit_mult;    /* logits multiplied by it (granite: 1 / logit_scale); 0 = not */
+    bool qk_norm;     /* RMSNorm on q and k per head before RoPE (gemma3, qwen3) */
+    bool post_norms;  /* RMSNorm on the attention and FFN outputs (gemma2, gemma3) */
     enum ffn_act act;
 };
 
@@ -49,13 +68,16 @@ struct mat {
     int64_t n_in, n_out;
 };
 
+/* Fused tensors (attn_qkv: Q, K, V rows; phi3's ffn_up: gate, then up rows)
+ * are bound as row ranges of the one tensor, so wq, wk, wv, ffn_gate and
+ * ffn_up always exist and nothing is copied. */
 struct layer_weights {
     const float *attn_norm;         /* (n_embd) */
     struct mat wq;                  /* (n_embd) -> (n_head * head_dim) */
     struct mat wk, wv;              /* (n_embd) -> (n_head_kv * head_dim) */
     struct mat wo;                  /* (n_head * head_dim) -> (n_embd) */
-    const float *bq, *bk, *bv;      /* qwen2 biases, else NULL */
-    const float *q_norm, *k_norm;   /* (head_dim), gemma3 */
+    const float *bq, *bk, *bv;      /* Q/K/V biases (qwen2; optional elsewhere), else NULL */
+    const float *q_norm, *k_norm;   /* (head_dim), gemma3, qwen3 */
     const float *post_attn_norm;    /* (n_embd), gemma3 */
     const float *ffn_norm;          /* (n_embd) */
     struct mat ffn_gate, ffn_up;    /* (n_embd) -> (n_ff) */
@@ -67,6 +89,8 @@ struct model_weights {
     struct mat tok_embd;     /* (n_vocab rows of n_embd) */
     const float *output_norm; /* (n_embd) */
     struct mat output;       /* (n_embd) -> (n_vocab); tok_embd when tied */
+    const float *rope_freqs; /* (n_rot/2) Llama 3 frequency divisors, or NULL */
+    const float *rope_short, *rope_long; /* (n_rot/2) LongRoPE factors (phi3), or NULL */
     struct layer_weights *layers;
 };
 
@@ -107,10 +131,28 @@ void model_repack_release(struct infer_model *m);
 /* The model a session evaluates against (session.c). */
 const struct infer_model *s_model(const infer_session *s);
 
+/* Does layer il rotate q and k? */
+static inline bool model_layer_has_rope(const struct model_config *c, int il)
+{
+    return !c->rope_none && !(c->nope_every > 0 && (il + 1) % c->nope_every == 0);
+}
+
+/* The frequency factors of a context of n_ctx tokens, as llama.cpp's
+ * get_rope_factors: rope_freqs when present, else LongRoPE's long factors
+ * when n_ctx exceeds the original context, else the short ones (or NULL). */
+static inline const float *model_rope_factors(const struct infer_model *m, int64_t n_ctx);
+
 /* Is layer il a sliding-window (local) attention layer? */
 static inline bool model_layer_is_swa(const struct model_config *c, int il)
 {
     return c->n_swa > 0 && c->swa_pattern > 0 && il % c->swa_pattern < c->swa_pattern - 1;
+}
+
+static inline const float *model_rope_factors(const struct infer_model *m, int64_t n_ctx)
+{
+    if (m->w.rope_freqs)
+        return m->w.rope_freqs;
+    return n_ctx > m->c.n_ctx_orig ? m->w.rope_long : m->w.rope_short;
 }
 
 /* Bind config and weights from an open GGUF (the model does not take
