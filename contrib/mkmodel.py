@@ -2,11 +2,11 @@
 """mkmodel.py - write a synthetic GGUF model with random weights.
 
 The test suite and the benchmarks need models of any shape, in every weight type the engine
-supports, without downloading anything.  This script writes one: architecture `llama`, `qwen2`
-or `gemma3`, weights F32, F16, Q8_0, Q4_0 or a Q4_K_M-like mix, and the vocabulary (every
+supports, without downloading anything.  This script writes one: architecture `llama`, `qwen2`,
+`gemma3`, `qwen3`, `phi3`, `gemma2`, `granite`, `smollm3` or `mistral3`, weights F32, F16, Q8_0, Q4_0 or a Q4_K_M-like mix, and the vocabulary (every
 `tokenizer.*` key) copied from a vocab-only GGUF such as the fixtures in
 ../shared/fixtures/tokenizer/.  The hyper-parameter keys and tensor names are the ones
-llama.cpp's loader reads (src/models/{llama,qwen2,gemma3}.cpp, src/llama-arch.cpp), so
+llama.cpp's loader reads (src/models/<arch>.cpp, src/llama-arch.cpp), so
 llama.cpp can load the file and compute reference outputs from the very same bytes
 (contrib/golden/regen).
 
@@ -84,11 +84,20 @@ QK_K = 256
 FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15}
 
 ARCH_DEFAULTS = {
-    #          rms eps  rope base
-    "llama":  (1e-5,    10000.0),
-    "qwen2":  (1e-6,    1000000.0),
-    "gemma3": (1e-6,    1000000.0),
+    #            rms eps  rope base
+    "llama":    (1e-5,    10000.0),
+    "qwen2":    (1e-6,    1000000.0),
+    "gemma3":   (1e-6,    1000000.0),
+    "qwen3":    (1e-6,    1000000.0),
+    "phi3":     (1e-5,    10000.0),
+    "gemma2":   (1e-6,    10000.0),
+    "granite":  (1e-5,    10000.0),
+    "smollm3":  (1e-6,    2000000.0),
+    "mistral3": (1e-5,    1000000.0),
 }
+# Granite's multipliers in the synthetic files (the weights are divided by them, so the
+# skeleton's magnitudes hold): embedding, residual, logit scale; attention.scale 1/hd.
+GRANITE_EMBD, GRANITE_RESID, GRANITE_LOGIT = 12.0, 0.25, 8.0
 
 # Skeleton constants (see the module comment).
 LOGIT_A = 32.0      # coherent logit of next(t), before the rho factor
@@ -305,17 +314,39 @@ def gauss(rng, shape, std):
     return x
 
 
+def llama3_freqs(a):
+    """Llama 3.1's rope_freqs (convert_hf_to_gguf's llama3 rope scaling, factor 8, low/high
+    frequency factors 1 and 4, original context 8192): 1 for the fast pairs, 8 for the slow,
+    a smooth ramp between; the divisor of each pair's rotation frequency."""
+    factor, lo_f, hi_f, orig = 8.0, 1.0, 4.0, 8192
+    out = []
+    for k in range(a.n_rot // 2):
+        freq = 1.0 / a.rope_base ** (2.0 * k / a.n_rot)
+        wavelen = 2 * np.pi / freq
+        if wavelen < orig / hi_f:
+            out.append(1.0)
+        elif wavelen > orig / lo_f:
+            out.append(factor)
+        else:
+            smooth = (orig / wavelen - lo_f) / (hi_f - lo_f)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
 def build_plan(a, n_vocab, types, rng):
     """Returns [(name, numpy shape, generator)] in file order; generators draw from rng."""
     D, L, H, KV, F = a.dim, a.layers, a.heads, a.kv_heads, a.ffn
     hd = a.head_dim
-    gemma = a.arch == "gemma3"
+    gemma = a.arch in ("gemma3", "gemma2")
+    granite = a.arch == "granite"
     state = {}
 
     def embd():
         # unit-RMS directions; gemma3 scales the input by sqrt(D) in the graph
         u = unit_rows(rng, n_vocab, D, 1.0)
         state["u"] = u
+        if granite:
+            return u * np.float32(1.0 / GRANITE_EMBD)
         return u * np.float32(1.0 / np.sqrt(D)) if gemma else u
 
     def output():
@@ -330,7 +361,7 @@ def build_plan(a, n_vocab, types, rng):
         nxt[other] = rng.choice(normal, size=other.size)
         w = gauss(rng, (n_vocab, D), LOGIT_B / np.sqrt(D))
         np.add.at(w, nxt, u * np.float32(LOGIT_A / D))
-        return w
+        return w * np.float32(GRANITE_LOGIT) if granite else w
 
     def norm(n, scale):
         # RMS-norm weights: scale * (1 + 0.1 N(0,1)), stored as used (gemma3 files store 1+w)
@@ -348,22 +379,41 @@ def build_plan(a, n_vocab, types, rng):
 
     # Per-layer gains.  The normalized input x has RMS ~1.  q/k: scores q.k/sqrt(hd) with a
     # standard deviation ~2 (attention neither uniform nor one-hot).  v: RMS 1.
-    qk = 1.2
+    qk = a.qk_gain
     gain = CONTEXT_RMS / np.sqrt(2 * L)  # RMS of one contribution, independent of depth
+    if granite:  # the graph multiplies each contribution by residual_scale; q.k by 1/hd
+        gain /= GRANITE_RESID
+        qk *= float(hd) ** 0.25
+    if a.rope_freqs == "llama3":
+        add("rope_freqs.weight", (a.n_rot // 2,), lambda: llama3_freqs(a))
+    if a.arch == "phi3":
+        # LongRoPE factors: short ones near 1, long ones growing to 8 over the slow pairs
+        k = np.arange(a.n_rot // 2, dtype=np.float32) / max(a.n_rot // 2 - 1, 1)
+        add("rope_factors_long.weight", (a.n_rot // 2,), lambda: (1.0 + 7.0 * k * k).astype(np.float32))
+        add("rope_factors_short.weight", (a.n_rot // 2,), lambda: (1.0 + 0.5 * k).astype(np.float32))
     for i in range(L):
         p = f"blk.{i}."
         add(p + "attn_norm.weight", (D,), lambda: norm(D, 1.0))
-        add(p + "attn_q.weight", (H * hd, D), lambda: gauss(rng, (H * hd, D), qk / np.sqrt(D)))
-        add(p + "attn_k.weight", (KV * hd, D), lambda: gauss(rng, (KV * hd, D), qk / np.sqrt(D)))
-        add(p + "attn_v.weight", (KV * hd, D), lambda: gauss(rng, (KV * hd, D), 1.0 / np.sqrt(D)))
+        if a.arch == "phi3":  # one attn_qkv: the Q rows, then K, then V
+            def qkv():
+                q = gauss(rng, (H * hd, D), qk / np.sqrt(D))
+                k_ = gauss(rng, (KV * hd, D), qk / np.sqrt(D))
+                v = gauss(rng, (KV * hd, D), 1.0 / np.sqrt(D))
+                return np.concatenate([q, k_, v])
+            add(p + "attn_qkv.weight", ((H + 2 * KV) * hd, D), qkv)
+        else:
+            add(p + "attn_q.weight", (H * hd, D), lambda: gauss(rng, (H * hd, D), qk / np.sqrt(D)))
+            add(p + "attn_k.weight", (KV * hd, D), lambda: gauss(rng, (KV * hd, D), qk / np.sqrt(D)))
+            add(p + "attn_v.weight", (KV * hd, D), lambda: gauss(rng, (KV * hd, D), 1.0 / np.sqrt(D)))
         if a.arch == "qwen2":
             add(p + "attn_q.bias", (H * hd,), lambda: gauss(rng, (H * hd,), 0.3))
             add(p + "attn_k.bias", (KV * hd,), lambda: gauss(rng, (KV * hd,), 0.3))
             add(p + "attn_v.bias", (KV * hd,), lambda: gauss(rng, (KV * hd,), 0.3))
-        if gemma:
+        if a.arch in ("gemma3", "qwen3"):
             # per-head RMS norm of q and k: gain 1.2 -> score std ~1.4 after 1/sqrt(hd)
-            add(p + "attn_q_norm.weight", (hd,), lambda: norm(hd, 1.2))
-            add(p + "attn_k_norm.weight", (hd,), lambda: norm(hd, 1.2))
+            add(p + "attn_q_norm.weight", (hd,), lambda: norm(hd, qk))
+            add(p + "attn_k_norm.weight", (hd,), lambda: norm(hd, qk))
+        if gemma:
             # the post-norms set the size of each contribution to the residual directly
             add(p + "attn_output.weight", (D, H * hd), lambda: gauss(rng, (D, H * hd), 1.0 / np.sqrt(H * hd)))
             add(p + "post_attention_norm.weight", (D,), lambda: norm(D, gain))
@@ -372,8 +422,11 @@ def build_plan(a, n_vocab, types, rng):
             add(p + "attn_output.weight", (D, H * hd),
                 lambda: gauss(rng, (D, H * hd), 2.0 * gain / np.sqrt(H * hd)))
         add(p + "ffn_norm.weight", (D,), lambda: norm(D, 1.0))
-        add(p + "ffn_gate.weight", (F, D), lambda: gauss(rng, (F, D), 1.0 / np.sqrt(D)))
-        add(p + "ffn_up.weight", (F, D), lambda: gauss(rng, (F, D), 1.0 / np.sqrt(D)))
+        if a.arch == "phi3":  # one ffn_up: the gate rows first (ggml_swiglu), then up
+            add(p + "ffn_up.weight", (2 * F, D), lambda: gauss(rng, (2 * F, D), 1.0 / np.sqrt(D)))
+        else:
+            add(p + "ffn_gate.weight", (F, D), lambda: gauss(rng, (F, D), 1.0 / np.sqrt(D)))
+            add(p + "ffn_up.weight", (F, D), lambda: gauss(rng, (F, D), 1.0 / np.sqrt(D)))
         if gemma:
             add(p + "ffn_down.weight", (D, F), lambda: gauss(rng, (D, F), 1.0 / np.sqrt(F)))
             add(p + "post_ffw_norm.weight", (D,), lambda: norm(D, gain))
@@ -401,11 +454,35 @@ def write_kvs(w, a, n_vocab, vocab_kvs, name):
     if arch == "llama":
         w.add_uint32(f"{arch}.rope.dimension_count", a.head_dim)
         w.add_uint32(f"{arch}.vocab_size", n_vocab)
-    if arch == "gemma3" or a.head_dim != a.dim // a.heads:
+    elif arch not in ("qwen2", "gemma3"):
+        w.add_uint32(f"{arch}.rope.dimension_count", a.n_rot)
+    if arch in ("gemma3", "gemma2") or a.head_dim != a.dim // a.heads:
         w.add_uint32(f"{arch}.attention.key_length", a.head_dim)
         w.add_uint32(f"{arch}.attention.value_length", a.head_dim)
-    if arch == "gemma3" and a.sliding_window > 0:
+    if arch in ("gemma3", "gemma2") and a.sliding_window > 0:
         w.add_uint32(f"{arch}.attention.sliding_window", a.sliding_window)
+    if arch == "gemma2":
+        w.add_float32(f"{arch}.attn_logit_softcapping", 50.0)
+        w.add_float32(f"{arch}.final_logit_softcapping", 30.0)
+    if arch == "granite":
+        w.add_float32(f"{arch}.embedding_scale", GRANITE_EMBD)
+        w.add_float32(f"{arch}.residual_scale", GRANITE_RESID)
+        w.add_float32(f"{arch}.logit_scale", GRANITE_LOGIT)
+        w.add_float32(f"{arch}.attention.scale", 1.0 / a.head_dim)
+    if arch == "phi3":
+        w.add_uint32(f"{arch}.rope.scaling.original_context_length", a.rope_orig_ctx)
+        w.add_float32(f"{arch}.rope.scaling.attn_factor", 1.1)
+    if a.rope_scaling:
+        kind, factor = a.rope_scaling.split(":")
+        w.add_string(f"{arch}.rope.scaling.type", kind)
+        w.add_float32(f"{arch}.rope.scaling.factor", float(factor))
+        if kind == "yarn":
+            w.add_uint32(f"{arch}.rope.scaling.original_context_length", a.rope_orig_ctx)
+            if arch == "mistral3":
+                w.add_float32(f"{arch}.rope.scaling.yarn_beta_fast", 16.0)
+                w.add_float32(f"{arch}.rope.scaling.yarn_beta_slow", 2.0)
+    if arch == "mistral3":
+        w.add_float32(f"{arch}.attention.temperature_scale", 0.5)
     for key, val, vt, st in vocab_kvs:
         w.add_key_value(key, val, vt, sub_type=st)
     w.add_uint32("general.file_type", FILE_TYPES[a.type])
@@ -418,8 +495,16 @@ def canonical_args(a):
          f"--dim {a.dim}", f"--layers {a.layers}", f"--heads {a.heads}", f"--kv-heads {a.kv_heads}",
          f"--ffn {a.ffn}", f"--head-dim {a.head_dim}", f"--ctx {a.ctx}", f"--rope-base {a.rope_base:g}",
          f"--seed {a.seed}"]
-    if a.arch == "gemma3":
+    if a.arch in ("gemma3", "gemma2"):
         s.append(f"--sliding-window {a.sliding_window}")
+    if a.n_rot != a.head_dim:
+        s.append(f"--rot {a.n_rot}")
+    if a.qk_gain != 1.2:
+        s.append(f"--qk-gain {a.qk_gain:g}")
+    if a.rope_freqs:
+        s.append(f"--rope-freqs {a.rope_freqs}")
+    if a.rope_scaling:
+        s.append(f"--rope-scaling {a.rope_scaling} --rope-orig-ctx {a.rope_orig_ctx}")
     if a.tied:
         s.append("--tied")
     return s
@@ -437,7 +522,14 @@ def parse_args(argv):
     p.add_argument("--ffn", type=int, required=True)
     p.add_argument("--head-dim", type=int, default=0, help="default dim/heads")
     p.add_argument("--ctx", type=int, default=2048)
-    p.add_argument("--sliding-window", type=int, default=512, help="gemma3 only; 0 = none")
+    p.add_argument("--sliding-window", type=int, default=512, help="gemma2/gemma3 only; 0 = none")
+    p.add_argument("--rot", type=int, default=0, help="rotary dims per head (default head-dim)")
+    p.add_argument("--qk-gain", type=float, default=1.2,
+                   help="q/k weight gain (higher: sharper attention, for long-position tests)")
+    p.add_argument("--rope-freqs", choices=["llama3"], help="write a rope_freqs tensor (llama)")
+    p.add_argument("--rope-scaling", help="TYPE:FACTOR, e.g. linear:2 or yarn:4")
+    p.add_argument("--rope-orig-ctx", type=int, default=512,
+                   help="rope.scaling.original_context_length (yarn, phi3's LongRoPE)")
     p.add_argument("--rope-base", type=float, default=0.0, help="default per architecture")
     p.add_argument("--rms-eps", type=float, default=0.0, help="default per architecture")
     p.add_argument("--seed", type=int, default=1)
@@ -458,6 +550,11 @@ def parse_args(argv):
         p.error("--heads must be a multiple of --kv-heads")
     if a.head_dim % 2:
         p.error("--head-dim must be even (RoPE)")
+    a.n_rot = a.rot or a.head_dim
+    if a.n_rot % 2 or a.n_rot > a.head_dim:
+        p.error("--rot must be even and <= head-dim")
+    if a.arch == "phi3" and a.head_dim * a.heads != a.dim:
+        p.error("phi3 needs heads * head-dim == dim (llama.cpp's loader assumes it)")
     if a.arch == "qwen2" and a.head_dim * a.heads != a.dim:
         p.error("qwen2 needs heads * head-dim == dim (llama.cpp's loader assumes it)")
     return a

@@ -13,7 +13,7 @@
 #define GOLDEN_MAX_PROMPTS 8
 #define GOLDEN_MAX_STEPS 64
 #define GOLDEN_MAX_TOP 64
-#define GOLDEN_MAX_TOKENS 256
+#define GOLDEN_MAX_TOKENS 2048
 
 struct golden_step {
     int32_t chosen;
@@ -23,6 +23,7 @@ struct golden_step {
 };
 
 struct golden_prompt {
+    int is_long;     /* a `long N` record: tokens given, no text (long-position logits) */
     char text[1024]; /* decoded from the JSON string literal */
     int n_tokens;
     int32_t tokens[GOLDEN_MAX_TOKENS];
@@ -38,6 +39,7 @@ struct golden {
     struct golden_prompt prompts[GOLDEN_MAX_PROMPTS];
     int ppl_ctx, ppl_chunks;
     double ppl;
+    int long_ctx; /* n_ctx of the long records (it picks LongRoPE's factors) */
 };
 
 /* Decode a JSON string literal starting at s (at the opening quote) into out. */
@@ -93,6 +95,11 @@ static inline int golden_load(const char *path, struct golden *g)
         } else if (!strncmp(line, "prompt ", 7) && g->n_prompts < GOLDEN_MAX_PROMPTS) {
             p = &g->prompts[g->n_prompts++];
             golden_json_string(line + 7, p->text, sizeof(p->text));
+        } else if (!strncmp(line, "long ", 5) && g->n_prompts < GOLDEN_MAX_PROMPTS) {
+            p = &g->prompts[g->n_prompts++];
+            p->is_long = 1;
+        } else if (!strncmp(line, "long_ctx ", 9)) {
+            g->long_ctx = atoi(line + 9);
         } else if (!strncmp(line, "tokens", 6) && p) {
             char *s = line + 6, *e;
             while (p->n_tokens < GOLDEN_MAX_TOKENS) {

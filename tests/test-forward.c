@@ -39,10 +39,17 @@ struct model_case {
  * off-by-one window) moves logits by whole units and fails, and the greedy
  * tokens must match exactly in every case.
  */
-static double tolerance_for(const char *name)
+static double tolerance_for(const char *name, bool has_long)
 {
     if (!strcmp(name, "default"))
         return 1.6;
+    /* The families with long-position records have sharp attention (q/k gain 3:
+     * score std ~8), which turns llama.cpp's F16 rounding of q into softmax
+     * weight changes: measured max 0.031 F32, 0.82 Q4_K_M (long records).
+     * Without Llama 3's rope_freqs or Phi-3's LongRoPE factors the F32 files
+     * are off by 5.4 and 13.8 (measured), so this still sees any RoPE error. */
+    if (has_long)
+        return strstr(name, "f32") ? 0.05 : 1.2;
     if (strstr(name, "f32"))
         return 0.005;
     if (strstr(name, "f16"))
@@ -76,18 +83,30 @@ static void run_case(void **state)
     sp.n_ctx = 256;
     sp.n_batch = 7; /* odd: prompts are evaluated in several chunks */
     sp.n_threads = 2;
-    infer_session *s;
-    assert_int_equal(infer_session_new(&s, m, &sp), INFER_OK);
+    infer_session *s = NULL;
     const int n_vocab = infer_model_n_vocab(m);
-    const double tol = tolerance_for(mc->name);
+    const double tol = tolerance_for(mc->name, gd.long_ctx > 0);
     double max_err = 0.0;
+    int cur_ctx = 0;
     for (int pi = 0; pi < gd.n_prompts; pi++) {
         const struct golden_prompt *p = &gd.prompts[pi];
-        int32_t toks[GOLDEN_MAX_TOKENS + GOLDEN_MAX_STEPS];
-        int64_t n = infer_model_tokenize(m, p->text, strlen(p->text), true, false, toks, GOLDEN_MAX_TOKENS);
-        assert_int_equal(n, p->n_tokens);
-        for (int i = 0; i < n; i++)
-            assert_int_equal(toks[i], p->tokens[i]);
+        /* long records run in a session of the reference's context (LongRoPE
+         * picks its factors by it), in batches of 64 */
+        const int want_ctx = p->is_long ? gd.long_ctx : 256;
+        if (want_ctx != cur_ctx) {
+            infer_session_free(s);
+            sp.n_ctx = want_ctx;
+            sp.n_batch = p->is_long ? 64 : 7;
+            assert_int_equal(infer_session_new(&s, m, &sp), INFER_OK);
+            cur_ctx = want_ctx;
+        }
+        if (!p->is_long) {
+            int32_t toks[GOLDEN_MAX_TOKENS];
+            int64_t n = infer_model_tokenize(m, p->text, strlen(p->text), true, false, toks, GOLDEN_MAX_TOKENS);
+            assert_int_equal(n, p->n_tokens);
+            for (int i = 0; i < n; i++)
+                assert_int_equal(toks[i], p->tokens[i]);
+        }
         infer_session_truncate(s, 0);
         assert_int_equal(infer_session_set_tokens(s, p->tokens, p->n_tokens, NULL), INFER_OK);
         int steps = p->n_steps < mc->n_steps ? p->n_steps : mc->n_steps;
@@ -104,8 +123,9 @@ static void run_case(void **state)
                 if (e > max_err)
                     max_err = e;
                 if (e > tol)
-                    fail_msg("%s prompt %d step %d: logit of token %d is %.5f, llama.cpp %.5f (tolerance %.3f)",
-                             mc->name, pi, k, g->top_id[j], l[g->top_id[j]], g->top_logit[j], tol);
+                    fail_msg("%s %s %d step %d: logit of token %d is %.5f, llama.cpp %.5f (tolerance %.3f)",
+                             mc->name, p->is_long ? "long record" : "prompt", pi, k, g->top_id[j],
+                             l[g->top_id[j]], g->top_logit[j], tol);
             }
             if (best != g->chosen)
                 fail_msg("%s prompt %d step %d: greedy token %d (logit %.5f), llama.cpp chose %d (our logit %.5f)",

@@ -27,6 +27,7 @@ static const struct arch_row {
     bool multipliers;   /* embedding/residual/attention/logit scales (granite) */
     int nope_every;     /* no RoPE on every n-th layer (smollm3) */
     bool mistral3;      /* YaRN beta keys, log multiplier, attention temperature */
+    bool tied;          /* the output projection is always token_embd (gemma2) */
 } arch_rows[] = {
     [ARCH_LLAMA] = {"llama"},
     [ARCH_QWEN2] = {"qwen2", .neox = true, .qkv_bias = true},
@@ -35,7 +36,7 @@ static const struct arch_row {
     [ARCH_QWEN3] = {"qwen3", .neox = true, .qk_norm = true},
     [ARCH_PHI3] = {"phi3", .neox = true},
     [ARCH_GEMMA2] = {"gemma2", .neox = true, .post_norms = true, .gemma_embd = true, .gelu = true, .swa_pattern = 2,
-                     .softcaps = true},
+                     .softcaps = true, .tied = true},
     [ARCH_GRANITE] = {"granite", .multipliers = true},
     [ARCH_SMOLLM3] = {"smollm3", .nope_every = 4},
     [ARCH_MISTRAL3] = {"mistral3", .mistral3 = true},
@@ -450,7 +451,7 @@ infer_status model_bind(struct infer_model *m, infer_gguf *g)
         return st;
     if ((st = bind_vec(m, "output_norm.weight", c->n_embd, true, &m->w.output_norm)))
         return st;
-    if ((st = bind_mat(g, "output.weight", c->n_embd, c->n_vocab, false, &m->w.output)))
+    if (!arch_rows[c->arch].tied && (st = bind_mat(g, "output.weight", c->n_embd, c->n_vocab, false, &m->w.output)))
         return st;
     if (!m->w.output.data)
         m->w.output = m->w.tok_embd; /* tied embeddings */
