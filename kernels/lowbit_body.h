@@ -29,8 +29,8 @@
  *   QV_HBIT4(hm, c)     4 where the Q3_K hmask bit of the element is set
  *   QV_IQ4(qs, c)       the codebook values of chunk c of an IQ4_XS block
  *   QV_OR(a, b)
- *   QV_SCALE(sc, c)     chunk c's scale operand from sc[16] (int16, one per
- *                       group of 16)
+ *   QV_SCALES(sc, s)    the scale operands s[c] of every chunk from sc[16]
+ *                       (int8, one per group of 16)
  *   QV_DOTU(acc, u, a, s)  acc + the lanes of sum_g s_g sum u_i a_i, for
  *                       weights u in 0..7 and activations a in -127..127
  *   QV_DOTS(acc, q, a, s)  the same for weights q in -127..127
@@ -47,8 +47,8 @@
 struct lb_block {
     qv q[LB_NC];        /* quants (Q3_K: + 4) */
     qscl s[LB_NC];      /* scale operand per chunk */
-    int16_t sc[16];     /* group scales */
-    int16_t m[16];      /* Q2_K: group minimums */
+    int8_t sc[16];      /* group scales */
+    int8_t m[16];       /* Q2_K: group minimums */
     float d, dmin;
 };
 
@@ -58,13 +58,29 @@ LB_INLINE size_t lb_bytes(const int type)
                                                                                : sizeof(block_iq4_xs);
 }
 
+/* Q3_K's scales minus 32 (q3_K_scales in quants.h), four per 32-bit word
+ * as bytes: this file is for little-endian hosts (x86-64, aarch64). */
+LB_INLINE void lb_q3_scales(const uint8_t *scales, int8_t sc[16])
+{
+    uint32_t a[3], w[4];
+    memcpy(a, scales, 12);
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    w[0] = (a[0] & m4) | (a[2] & m2) << 4;
+    w[1] = (a[1] & m4) | ((a[2] >> 2) & m2) << 4;
+    w[2] = ((a[0] >> 4) & m4) | ((a[2] >> 4) & m2) << 4;
+    w[3] = ((a[1] >> 4) & m4) | ((a[2] >> 6) & m2) << 4;
+    memcpy(sc, w, 16);
+    for (int j = 0; j < 16; j++)
+        sc[j] = (int8_t)(sc[j] - 32);
+}
+
 LB_INLINE void lb_load(const int type, struct lb_block *k, const uint8_t *blk)
 {
     if (type == GGML_TYPE_Q2_K) {
         const block_q2_K *x = (const block_q2_K *)blk;
         for (int g = 0; g < 16; g++) {
-            k->sc[g] = (int16_t)(x->scales[g] & 0xF);
-            k->m[g] = (int16_t)(x->scales[g] >> 4);
+            k->sc[g] = (int8_t)(x->scales[g] & 0xF);
+            k->m[g] = (int8_t)(x->scales[g] >> 4);
         }
         LB_UNROLL
         for (int c = 0; c < LB_NC; c++)
@@ -73,29 +89,30 @@ LB_INLINE void lb_load(const int type, struct lb_block *k, const uint8_t *blk)
         k->dmin = QV_H2F(x->dmin);
     } else if (type == GGML_TYPE_Q3_K) {
         const block_q3_K *x = (const block_q3_K *)blk;
-        q3_K_scales(x->scales, k->sc);
+        lb_q3_scales(x->scales, k->sc);
         LB_UNROLL
         for (int c = 0; c < LB_NC; c++)
             k->q[c] = QV_OR(QV_CRUMBS(x->qs, c), QV_HBIT4(x->hmask, c));
         k->d = QV_H2F(x->d);
         k->dmin = 0.0f;
-    } else {
+    } else { /* sub-block j's scale (iq4_xs_scale) for groups 2j, 2j+1 */
         const block_iq4_xs *x = (const block_iq4_xs *)blk;
+        const uint32_t h = x->scales_h;
+        LB_UNROLL
         for (int j = 0; j < QK_K / 32; j++)
-            k->sc[2 * j] = k->sc[2 * j + 1] = (int16_t)iq4_xs_scale(x, j);
+            k->sc[2 * j] = k->sc[2 * j + 1] =
+                (int8_t)((((x->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | ((h >> (2 * j)) & 3) << 4) - 32);
         LB_UNROLL
         for (int c = 0; c < LB_NC; c++)
             k->q[c] = QV_IQ4(x->qs, c);
         k->d = QV_H2F(x->d);
         k->dmin = 0.0f;
     }
-    LB_UNROLL
-    for (int c = 0; c < LB_NC; c++)
-        k->s[c] = QV_SCALE(k->sc, c);
+    QV_SCALES(k->sc, k->s);
 }
 
 /* sum_g bsums_g * v_g */
-LB_INLINE int lb_bsum_dot(const int16_t *bsums, const int16_t *v)
+LB_INLINE int lb_bsum_dot(const int16_t *bsums, const int8_t *v)
 {
     int s = 0;
     for (int g = 0; g < 16; g++)

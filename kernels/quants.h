@@ -291,14 +291,23 @@ static const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -1
 
 /* The sixteen 6-bit scales of a Q3_K block, minus 32: scale j's low four
  * bits are the low (j < 8) or high nibble of scales[j % 8], its top two
- * bits are bits 2(j/4), 2(j/4)+1 of scales[8 + j % 4]. */
+ * bits are bits 2(j/4), 2(j/4)+1 of scales[8 + j % 4].  Four scales at a
+ * time in the bytes of 32-bit words (byte k of word i is scale 4i + k). */
 static inline void q3_K_scales(const uint8_t scales[12], int16_t sc[16])
 {
-    for (int j = 0; j < 16; j++) {
-        const int lo = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
-        const int hi = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-        sc[j] = (int16_t)((lo | hi << 4) - 32);
-    }
+    uint32_t a[3];
+    for (int i = 0; i < 3; i++)
+        a[i] = (uint32_t)scales[4 * i] | (uint32_t)scales[4 * i + 1] << 8 | (uint32_t)scales[4 * i + 2] << 16 |
+               (uint32_t)scales[4 * i + 3] << 24;
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    const uint32_t w[4] = {
+        (a[0] & m4) | (a[2] & m2) << 4,
+        (a[1] & m4) | ((a[2] >> 2) & m2) << 4,
+        ((a[0] >> 4) & m4) | ((a[2] >> 4) & m2) << 4,
+        ((a[1] >> 4) & m4) | ((a[2] >> 6) & m2) << 4,
+    };
+    for (int j = 0; j < 16; j++)
+        sc[j] = (int16_t)((int)((w[j / 4] >> (8 * (j % 4))) & 0xFF) - 32);
 }
 
 /* The 6-bit scale of sub-block j (0..7) of an IQ4_XS block, minus 32: the

@@ -179,7 +179,18 @@ INLINE __m256i qv_iq4(const uint8_t *qs, int c)
 }
 #define QV_IQ4(qs, c) qv_iq4(qs, c)
 
-#define QV_SCALE(sc, c) _mm256_set_m128i(_mm_set1_epi16((sc)[2 * (c) + 1]), _mm_set1_epi16((sc)[2 * (c)]))
+/* chunk c: group 2c's scale in the low lane, 2c+1's in the high lane */
+INLINE void qv_scales(const int8_t *sc, __m256i *s)
+{
+    const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    const __m256i lo = _mm256_permute4x64_epi64(v, 0x44), hi = _mm256_permute4x64_epi64(v, 0xEE);
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        s[c] = _mm256_shuffle_epi8(lo, lmask(mask_pair[c]));
+        s[c + 4] = _mm256_shuffle_epi8(hi, lmask(mask_pair[c]));
+    }
+}
+#define QV_SCALES(sc, s) qv_scales(sc, s)
 #define QV_DOTU(acc, u, a, s) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), s))
 #define QV_DOTS(acc, q, a, s)                                                                                 \
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(a, q)), s))

@@ -584,15 +584,22 @@ INLINE __m512i qv_iq4(const uint8_t *qs, int c)
 #define QV_IQ4(qs, c) qv_iq4(qs, c)
 
 /* group 4c + k in 128-bit lane k */
-INLINE __m512i qv_scale(const int16_t *sc, int c)
+INLINE __m512i qv_scale(__m256i sc, int c)
 {
     const __m512i idx = _mm512_add_epi16(_mm512_set1_epi16((short)(4 * c)),
                                          _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(
                                                                 _mm_set1_epi16(1), _mm_setzero_si128())),
                                                             _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(2)), 1));
-    return _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)sc)));
+    return _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(sc));
 }
-#define QV_SCALE(sc, c) qv_scale(sc, c)
+INLINE void qv_scales(const int8_t *sc, __m512i *s)
+{
+    const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    UNROLL
+    for (int c = 0; c < 4; c++)
+        s[c] = qv_scale(v, c);
+}
+#define QV_SCALES(sc, s) qv_scales(sc, s)
 #define QV_DOTU(acc, u, a, s) _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, a), s)
 /* no vpsignb on 512 bits: a negated where q < 0 */
 #define QV_DOTS(acc, q, a, s)                                                                                 \
