@@ -5,7 +5,8 @@
  * Compiled with -mavx2 -mfma -mf16c -ffp-contract=off (Makefile.am); nothing
  * here runs unless dispatch.c found those instructions.
  *
- * Integer types (Q4_0, Q5_0, Q8_0 x Q8_0; Q4_K, Q5_K, Q6_K x Q8_K): the
+ * Integer types (Q4_0, Q5_0, Q8_0, IQ4_NL x Q8_0; Q4_K, Q5_K, Q6_K x Q8_K;
+ * Q2_K, Q3_K, IQ4_XS x Q8_K through lowbit_body.h): the
  * integer sum of each block (32 elements) or super-block (256) is computed
  * exactly with maddubs/madd, reduced to one integer per (row, token), and
  * then scaled and added in float in exactly the reference's order
