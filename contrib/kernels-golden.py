@@ -18,6 +18,10 @@ Cases:
     *-rand               random but valid blocks (any bits, finite fp16 scales)
                          for every block type, including the K-quants, which
                          gguf-py cannot quantize
+    q2_k-rand q3_k-rand iq4_nl-rand iq4_xs-rand
+                         the same for the types added later, from a second
+                         random stream (so the files above stay as they were)
+                         and with odd block counts (5 super-blocks, 37 blocks)
     *-model              rows of the default model (Q4_K, Q6_K, Q5_0, Q8_0),
                          written only when the model file is present
 
@@ -41,11 +45,13 @@ SRCDIR = os.path.dirname(HERE)
 LAYOUT = {
     T.Q4_0: (18, 32), T.Q4_1: (20, 32), T.Q5_0: (22, 32), T.Q5_1: (24, 32), T.Q8_0: (34, 32),
     T.Q4_K: (144, 256), T.Q5_K: (176, 256), T.Q6_K: (210, 256),
+    T.Q2_K: (84, 256), T.Q3_K: (110, 256), T.IQ4_NL: (18, 32), T.IQ4_XS: (136, 256),
 }
 # byte offsets of the fp16 scale fields inside a block (kept finite)
 HALF_FIELDS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
     T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
+    T.Q2_K: [80, 82], T.Q3_K: [108], T.IQ4_NL: [0], T.IQ4_XS: [0],
 }
 
 
@@ -114,6 +120,12 @@ def main():
                      ("q8_0", T.Q8_0), ("q4_k", T.Q4_K), ("q5_k", T.Q5_K), ("q6_k", T.Q6_K)]:
         size, elems = LAYOUT[qt]
         b = random_blocks(rng, qt, 1024 // elems)
+        write(args.out, name + "-rand", b, dequantize(b.reshape(-1), qt))
+
+    rng2 = np.random.default_rng(args.seed + 1)
+    for name, qt, n_blocks in [("q2_k", T.Q2_K, 5), ("q3_k", T.Q3_K, 5), ("iq4_nl", T.IQ4_NL, 37),
+                               ("iq4_xs", T.IQ4_XS, 5)]:
+        b = random_blocks(rng2, qt, n_blocks)
         write(args.out, name + "-rand", b, dequantize(b.reshape(-1), qt))
 
     if os.path.exists(args.model):

@@ -48,6 +48,12 @@
                 TYPE_OPS(Q8_0, dequantize_row_q8_0_ref, quantize_row_q8_0_ref, vec_dot_q8_0_q8_0_ref,           \
                          gemm_q8_0_ref, Q8_0),                                                                  \
                 TYPE_OPS(Q8_1, dequantize_row_q8_1_ref, quantize_row_q8_1_ref, NULL, NULL, Q8_1),               \
+                TYPE_OPS(IQ4_NL, dequantize_row_iq4_nl_ref, NULL, vec_dot_iq4_nl_q8_0_ref, gemm_iq4_nl_ref,    \
+                         Q8_0),                                                                                 \
+                TYPE_OPS(Q2_K, dequantize_row_q2_K_ref, NULL, vec_dot_q2_K_q8_K_ref, gemm_q2_K_ref, Q8_K),      \
+                TYPE_OPS(Q3_K, dequantize_row_q3_K_ref, NULL, vec_dot_q3_K_q8_K_ref, gemm_q3_K_ref, Q8_K),      \
+                TYPE_OPS(IQ4_XS, dequantize_row_iq4_xs_ref, NULL, vec_dot_iq4_xs_q8_K_ref, gemm_iq4_xs_ref,    \
+                         Q8_K),                                                                                 \
                 TYPE_OPS(Q4_K, dequantize_row_q4_K_ref, NULL, vec_dot_q4_K_q8_K_ref, gemm_q4_K_ref, Q8_K),      \
                 TYPE_OPS(Q5_K, dequantize_row_q5_K_ref, NULL, vec_dot_q5_K_q8_K_ref, gemm_q5_K_ref, Q8_K),      \
                 TYPE_OPS(Q6_K, dequantize_row_q6_K_ref, NULL, vec_dot_q6_K_q8_K_ref, gemm_q6_K_ref, Q8_K),      \

@@ -80,6 +80,10 @@ GEMM_REF(q8_0, vec_dot_q8_0_q8_0_ref)
 GEMM_REF(q4_K, vec_dot_q4_K_q8_K_ref)
 GEMM_REF(q5_K, vec_dot_q5_K_q8_K_ref)
 GEMM_REF(q6_K, vec_dot_q6_K_q8_K_ref)
+GEMM_REF(iq4_nl, vec_dot_iq4_nl_q8_0_ref)
+GEMM_REF(q2_K, vec_dot_q2_K_q8_K_ref)
+GEMM_REF(q3_K, vec_dot_q3_K_q8_K_ref)
+GEMM_REF(iq4_xs, vec_dot_iq4_xs_q8_K_ref)
 
 /* A group of four rows in the x4 layout, one block at a time: the reference
  * vec_dot of a single block is exactly that block's term (0 + term), and

@@ -72,6 +72,12 @@ void gemm_q8_0_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t
 void gemm_q4_K_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
 void gemm_q5_K_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
 void gemm_q6_K_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_iq4_nl_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                     int nt);
+void gemm_q2_K_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q3_K_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_iq4_xs_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                     int nt);
 /* The x4 layouts (repack.h): w is a group of four rows. */
 void gemm_q4_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
 void gemm_q5_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,

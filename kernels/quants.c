@@ -654,3 +654,161 @@ float vec_dot_q6_K_q8_K_ref(int64_t n, const void *w, const void *a)
     }
     return sumf;
 }
+
+/* ============================ Q2_K / Q3_K ============================ */
+
+/* The 2-bit field of element e of a Q2_K/Q3_K block (see quants.h). */
+static inline int crumb(const uint8_t *qs, int e)
+{
+    return (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+}
+
+/* Q3_K's quant of element e: the 2-bit field, minus 4 where the hmask bit
+ * is clear (-4..3). */
+static inline int q3_K_quant(const block_q3_K *x, int e)
+{
+    return crumb(x->qs, e) - ((x->hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4);
+}
+
+void dequantize_row_q2_K_ref(const void *src, float *dst, int64_t n)
+{
+    const block_q2_K *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, dst += QK_K) {
+        const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
+        for (int j = 0; j < QK_K / 16; j++) {
+            const float dl = d * (float)(x[b].scales[j] & 0xF), ml = dmin * (float)(x[b].scales[j] >> 4);
+            for (int l = 0; l < 16; l++)
+                dst[16 * j + l] = dl * (float)crumb(x[b].qs, 16 * j + l) - ml;
+        }
+    }
+}
+
+void dequantize_row_q3_K_ref(const void *src, float *dst, int64_t n)
+{
+    const block_q3_K *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, dst += QK_K) {
+        const float d = h2f(x[b].d);
+        int16_t sc[16];
+        q3_K_scales(x[b].scales, sc);
+        for (int j = 0; j < QK_K / 16; j++) {
+            const float dl = d * (float)sc[j];
+            for (int l = 0; l < 16; l++)
+                dst[16 * j + l] = dl * (float)q3_K_quant(&x[b], 16 * j + l);
+        }
+    }
+}
+
+/* Per super-block, exact integers as for the other K-quants:
+ *   Q2_K  isum = sum_j (sc_j & 15) * sum_{i in j} q_i p_i,
+ *         summ = sum_j (sc_j >> 4) * bsums_j   (sub-blocks of 16 = bsums)
+ *         sumf += (d_x d_y) isum;  sumf -= (dmin_x d_y) summ
+ *   Q3_K  isum = sum_j (s_j - 32) * sum_{i in j} q_i p_i;  sumf += (d_x d_y) isum
+ * (ggml's generic Q2_K adds d_y d_x isum - d_y dmin_x summ as one term and
+ * its Q3_K spreads isum over 8 float lanes: rounding differences only.) */
+float vec_dot_q2_K_q8_K_ref(int64_t n, const void *w, const void *a)
+{
+    const block_q2_K *x = w;
+    const block_q8_K *y = a;
+    float sumf = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int isum = 0, summ = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++)
+                s += crumb(x[b].qs, 16 * j + l) * y[b].qs[16 * j + l];
+            isum += (x[b].scales[j] & 0xF) * s;
+            summ += (x[b].scales[j] >> 4) * y[b].bsums[j];
+        }
+        sumf += (h2f(x[b].d) * y[b].d) * (float)isum;
+        sumf -= (h2f(x[b].dmin) * y[b].d) * (float)summ;
+    }
+    return sumf;
+}
+
+float vec_dot_q3_K_q8_K_ref(int64_t n, const void *w, const void *a)
+{
+    const block_q3_K *x = w;
+    const block_q8_K *y = a;
+    float sumf = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int16_t sc[16];
+        q3_K_scales(x[b].scales, sc);
+        int isum = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++)
+                s += q3_K_quant(&x[b], 16 * j + l) * y[b].qs[16 * j + l];
+            isum += sc[j] * s;
+        }
+        sumf += (h2f(x[b].d) * y[b].d) * (float)isum;
+    }
+    return sumf;
+}
+
+/* ========================== IQ4_NL / IQ4_XS ========================== */
+
+void dequantize_row_iq4_nl_ref(const void *src, float *dst, int64_t n)
+{
+    const block_iq4_nl *x = src;
+    for (int64_t b = 0; b < n / QK4_NL; b++, dst += QK4_NL) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < QK4_NL / 2; j++) {
+            dst[j] = d * (float)kvalues_iq4nl[x[b].qs[j] & 0xF];
+            dst[j + QK4_NL / 2] = d * (float)kvalues_iq4nl[x[b].qs[j] >> 4];
+        }
+    }
+}
+
+/* Sum over one 32-element group of codebook values (nibbles in qs[0..15] as
+ * IQ4_NL) times activations. */
+static inline int iq4_dot32(const uint8_t *qs, const int8_t *p)
+{
+    int s = 0;
+    for (int j = 0; j < 16; j++)
+        s += kvalues_iq4nl[qs[j] & 0xF] * p[j] + kvalues_iq4nl[qs[j] >> 4] * p[j + 16];
+    return s;
+}
+
+/* As ggml: sumf += (d_x d_y) * sumi per block. */
+float vec_dot_iq4_nl_q8_0_ref(int64_t n, const void *w, const void *a)
+{
+    const block_iq4_nl *x = w;
+    const block_q8_0 *y = a;
+    float sumf = 0.0f;
+    for (int64_t b = 0; b < n / QK4_NL; b++)
+        sumf += (h2f(x[b].d) * h2f(y[b].d)) * (float)iq4_dot32(x[b].qs, y[b].qs);
+    return sumf;
+}
+
+void dequantize_row_iq4_xs_ref(const void *src, float *dst, int64_t n)
+{
+    const block_iq4_xs *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < QK_K / 32; j++, dst += 32) {
+            const float dl = d * (float)iq4_xs_scale(&x[b], j);
+            const uint8_t *qs = x[b].qs + 16 * j;
+            for (int l = 0; l < 16; l++) {
+                dst[l] = dl * (float)kvalues_iq4nl[qs[l] & 0xF];
+                dst[l + 16] = dl * (float)kvalues_iq4nl[qs[l] >> 4];
+            }
+        }
+    }
+}
+
+/* isum = sum_j (s_j - 32) * (sub-block j's codebook dot), exact (|isum| <
+ * 8 * 32 * 32 * 127 * 127 < 2^31); sumf += (d_x d_y) isum.  (ggml's generic
+ * code adds one float term per sub-block instead.) */
+float vec_dot_iq4_xs_q8_K_ref(int64_t n, const void *w, const void *a)
+{
+    const block_iq4_xs *x = w;
+    const block_q8_K *y = a;
+    float sumf = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int isum = 0;
+        for (int j = 0; j < QK_K / 32; j++)
+            isum += iq4_xs_scale(&x[b], j) * iq4_dot32(x[b].qs + 16 * j, y[b].qs + 32 * j);
+        sumf += (h2f(x[b].d) * y[b].d) * (float)isum;
+    }
+    return sumf;
+}

@@ -22,7 +22,9 @@
  *   Q4_0, Q5_0, Q8_0            Q8_0
  *   Q4_1, Q5_1                  Q8_1  (as ggml: the block sum s = d*sum(q)
  *                                      folds the weight minimum in exactly)
- *   Q4_K, Q5_K, Q6_K            Q8_K
+ *   IQ4_NL                      Q8_0
+ *   Q2_K, Q3_K, Q4_K, Q5_K,     Q8_K
+ *   Q6_K, IQ4_XS
  *
  * Every function takes n = number of elements, a multiple of the type's block
  * size (checked by the callers in matmul.c; the kernels themselves assume it).
@@ -45,6 +47,7 @@
 #define QK5_1 32
 #define QK8_0 32
 #define QK8_1 32
+#define QK4_NL 32
 
 typedef uint16_t ggml_half; /* IEEE binary16 bits */
 
@@ -120,6 +123,43 @@ typedef struct {
     ggml_half d;
 } block_q6_K;
 
+/* 2-bit K-quant super-block of 16 sub-blocks of 16: x = d*(sc&15)*q -
+ * dmin*(sc>>4) with sc = scales[j] for sub-block j = element/16.  Element
+ * 128h + 32k + l (h < 2, k < 4, l < 32) is bits 2k, 2k+1 of qs[32h + l]. */
+typedef struct {
+    uint8_t scales[QK_K / 16];
+    uint8_t qs[QK_K / 4];
+    ggml_half d;
+    ggml_half dmin;
+} block_q2_K;
+
+/* 3-bit K-quant, 16 sub-blocks of 16: x = d * (s_j - 32) * q, q in -4..3:
+ * the low two bits as Q2_K's qs, minus 4 where bit k (element 32k + l, k <
+ * 8) of hmask[l] is clear; the 6-bit s_j packed in scales[12] (q3_K_scales). */
+typedef struct {
+    uint8_t hmask[QK_K / 8];
+    uint8_t qs[QK_K / 4];
+    uint8_t scales[12];
+    ggml_half d;
+} block_q3_K;
+
+/* Non-linear 4-bit, scale only: x = d * kvalues_iq4nl[nibble], nibbles as
+ * Q4_0 (qs[j]: element j low, element j+16 high). */
+typedef struct {
+    ggml_half d;
+    uint8_t qs[QK4_NL / 2];
+} block_iq4_nl;
+
+/* IQ4_NL's codebook in super-blocks of 8 sub-blocks of 32 with 6-bit scales
+ * (iq4_xs_scale): x = d * (s_j - 32) * kvalues_iq4nl[nibble]; sub-block j's
+ * nibbles are qs[16j .. 16j+15] laid out as IQ4_NL's. */
+typedef struct {
+    ggml_half d;
+    uint16_t scales_h;
+    uint8_t scales_l[QK_K / 64];
+    uint8_t qs[QK_K / 2];
+} block_iq4_xs;
+
 /* 8-bit activation super-block for K-quant dots (float scale); bsums[j] is
  * the sum of qs[16j..16j+15]. */
 typedef struct {
@@ -134,6 +174,10 @@ _Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");
 _Static_assert(sizeof(block_q5_1) == 24, "block_q5_1 size");
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 size");
 _Static_assert(sizeof(block_q8_1) == 36, "block_q8_1 size");
+_Static_assert(sizeof(block_q2_K) == 84, "block_q2_K size");
+_Static_assert(sizeof(block_q3_K) == 110, "block_q3_K size");
+_Static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl size");
+_Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
 _Static_assert(sizeof(block_q4_K) == 144, "block_q4_K size");
 _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K size");
 _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
@@ -158,6 +202,10 @@ void dequantize_row_q5_0_ref(const void *src, float *dst, int64_t n);
 void dequantize_row_q5_1_ref(const void *src, float *dst, int64_t n);
 void dequantize_row_q8_0_ref(const void *src, float *dst, int64_t n);
 void dequantize_row_q8_1_ref(const void *src, float *dst, int64_t n);
+void dequantize_row_q2_K_ref(const void *src, float *dst, int64_t n);
+void dequantize_row_q3_K_ref(const void *src, float *dst, int64_t n);
+void dequantize_row_iq4_nl_ref(const void *src, float *dst, int64_t n);
+void dequantize_row_iq4_xs_ref(const void *src, float *dst, int64_t n);
 void dequantize_row_q4_K_ref(const void *src, float *dst, int64_t n);
 void dequantize_row_q5_K_ref(const void *src, float *dst, int64_t n);
 void dequantize_row_q6_K_ref(const void *src, float *dst, int64_t n);
@@ -190,6 +238,10 @@ float vec_dot_q4_1_q8_1_ref(int64_t n, const void *w, const void *a);
 float vec_dot_q5_0_q8_0_ref(int64_t n, const void *w, const void *a);
 float vec_dot_q5_1_q8_1_ref(int64_t n, const void *w, const void *a);
 float vec_dot_q8_0_q8_0_ref(int64_t n, const void *w, const void *a);
+float vec_dot_iq4_nl_q8_0_ref(int64_t n, const void *w, const void *a);
+float vec_dot_q2_K_q8_K_ref(int64_t n, const void *w, const void *a);
+float vec_dot_q3_K_q8_K_ref(int64_t n, const void *w, const void *a);
+float vec_dot_iq4_xs_q8_K_ref(int64_t n, const void *w, const void *a);
 float vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a);
 float vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a);
 float vec_dot_q6_K_q8_K_ref(int64_t n, const void *w, const void *a);
@@ -231,6 +283,41 @@ static inline void k_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_
         *sc = (uint8_t)((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
         *m = (uint8_t)((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
     }
+}
+
+/* ggml's non-linear 4-bit codebook of IQ4_NL and IQ4_XS. */
+static const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                         1,    13,   25,  38,  53,  69,  89,  113};
+
+/* The sixteen 6-bit scales of a Q3_K block, minus 32: scale j's low four
+ * bits are the low (j < 8) or high nibble of scales[j % 8], its top two
+ * bits are bits 2(j/4), 2(j/4)+1 of scales[8 + j % 4].  Four scales at a
+ * time in the bytes of 32-bit words (byte k of word i is scale 4i + k). */
+static inline void q3_K_scales(const uint8_t scales[12], int16_t sc[16])
+{
+    uint32_t a[3];
+    for (int i = 0; i < 3; i++)
+        a[i] = (uint32_t)scales[4 * i] | (uint32_t)scales[4 * i + 1] << 8 | (uint32_t)scales[4 * i + 2] << 16 |
+               (uint32_t)scales[4 * i + 3] << 24;
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    const uint32_t w[4] = {
+        (a[0] & m4) | (a[2] & m2) << 4,
+        (a[1] & m4) | ((a[2] >> 2) & m2) << 4,
+        ((a[0] >> 4) & m4) | ((a[2] >> 4) & m2) << 4,
+        ((a[1] >> 4) & m4) | ((a[2] >> 6) & m2) << 4,
+    };
+    for (int j = 0; j < 16; j++)
+        sc[j] = (int16_t)((int)((w[j / 4] >> (8 * (j % 4))) & 0xFF) - 32);
+}
+
+/* The 6-bit scale of sub-block j (0..7) of an IQ4_XS block, minus 32: the
+ * low four bits are nibble j % 2 of scales_l[j / 2], the top two bits 2j,
+ * 2j+1 of scales_h. */
+static inline int iq4_xs_scale(const block_iq4_xs *x, int j)
+{
+    const int lo = (x->scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
+    const int hi = (x->scales_h >> (2 * j)) & 3;
+    return (lo | hi << 4) - 32;
 }
 
 #endif

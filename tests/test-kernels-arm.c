@@ -82,7 +82,10 @@ static int half_fields(uint32_t type, int off[2])
 {
     off[0] = off[1] = -1;
     switch (type) {
-    case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: off[0] = 0; return 1;
+    case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS:
+        off[0] = 0; return 1;
+    case GGML_TYPE_Q2_K: off[0] = 80, off[1] = 82; return 2;
+    case GGML_TYPE_Q3_K: off[0] = 108; return 1;
     case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q8_1:
         off[0] = 0, off[1] = 2; return 2;
     case GGML_TYPE_Q6_K: off[0] = 208; return 1;
@@ -131,6 +134,7 @@ static void random_floats(float *x, int64_t n)
 static const uint32_t quant_types[] = {
     GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
     GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+    GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
 };
 #define N_QUANT_TYPES (sizeof(quant_types) / sizeof(quant_types[0]))
 
@@ -235,8 +239,9 @@ static void test_quant_dots_extremes(void **state)
         for (int g = 0; g < QK_K / 16; g++)
             ak[b].bsums[g] = (int16_t)(16 * ak[b].qs[0]);
     }
-    static const uint32_t kt[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
-    for (size_t k = 0; k < 3; k++) {
+    static const uint32_t kt[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+                                  GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_IQ4_XS};
+    for (size_t k = 0; k < sizeof(kt) / sizeof(kt[0]); k++) {
         uint8_t w[2 * 210 + 64] __attribute__((aligned(16)));
         memset(w, 0xff, sizeof(w));
         const size_t ts = ggml_type_traits_get(kt[k])->type_size;

@@ -113,9 +113,12 @@ static void random_rows(uint32_t type, uint8_t *dst, int64_t n_rows, int64_t n)
         dst[i] = (uint8_t)rng_u64();
     int off[2] = {-1, -1};
     switch (type) {
-    case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: off[0] = 0; break;
+    case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS:
+        off[0] = 0; break;
     case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: off[0] = 0, off[1] = 2; break;
     case GGML_TYPE_Q6_K: off[0] = 208; break;
+    case GGML_TYPE_Q2_K: off[0] = 80, off[1] = 82; break;
+    case GGML_TYPE_Q3_K: off[0] = 108; break;
     default: fail_msg("random_rows: type %u", type);
     }
     const int64_t nb = n_rows * (n / t->block_size);
@@ -135,7 +138,8 @@ static size_t misalign(uint32_t type) { return type == GGML_TYPE_F32 ? 4 : 2; }
 
 static const uint32_t weight_types[] = {
     GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
-    GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+    GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_Q2_K,
+    GGML_TYPE_Q3_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
 };
 #define N_WEIGHT_TYPES (sizeof(weight_types) / sizeof(weight_types[0]))
 

@@ -98,10 +98,13 @@ static void random_blocks(uint32_t type, void *dst, int64_t n)
         p[i] = (uint8_t)rng_u64();
     int half_off[2] = {-1, -1};
     switch (type) {
-    case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: half_off[0] = 0; break;
+    case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS:
+        half_off[0] = 0; break;
     case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
         half_off[0] = 0, half_off[1] = 2; break;
     case GGML_TYPE_Q6_K: half_off[0] = 208; break;
+    case GGML_TYPE_Q2_K: half_off[0] = 80, half_off[1] = 82; break;
+    case GGML_TYPE_Q3_K: half_off[0] = 108; break;
     default: fail_msg("random_blocks: type %u", type);
     }
     for (int64_t b = 0; b < nb; b++) {
@@ -153,7 +156,8 @@ static double act_tolerance(uint32_t act_type)
 
 static const uint32_t weight_types[] = {
     GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
-    GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+    GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_Q2_K,
+    GGML_TYPE_Q3_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
 };
 #define N_WEIGHT_TYPES (sizeof(weight_types) / sizeof(weight_types[0]))
 
@@ -173,7 +177,8 @@ static const struct golden goldens[] = {
     {"q5_0-rand", GGML_TYPE_Q5_0},   {"q5_1-rand", GGML_TYPE_Q5_1},   {"q8_0-rand", GGML_TYPE_Q8_0},
     {"q4_k-rand", GGML_TYPE_Q4_K},   {"q5_k-rand", GGML_TYPE_Q5_K},   {"q6_k-rand", GGML_TYPE_Q6_K},
     {"q4_k-model", GGML_TYPE_Q4_K},  {"q6_k-model", GGML_TYPE_Q6_K},  {"q5_0-model", GGML_TYPE_Q5_0},
-    {"q8_0-model", GGML_TYPE_Q8_0},
+    {"q8_0-model", GGML_TYPE_Q8_0},  {"q2_k-rand", GGML_TYPE_Q2_K},   {"q3_k-rand", GGML_TYPE_Q3_K},
+    {"iq4_nl-rand", GGML_TYPE_IQ4_NL}, {"iq4_xs-rand", GGML_TYPE_IQ4_XS},
 };
 
 /* Dequantization is bit-exact with gguf-py: both do the same float
@@ -414,6 +419,10 @@ static void test_vec_dot_types(void **state)
     assert_int_equal(kt->types[GGML_TYPE_Q4_K].vec_dot_type, GGML_TYPE_Q8_K);
     assert_int_equal(kt->types[GGML_TYPE_Q5_K].vec_dot_type, GGML_TYPE_Q8_K);
     assert_int_equal(kt->types[GGML_TYPE_Q6_K].vec_dot_type, GGML_TYPE_Q8_K);
+    assert_int_equal(kt->types[GGML_TYPE_Q2_K].vec_dot_type, GGML_TYPE_Q8_K);
+    assert_int_equal(kt->types[GGML_TYPE_Q3_K].vec_dot_type, GGML_TYPE_Q8_K);
+    assert_int_equal(kt->types[GGML_TYPE_IQ4_XS].vec_dot_type, GGML_TYPE_Q8_K);
+    assert_int_equal(kt->types[GGML_TYPE_IQ4_NL].vec_dot_type, GGML_TYPE_Q8_0);
     assert_int_equal(kt->types[GGML_TYPE_F16].vec_dot_type, GGML_TYPE_F16);
     assert_int_equal(kt->types[GGML_TYPE_BF16].vec_dot_type, GGML_TYPE_BF16);
     assert_int_equal(kt->types[GGML_TYPE_F32].vec_dot_type, GGML_TYPE_F32);
@@ -422,7 +431,10 @@ static void test_vec_dot_types(void **state)
                                            GGML_TYPE_Q6_K};
     for (size_t i = 0; i < 5; i++)
         assert_true(kernels_type_supported(model_types[i]));
-    assert_false(kernels_type_supported(GGML_TYPE_Q2_K));
+    /* and the types of Q2_K, Q3_K_M and IQ4_XS/IQ4_NL files */
+    static const uint32_t low_bit_types[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS};
+    for (size_t i = 0; i < 4; i++)
+        assert_true(kernels_type_supported(low_bit_types[i]));
     assert_false(kernels_type_supported(GGML_TYPE_IQ2_XXS));
     assert_false(kernels_type_supported(GGML_TYPE_Q8_K)); /* activation format only */
     assert_false(kernels_type_supported(4));              /* retired id */
@@ -911,9 +923,9 @@ static void test_matmul_errors(void **state)
     (void)state;
     uint8_t w[2 * 210 + 8] __attribute__((aligned(8))) = {0};
     float x[512] = {0}, y[4];
-    assert_int_equal(matmul(y, w, GGML_TYPE_Q2_K, x, 256, 1, 1), INFER_ERR_UNSUPPORTED);
+    assert_int_equal(matmul(y, w, GGML_TYPE_IQ2_XXS, x, 256, 1, 1), INFER_ERR_UNSUPPORTED);
     assert_non_null(strstr(infer_last_error(), "unsupported tensor type"));
-    assert_non_null(strstr(infer_last_error(), "Q2_K"));
+    assert_non_null(strstr(infer_last_error(), "IQ2_XXS"));
     assert_int_equal(matmul(y, w, 4, x, 256, 1, 1), INFER_ERR_UNSUPPORTED);
     assert_non_null(strstr(infer_last_error(), "unsupported tensor type"));
     assert_int_equal(matmul(y, w, 100000, x, 256, 1, 1), INFER_ERR_UNSUPPORTED);
@@ -953,7 +965,8 @@ static void test_matmul_errors(void **state)
         xs[i] = rng_gauss();
     size_t sz = matmul_act_size(GGML_TYPE_Q8_0, 32, 2);
     assert_int_equal(sz, 2 * sizeof(block_q8_0));
-    assert_int_equal(matmul_act_size(GGML_TYPE_Q2_K, 256, 1), 0);
+    assert_int_equal(matmul_act_size(GGML_TYPE_IQ2_XXS, 256, 1), 0);
+    assert_int_equal(matmul_act_size(GGML_TYPE_Q2_K, 256, 1), sizeof(block_q8_K));
     void *xq = malloc(sz);
     assert_int_equal(matmul_act_quantize(xq, GGML_TYPE_Q8_0, xs, 32, 2), INFER_OK);
     assert_int_equal(matmul_q(ya, emb, GGML_TYPE_Q8_0, xq, 32, 1, 2), INFER_OK);

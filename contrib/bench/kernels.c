@@ -96,9 +96,12 @@ static void fill_weights(uint32_t type, uint8_t *w, int64_t n_rows, int64_t n_in
     }
     int off[2] = {-1, -1};
     switch (type) {
-    case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: off[0] = 0; break;
+    case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS:
+        off[0] = 0; break;
     case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: off[0] = 0, off[1] = 2; break;
     case GGML_TYPE_Q6_K: off[0] = 208; break;
+    case GGML_TYPE_Q2_K: off[0] = 80, off[1] = 82; break;
+    case GGML_TYPE_Q3_K: off[0] = 108; break;
     default: break;
     }
     const int64_t nb = n_el / t->block_size;
@@ -333,7 +336,8 @@ int main(int argc, char **argv)
 
     static const uint32_t types[] = {GGML_TYPE_Q4_0,     GGML_TYPE_Q8_0,     GGML_TYPE_Q5_0, GGML_TYPE_Q4_K,
                                      GGML_TYPE_Q5_K,     GGML_TYPE_Q6_K,     GGML_TYPE_F16,  GGML_TYPE_BF16,
-                                     GGML_TYPE_F32,      INFER_TYPE_Q4_0_X4, INFER_TYPE_Q5_0_X4};
+                                     GGML_TYPE_F32,      INFER_TYPE_Q4_0_X4, INFER_TYPE_Q5_0_X4, GGML_TYPE_Q2_K,
+                                     GGML_TYPE_Q3_K,     GGML_TYPE_IQ4_NL,   GGML_TYPE_IQ4_XS};
     static const struct shape gemv_full[] = {{2048, 640}, {4096, 4096}}, gemv_quick[] = {{2048, 640}};
     static const struct shape gemm_full[] = {{2048, 640}, {4096, 4096}}, gemm_quick[] = {{2048, 640}};
     const struct shape *gv = o.quick ? gemv_quick : gemv_full, *gm = o.quick ? gemm_quick : gemm_full;

@@ -271,6 +271,38 @@ NEON_INLINE void NEON_FN(tile_q8_0)(TILE_ARGS)
 }
 NEON_VEC_DOT_GEMM(q8_0, vec_dot_q8_0_q8_0)
 
+/* =============================== IQ4_NL =============================== */
+
+/* The 32 codebook values of an IQ4_NL block (nibbles as Q4_0's), signed;
+ * they span -127..113, so the dots take DOT_WIDE. */
+NEON_INLINE void NEON_FN(iq4nl_unpack)(const block_iq4_nl *x, int8x16_t *lo, int8x16_t *hi)
+{
+    const int8x16_t kv = vld1q_s8(kvalues_iq4nl);
+    const uint8x16_t q = vld1q_u8(x->qs);
+    *lo = vqtbl1q_s8(kv, vandq_u8(q, vdupq_n_u8(0x0F)));
+    *hi = vqtbl1q_s8(kv, vshrq_n_u8(q, 4));
+}
+
+NEON_INLINE void NEON_FN(tile_iq4_nl)(TILE_ARGS)
+{
+    for (int64_t b = 0; b < n / QK4_NL; b++) {
+        for (int r = 0; r < nr; r++) {
+            const block_iq4_nl *x = (const block_iq4_nl *)(w + r * w_row) + b;
+            neon_prefetch_block(x, b, w_row, sizeof(*x));
+            int8x16_t lo, hi;
+            NEON_FN(iq4nl_unpack)(x, &lo, &hi);
+            const float dx = neon_h2f(x->d);
+            for (int t = 0; t < nt; t++) {
+                const block_q8_0 *y = (const block_q8_0 *)(a + t * a_row) + b;
+                int32x4_t acc = DOT_WIDE(vdupq_n_s32(0), lo, vld1q_s8(y->qs));
+                acc = DOT_WIDE(acc, hi, vld1q_s8(y->qs + 16));
+                s[r * GEMM_TOKS + t] += (dx * neon_h2f(y->d)) * (float)vaddvq_s32(acc);
+            }
+        }
+    }
+}
+NEON_VEC_DOT_GEMM(iq4_nl, vec_dot_iq4_nl_q8_0)
+
 /* ================ one token, four rows: Q4_0 / Q5_0 / Q8_0 ================ */
 
 /*
@@ -287,6 +319,10 @@ NEON_INLINE void NEON_FN(row32)(const int type, const char *x, int8x16_t *lo, in
     if (type == GGML_TYPE_Q8_0) {
         *lo = vld1q_s8(((const block_q8_0 *)x)->qs);
         *hi = vld1q_s8(((const block_q8_0 *)x)->qs + 16);
+        return;
+    }
+    if (type == GGML_TYPE_IQ4_NL) {
+        NEON_FN(iq4nl_unpack)((const block_iq4_nl *)x, lo, hi);
         return;
     }
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
@@ -309,16 +345,23 @@ NEON_INLINE void NEON_FN(row32)(const int type, const char *x, int8x16_t *lo, in
  * the full int8 range: DOT_WIDE). */
 NEON_INLINE int32x4_t NEON_FN(dot32)(const int type, int8x16_t lo, int8x16_t hi, int8x16_t a0, int8x16_t a1)
 {
-    if (type == GGML_TYPE_Q8_0)
+    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_IQ4_NL)
         return DOT_WIDE(DOT_WIDE(vdupq_n_s32(0), lo, a0), hi, a1);
     return DOT_SMALL(DOT_SMALL(vdupq_n_s32(0), lo, a0), hi, a1);
 }
 
+/* Bytes of a block of the 32-element types. */
+NEON_INLINE size_t NEON_FN(bytes32)(const int type)
+{
+    return type == GGML_TYPE_Q4_0   ? sizeof(block_q4_0)
+           : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
+           : type == GGML_TYPE_IQ4_NL ? sizeof(block_iq4_nl)
+                                    : sizeof(block_q8_0);
+}
+
 NEON_INLINE void NEON_FN(gemv4_32)(const int type, int64_t n, const char *w, size_t w_row, const char *a, float *y)
 {
-    const size_t bs = type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0)
-                      : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
-                                               : sizeof(block_q8_0);
+    const size_t bs = NEON_FN(bytes32)(type);
     float32x4_t acc = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < n / QK8_0; b++) {
         const block_q8_0 *yb = (const block_q8_0 *)a + b;
@@ -354,9 +397,7 @@ NEON_INLINE void NEON_FN(gemv4_32)(const int type, int64_t n, const char *w, siz
 NEON_INLINE void NEON_FN(gemm4_32)(const int type, const int NT, int64_t n, const char *w, size_t w_row,
                                    const char *a, size_t a_row, float *y, size_t ys)
 {
-    const size_t bs = type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0)
-                      : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
-                                               : sizeof(block_q8_0);
+    const size_t bs = NEON_FN(bytes32)(type);
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t b = 0; b < n / QK8_0; b++) {
         int8x16_t a0[4], a1[4];
@@ -410,6 +451,7 @@ NEON_INLINE void NEON_FN(gemm4_32)(const int type, const int NT, int64_t n, cons
 NEON_GEMM_GEMV(q4_0, GGML_TYPE_Q4_0)
 NEON_GEMM_GEMV(q5_0, GGML_TYPE_Q5_0)
 NEON_GEMM_GEMV(q8_0, GGML_TYPE_Q8_0)
+NEON_GEMM_GEMV(iq4_nl, GGML_TYPE_IQ4_NL)
 
 /* ============================ Q4_K / Q5_K ============================ */
 
@@ -546,6 +588,45 @@ NEON_INLINE void NEON_FN(tile_q6_K)(TILE_ARGS)
 }
 NEON_VEC_DOT_GEMM(q6_K, vec_dot_q6_K_q8_K)
 
+/* ======================= Q2_K / Q3_K / IQ4_XS ======================= */
+
+/* lowbit_body.h on 16-byte vectors: chunk c (0..15) is group c, elements
+ * 16c .. 16c+15 = 128h + 32j + 16(c % 2) + i for h = c / 8, j = (c % 8) / 2. */
+typedef int8x16_t qv;
+typedef int32x4_t qacc;
+typedef int32_t qscl;
+#define QV_W 16
+#define QV_ZERO() vdupq_n_s32(0)
+#define QV_LOAD(p) vld1q_s8((const int8_t *)(p))
+#define QV_OR(a, b) vorrq_s8(a, b)
+#define QV_H2F(h) neon_h2f(h)
+#define QV_PREFETCH(p, w_row, bytes) neon_prefetch_ahead(p, w_row, bytes)
+#define QV_HSUM(acc) vaddvq_s32(acc)
+#define QV_CRUMBS(qs, c)                                                                                     \
+    vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8((qs) + 32 * ((c) / 8) + 16 * ((c) % 2)),                 \
+                                          vdupq_n_s8((int8_t)(-2 * (((c) % 8) / 2)))),                          \
+                                 vdupq_n_u8(3)))
+/* element 16c + i: bit c / 2 of hmask[16 (c % 2) + i] */
+#define QV_HBIT4(hm, c)                                                                                      \
+    vreinterpretq_s8_u8(vandq_u8(vtstq_u8(vld1q_u8((hm) + 16 * ((c) % 2)), vdupq_n_u8((uint8_t)(1 << ((c) / 2)))), \
+                                 vdupq_n_u8(4)))
+/* sub-block c / 2: low nibbles (even c) or high nibbles of qs[16 (c / 2) ..] */
+NEON_INLINE int8x16_t NEON_FN(qv_iq4)(const uint8_t *qs, int c)
+{
+    const uint8x16_t q = vld1q_u8(qs + 16 * (c / 2));
+    return vqtbl1q_s8(vld1q_s8(kvalues_iq4nl), c % 2 ? vshrq_n_u8(q, 4) : vandq_u8(q, vdupq_n_u8(0x0F)));
+}
+#define QV_IQ4(qs, c) NEON_FN(qv_iq4)(qs, c)
+#define QV_SCALES(sc, s)                                                                                     \
+    do {                                                                                                     \
+        for (int c_ = 0; c_ < 16; c_++)                                                                      \
+            (s)[c_] = (sc)[c_];                                                                              \
+    } while (0)
+/* the codebook spans -127..113: DOT_WIDE; the 0..7 quants: DOT_SMALL */
+#define QV_DOTU(acc, u, a, s) vmlaq_n_s32(acc, DOT_SMALL(vdupq_n_s32(0), u, a), s)
+#define QV_DOTS(acc, q, a, s) vmlaq_n_s32(acc, DOT_WIDE(vdupq_n_s32(0), q, a), s)
+#include "../lowbit_body.h"
+
 /* Install this variant's integer dot products and gemm tiles. */
 static void NEON_FN(fill_int_dots)(struct kernel_table *t)
 {
@@ -562,8 +643,11 @@ static void NEON_FN(fill_int_dots)(struct kernel_table *t)
     SET(Q4_K, q4_K, vec_dot_q4_K_q8_K);
     SET(Q5_K, q5_K, vec_dot_q5_K_q8_K);
     SET(Q6_K, q6_K, vec_dot_q6_K_q8_K);
+    SET(IQ4_NL, iq4_nl, vec_dot_iq4_nl_q8_0);
 #undef SET
+    lowbit_fill(t);
     t->types[GGML_TYPE_Q4_0].gemm = NEON_FN(gemm1_q4_0);
     t->types[GGML_TYPE_Q5_0].gemm = NEON_FN(gemm1_q5_0);
     t->types[GGML_TYPE_Q8_0].gemm = NEON_FN(gemm1_q8_0);
+    t->types[GGML_TYPE_IQ4_NL].gemm = NEON_FN(gemm1_iq4_nl);
 }

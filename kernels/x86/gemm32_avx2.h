@@ -17,10 +17,21 @@
 #ifndef INFER_GEMM32_AVX2_H
 #define INFER_GEMM32_AVX2_H
 
-/* The 32 weights of a Q4_0 / Q5_0 / Q8_0 block as unsigned bytes u = w + K
- * (K = 8, 16, 128: the quants as stored, plus the fifth bit; Q8_0 xor 0x80). */
+/* The 32 weights of a Q4_0 / Q5_0 / Q8_0 / IQ4_NL block as unsigned bytes
+ * u = w + K (K = 8, 16, 128, 128: the quants as stored, plus the fifth bit;
+ * Q8_0 and the IQ4_NL codebook values xor 0x80). */
+/* An IQ4_NL block's nibbles through the codebook (signed). */
+INLINE __m256i w32_iq4nl(const uint8_t *blk)
+{
+    const __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)), nib);
+}
+
 INLINE __m256i w32_unsigned(const int type, const uint8_t *blk)
 {
+    if (type == GGML_TYPE_IQ4_NL)
+        return _mm256_xor_si256(w32_iq4nl(blk), _mm256_set1_epi8((char)0x80));
     if (type == GGML_TYPE_Q8_0)
         return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -45,6 +56,8 @@ INLINE __m256i w32_signed(const int type, const uint8_t *blk)
 {
     if (type == GGML_TYPE_Q8_0)
         return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    if (type == GGML_TYPE_IQ4_NL)
+        return w32_iq4nl(blk);
     return _mm256_sub_epi8(w32_unsigned(type, blk), _mm256_set1_epi8((char)(type == GGML_TYPE_Q4_0 ? 8 : 16)));
 }
 

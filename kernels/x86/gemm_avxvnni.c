@@ -55,6 +55,7 @@ INLINE __m256i koff_vec(const int type)
 DEFINE_TILES(gemm_q4_0, GGML_TYPE_Q4_0, gemm32, gemv32_x4(GGML_TYPE_Q4_0, n, w, w_row, a, y))
 DEFINE_TILES(gemm_q5_0, GGML_TYPE_Q5_0, gemm32, gemv32_x4(GGML_TYPE_Q5_0, n, w, w_row, a, y))
 DEFINE_TILES(gemm_q8_0, GGML_TYPE_Q8_0, gemm32, gemm32(GGML_TYPE_Q8_0, 4, 1, n, w, w_row, a, a_row, y, ys))
+DEFINE_TILES(gemm_iq4_nl, GGML_TYPE_IQ4_NL, gemm32, gemm32(GGML_TYPE_IQ4_NL, 4, 1, n, w, w_row, a, a_row, y, ys))
 
 /* K-quants: gemmk_avx2.h's tiles with vpdpwssd applying the sub-block
  * scales and accumulating in one instruction. */
@@ -76,6 +77,8 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     t->types[GGML_TYPE_Q5_0].vec_dot = gemm_q5_0_dot;
     t->types[GGML_TYPE_Q8_0].gemm = gemm_q8_0;
     t->types[GGML_TYPE_Q8_0].vec_dot = gemm_q8_0_dot;
+    t->types[GGML_TYPE_IQ4_NL].gemm = gemm_iq4_nl;
+    t->types[GGML_TYPE_IQ4_NL].vec_dot = gemm_iq4_nl_dot;
     t->types[GGML_TYPE_Q4_K].gemm = gemm_q4_K;
     t->types[GGML_TYPE_Q4_K].vec_dot = gemm_q4_K_dot;
     t->types[GGML_TYPE_Q5_K].gemm = gemm_q5_K;

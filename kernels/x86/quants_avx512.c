@@ -61,6 +61,13 @@ INLINE __m128i reduce4_512(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
 /* The offset K making the weights of a type non-negative (see the header). */
 INLINE int koff(const int type) { return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : 128; }
 
+/* IQ4_NL's codebook as unsigned bytes (value + 128) in every 128-bit lane. */
+INLINE __m512i iq4nl_u(void)
+{
+    return _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)),
+                            _mm512_set1_epi8((char)0x80));
+}
+
 /* Nibbles of a Q4_0/Q5_0 block as bytes 0..15 (element order). */
 INLINE __m256i nibbles(const uint8_t *qs)
 {
@@ -75,6 +82,8 @@ INLINE __m256i unpack1(const int type, const uint8_t *blk)
         return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
     if (type == GGML_TYPE_Q4_0)
         return nibbles(blk + 2);
+    if (type == GGML_TYPE_IQ4_NL)
+        return _mm256_shuffle_epi8(_mm512_castsi512_si256(iq4nl_u()), nibbles(blk + 2));
     uint32_t qh;
     memcpy(&qh, blk + 2, 4);
     const __m256i n = nibbles(blk + 6);
@@ -98,6 +107,8 @@ INLINE __m512i unpack2(const int type, const uint8_t *blk)
     z = _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
     if (type == GGML_TYPE_Q4_0)
         return z;
+    if (type == GGML_TYPE_IQ4_NL)
+        return _mm512_shuffle_epi8(iq4nl_u(), z);
     uint32_t h0, h1;
     memcpy(&h0, blk + 2, 4);
     memcpy(&h1, blk + bs + 2, 4);
@@ -231,6 +242,10 @@ INLINE void gemm32_few(const int type, const int NT, int64_t n, const uint8_t *w
                 const __m512i q = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(blk + off)));
                 W0 = _mm512_and_si512(q, m4);
                 W1 = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (type == GGML_TYPE_IQ4_NL) {
+                    W0 = _mm512_shuffle_epi8(iq4nl_u(), W0);
+                    W1 = _mm512_shuffle_epi8(iq4nl_u(), W1);
+                }
                 if (type == GGML_TYPE_Q5_0) {
                     uint32_t qh;
                     memcpy(&qh, blk + 2, 4);
@@ -508,6 +523,91 @@ DEFINE_GEMM_FEW(gemm_q8_0, GGML_TYPE_Q8_0)
 DEFINE_DOT32(vec_dot_q4_0, GGML_TYPE_Q4_0)
 DEFINE_DOT32(vec_dot_q5_0, GGML_TYPE_Q5_0)
 DEFINE_DOT32(vec_dot_q8_0, GGML_TYPE_Q8_0)
+
+/* IQ4_NL: one token through gemm32 (four rows), 2-4 through gemm32_few. */
+static void gemm_iq4_nl(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                        int nt)
+{
+    switch (nt) {
+    case 1: gemm32(GGML_TYPE_IQ4_NL, 4, n, w, w_row, a, y); break;
+    case 2: gemm32_few(GGML_TYPE_IQ4_NL, 2, n, w, w_row, a, a_row, y, ys); break;
+    case 3: gemm32_few(GGML_TYPE_IQ4_NL, 3, n, w, w_row, a, a_row, y, ys); break;
+    default: gemm32_few(GGML_TYPE_IQ4_NL, 4, n, w, w_row, a, a_row, y, ys); break;
+    }
+}
+DEFINE_DOT32(vec_dot_iq4_nl, GGML_TYPE_IQ4_NL)
+
+/* --------------------- Q2_K / Q3_K / IQ4_XS x Q8_K --------------------- */
+
+/* lowbit_body.h on 64-byte vectors: chunk c (0..3) holds elements 64c ..
+ * 64c+63, four groups of 16, one per 128-bit lane; Q2_K/Q3_K's two 32-byte
+ * halves of a chunk are the same 32 quant bytes shifted by two bits more. */
+typedef __m512i qv;
+typedef __m512i qacc;
+typedef __m512i qscl;
+#define QV_W 64
+#define QV_ZERO() _mm512_setzero_si512()
+#define QV_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define QV_OR(a, b) _mm512_or_si512(a, b)
+#define QV_H2F(h) h2f(h)
+#define QV_PREFETCH(p, w_row, bytes) prefetch_ahead(p, w_row, bytes)
+#define QV_HSUM(acc) _mm512_reduce_add_epi32(acc)
+
+/* elements 128h + 32j + l (j = 2(c % 2), +1): bits 2j of qs[32h + l] */
+INLINE __m512i qv_crumbs(const uint8_t *qs, int c)
+{
+    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * (c / 2))));
+    const int j = 2 * (c % 2);
+    const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * j)), _mm256_set1_epi16((short)(2 * j + 2)), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(q, sh), _mm512_set1_epi8(3));
+}
+#define QV_CRUMBS(qs, c) qv_crumbs(qs, c)
+
+/* element 32k + l (k = 2c, 2c+1): bit k of hmask[l] */
+INLINE __m512i qv_hbit4(const uint8_t *hm, int c)
+{
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)hm));
+    const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
+                                            _mm256_set1_epi8((char)(2 << (2 * c))), 1);
+    return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(h, bits), _mm512_set1_epi8(4));
+}
+#define QV_HBIT4(hm, c) qv_hbit4(hm, c)
+
+/* sub-blocks 2c, 2c+1: each its low nibbles, then its high nibbles */
+INLINE __m512i qv_iq4(const uint8_t *qs, int c)
+{
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+    z = _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)), z);
+}
+#define QV_IQ4(qs, c) qv_iq4(qs, c)
+
+/* group 4c + k in 128-bit lane k */
+INLINE __m512i qv_scale(__m256i sc, int c)
+{
+    const __m512i idx = _mm512_add_epi16(_mm512_set1_epi16((short)(4 * c)),
+                                         _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(
+                                                                _mm_set1_epi16(1), _mm_setzero_si128())),
+                                                            _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(2)), 1));
+    return _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(sc));
+}
+INLINE void qv_scales(const int8_t *sc, __m512i *s)
+{
+    const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    UNROLL
+    for (int c = 0; c < 4; c++)
+        s[c] = qv_scale(v, c);
+}
+#define QV_SCALES(sc, s) qv_scales(sc, s)
+#define QV_DOTU(acc, u, a, s) _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, a), s)
+/* no vpsignb on 512 bits: a negated where q < 0 */
+#define QV_DOTS(acc, q, a, s)                                                                                 \
+    _mm512_dpwssd_epi32(acc,                                                                                  \
+                        _mm512_maddubs_epi16(_mm512_abs_epi8(q), _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(q), \
+                                                                                      _mm512_setzero_si512(), a)), \
+                        s)
+#include "../lowbit_body.h"
 
 /* ----------------------- K-quants x Q8_K ----------------------- */
 
@@ -818,7 +918,9 @@ void kernels_fill_avx512(struct kernel_table *t)
     SET(Q4_K, vec_dot_q4_K, gemm_q4_K);
     SET(Q5_K, vec_dot_q5_K, gemm_q5_K);
     SET(Q6_K, vec_dot_q6_K, gemm_q6_K);
+    SET(IQ4_NL, vec_dot_iq4_nl, gemm_iq4_nl);
 #undef SET
+    lowbit_fill(t);
     /* the x4 layouts: gemm tiles of their own, vec_dot of the base type
      * for the rows after the last group (repack.h) */
     t->types[INFER_TYPE_Q4_0_X4].vec_dot = vec_dot_q4_0;

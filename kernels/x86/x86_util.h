@@ -119,12 +119,14 @@ INLINE void store_rows_tokens(float *y, size_t ys, const __m128 *acc, const int 
     }
 }
 
-/* Bytes of a block of the 32-element types (Q4_0, Q5_0, Q8_0) and of the
+/* Bytes of a block of the 32-element types (Q4_0, Q5_0, Q8_0, IQ4_NL) and of the
  * K-quants' super-blocks (Q4_K, Q5_K, Q6_K). */
 INLINE size_t bbytes32(const int type)
 {
-    return type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
-                                                                               : sizeof(block_q8_0);
+    return type == GGML_TYPE_Q4_0   ? sizeof(block_q4_0)
+           : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
+           : type == GGML_TYPE_IQ4_NL ? sizeof(block_iq4_nl)
+                                    : sizeof(block_q8_0);
 }
 
 INLINE size_t kbytes(const int type)
