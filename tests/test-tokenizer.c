@@ -1,7 +1,7 @@
 /*
  * test-tokenizer.c - the tokenizers against llama.cpp: every vector of
- * ../shared/fixtures/tokenizer (Llama SPM and GPT-2 BPE vocabularies with the
- * ids llama.cpp gives), the default Gemma 3 model on a multilingual text,
+ * ../shared/fixtures/tokenizer (Llama SPM, GPT-2, Llama 3 and Qwen 2 BPE
+ * vocabularies with the ids llama.cpp gives), the default Gemma 3 model on a multilingual text,
  * hand-built vocabularies whose results are worked out by hand, the
  * pre-tokenizer splits, streaming detokenization, and hostile input.
  */
@@ -166,6 +166,42 @@ static void test_fixture_llama_spm(void **state)
     assert_string_equal(tokenizer_model(v->spm), "llama");
     assert_int_equal(tokenizer_n_vocab(v->spm), 32000);
     run_fixture(v->spm, "ggml-vocab-llama-spm.gguf", true);
+}
+
+/* A fixture vocabulary loaded for one test. */
+static struct tokenizer *load_fixture(const char *name, infer_gguf **g)
+{
+    char rel[256];
+    snprintf(rel, sizeof(rel), "fixtures/tokenizer/%s", name);
+    struct tokenizer *t = load_file(test_path(test_shared(), rel), g);
+    assert_non_null(t);
+    return t;
+}
+
+static void test_fixture_llama_bpe(void **state)
+{
+    (void)state;
+    infer_gguf *g;
+    struct tokenizer *t = load_fixture("ggml-vocab-llama-bpe.gguf", &g);
+    assert_string_equal(tokenizer_model(t), "gpt2");
+    assert_string_equal(tokenizer_pre(t), "llama-bpe");
+    assert_null(tokenizer_warning(t));
+    run_fixture(t, "ggml-vocab-llama-bpe.gguf", false);
+    tokenizer_free(t);
+    infer_gguf_close(g);
+}
+
+static void test_fixture_qwen2(void **state)
+{
+    (void)state;
+    infer_gguf *g;
+    struct tokenizer *t = load_fixture("ggml-vocab-qwen2.gguf", &g);
+    assert_string_equal(tokenizer_model(t), "gpt2");
+    assert_string_equal(tokenizer_pre(t), "qwen2");
+    assert_null(tokenizer_warning(t));
+    run_fixture(t, "ggml-vocab-qwen2.gguf", true);
+    tokenizer_free(t);
+    infer_gguf_close(g);
 }
 
 static void test_fixture_gpt2(void **state)
@@ -932,6 +968,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_llama_spm), cmocka_unit_test(test_fixture_gpt2),
+        cmocka_unit_test(test_fixture_llama_bpe), cmocka_unit_test(test_fixture_qwen2),
         cmocka_unit_test(test_fixture_specials),  cmocka_unit_test(test_gemma_ids),
         cmocka_unit_test(test_gemma_round_trip),  cmocka_unit_test(test_gemma_literal_content),
         cmocka_unit_test(test_literal_bad_ranges),  cmocka_unit_test(test_stream),
