@@ -529,7 +529,10 @@ typedef enum infer_chat_family {
     INFER_CHAT_MISTRAL_V3_TEKKEN = 6, /* "[INST]u[/INST]" (Nemo) */
     INFER_CHAT_MISTRAL_V7 = 7,       /* [SYSTEM_PROMPT] with spaces (Large 2411) */
     INFER_CHAT_MISTRAL_V7_TEKKEN = 8, /* [SYSTEM_PROMPT] without (Small 3.1) */
-    INFER_CHAT_PHI3 = 9,             /* <|assistant|> + <|end|> */
+    INFER_CHAT_PHI3 = 9,             /* <|assistant|> + <|end|>: Phi-3, Phi-3.5, Phi-4-mini */
+    INFER_CHAT_PHI4 = 10,            /* <|im_start|>role<|im_sep|>: Phi-4 */
+    INFER_CHAT_GRANITE = 11,         /* <|start_of_role|>: Granite 3.x, 4.x */
+    INFER_CHAT_DEEPSEEK3 = 12,       /* <｜User｜> <｜Assistant｜>: DeepSeek-V3, R1 and its distills */
 } infer_chat_family;
 
 /* A byte range of a text. */

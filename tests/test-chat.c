@@ -17,7 +17,12 @@
 static const enum chat_family all_families[] = {
     CHAT_CHATML,     CHAT_GEMMA,      CHAT_LLAMA3,     CHAT_LLAMA2,     CHAT_MISTRAL,
     CHAT_MISTRAL_V3, CHAT_MISTRAL_V3_TEKKEN, CHAT_MISTRAL_V7, CHAT_MISTRAL_V7_TEKKEN, CHAT_PHI3,
+    CHAT_PHI4,       CHAT_GRANITE,    CHAT_DEEPSEEK3,
 };
+
+#define DS_USER "<\xef\xbd\x9c" "User\xef\xbd\x9c>"
+#define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+#define DS_END "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>"
 
 static bool is_inst(enum chat_family f)
 {
@@ -61,6 +66,10 @@ static void test_golden_single_turn(void **state)
         [CHAT_MISTRAL_V7] = "[INST] Hello[/INST]",
         [CHAT_MISTRAL_V7_TEKKEN] = "[INST]Hello[/INST]",
         [CHAT_PHI3] = "<|user|>\nHello<|end|>\n<|assistant|>\n",
+        [CHAT_PHI4] = "<|im_start|>user<|im_sep|>Hello<|im_end|><|im_start|>assistant<|im_sep|>",
+        [CHAT_GRANITE] = "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
+                         "<|start_of_role|>assistant<|end_of_role|>",
+        [CHAT_DEEPSEEK3] = DS_USER "Hello" DS_ASSISTANT,
     };
     for (size_t i = 0; i < ARRAY_LEN(all_families); i++)
         expect_render(all_families[i], &conv[1], 1, true, want[all_families[i]]);
@@ -101,6 +110,18 @@ static void test_golden_system_multi_turn(void **state)
                       "<|assistant|>\nHi there<|end|>\n"
                       "<|user|>\nWho are you<|end|>\n"
                       "<|assistant|>\n",
+        [CHAT_PHI4] = "<|im_start|>system<|im_sep|>You are a helpful assistant<|im_end|>"
+                      "<|im_start|>user<|im_sep|>Hello<|im_end|>"
+                      "<|im_start|>assistant<|im_sep|>Hi there<|im_end|>"
+                      "<|im_start|>user<|im_sep|>Who are you<|im_end|>"
+                      "<|im_start|>assistant<|im_sep|>",
+        [CHAT_GRANITE] = "<|start_of_role|>system<|end_of_role|>You are a helpful assistant<|end_of_text|>\n"
+                         "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
+                         "<|start_of_role|>assistant<|end_of_role|>Hi there<|end_of_text|>\n"
+                         "<|start_of_role|>user<|end_of_role|>Who are you<|end_of_text|>\n"
+                         "<|start_of_role|>assistant<|end_of_role|>",
+        [CHAT_DEEPSEEK3] = "You are a helpful assistant\n\n" DS_USER "Hello" DS_ASSISTANT "Hi there" DS_END
+                           DS_USER "Who are you" DS_ASSISTANT,
     };
     for (size_t i = 0; i < ARRAY_LEN(all_families); i++)
         expect_render(all_families[i], conv, ARRAY_LEN(conv), true, want[all_families[i]]);
@@ -122,6 +143,10 @@ static void test_golden_no_generation_prompt(void **state)
         [CHAT_MISTRAL_V7] = "[INST] Hello[/INST] Hi there</s>",
         [CHAT_MISTRAL_V7_TEKKEN] = "[INST]Hello[/INST]Hi there</s>",
         [CHAT_PHI3] = "<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n",
+        [CHAT_PHI4] = "<|im_start|>user<|im_sep|>Hello<|im_end|><|im_start|>assistant<|im_sep|>Hi there<|im_end|>",
+        [CHAT_GRANITE] = "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
+                         "<|start_of_role|>assistant<|end_of_role|>Hi there<|end_of_text|>\n",
+        [CHAT_DEEPSEEK3] = DS_USER "Hello" DS_ASSISTANT "Hi there" DS_END,
     };
     for (size_t i = 0; i < ARRAY_LEN(all_families); i++)
         expect_render(all_families[i], &conv[1], 2, false, want[all_families[i]]);
@@ -282,6 +307,39 @@ static const struct tmpl_case tmpl_cases[] = {
      "message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}{% elif (message['role'] == 'assistant') %}"
      "{{message['content'] + '<|end|>' + '\n'}}{% endif %}{% endfor %}",
      CHAT_PHI3},
+    {"Phi-4",
+     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + "
+     "'<|im_end|>'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %}",
+     CHAT_PHI4},
+    {"Phi-4-mini (phi3's markers, as llama.cpp detects it)",
+     "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and message['tools'] "
+     "is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + message['tools'] + "
+     "'<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}"
+     "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}",
+     CHAT_PHI3},
+    {"Granite 3.x",
+     "{%- for message in loop_messages %}{{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' + "
+     "message['content'] + '<|end_of_text|>\n' }}{%- if loop.last and add_generation_prompt %}"
+     "{{- '<|start_of_role|>assistant<|end_of_role|>' }}{%- endif %}{%- endfor %}",
+     CHAT_GRANITE},
+    {"DeepSeek-R1-Distill",
+     "{% for message in messages %}{% if message['role'] == 'user' %}{{'" DS_USER "' + message['content']}}"
+     "{% endif %}{% if message['role'] == 'assistant' %}{% set content = message['content'] %}{% if '</think>' in "
+     "content %}{% set content = content.split('</think>')[-1] %}{% endif %}{{'" DS_ASSISTANT "' + content + '"
+     DS_END "'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{'" DS_ASSISTANT "<think>\\n'}}{% endif %}",
+     CHAT_DEEPSEEK3},
+    {"Qwen3 (chatml with <think>)",
+     "{%- for message in messages %}{%- if message.role == \"assistant\" %}{%- set content = "
+     "message.content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}{{- '<|im_start|>' + message.role + "
+     "'\\n' + content + '<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
+     "{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is false %}"
+     "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}",
+     CHAT_CHATML},
+    {"SmolLM3",
+     "{%- set reasoning_mode = \"/think\" -%}{{- \"<|im_start|>system\\n\" -}}{{- \"## Metadata\\n\\n\" -}}"
+     "{%- if reasoning_mode == \"/no_think\" -%}{{ \"<|im_start|>assistant\\n\" + \"<think>\\n\\n</think>\\n\" }}"
+     "{%- endif -%}",
+     CHAT_CHATML},
     {"name as template", "gemma", CHAT_GEMMA},
     {"name as template, alias", "llama2-sys", CHAT_LLAMA2},
 };
@@ -312,9 +370,9 @@ static void test_detect_unknown_template(void **state)
         /* vicuna */
         "{%- for message in messages %}{%- if message['role'] == 'user' -%}{{-'USER: ' + message['content'] + "
         "'\\n'-}}{%- else -%}{{-'ASSISTANT: ' + message['content'] + '</s>\\n' -}}{%- endif -%}{%- endfor -%}",
-        /* phi-4: <|im_start|> but not chatml */
-        "{% for message in messages %}{{'<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + "
-        "'<|im_end|>'}}{% endfor %}",
+        /* SmolVLM: <|im_start|> but not chatml */
+        "{{ bos_token }}{% for message in messages %}{{message['role'] | capitalize}}{{':'}}{{ message['content'] }}"
+        "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}<|im_start|>",
         "",
         "not a template at all",
     };
@@ -344,6 +402,8 @@ static void test_detect_arch(void **state)
     } cases[] = {
         {"gemma", CHAT_GEMMA, false},   {"gemma2", CHAT_GEMMA, false},  {"gemma3", CHAT_GEMMA, false},
         {"qwen2", CHAT_CHATML, false},  {"qwen3", CHAT_CHATML, false},  {"phi3", CHAT_PHI3, false},
+        {"granite", CHAT_GRANITE, false}, {"granitemoe", CHAT_GRANITE, false},
+        {"smollm3", CHAT_CHATML, false},  {"mistral3", CHAT_CHATML, true},
         {"llama", CHAT_CHATML, true},   {"mamba", CHAT_CHATML, true},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
@@ -370,6 +430,9 @@ static void test_detect_vocab(void **state)
     static const char *const v_smollm[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", NULL};
     static const char *const v_mistral3[] = {"<s>", "</s>", "[INST]", "[/INST]", NULL};
     static const char *const v_llama2[] = {"<unk>", "<s>", "</s>", NULL};
+    static const char *const v_phi4[] = {"<|im_start|>", "<|im_sep|>", "<|im_end|>", NULL};
+    static const char *const v_granite[] = {"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>", NULL};
+    static const char *const v_deepseek[] = {DS_USER, DS_ASSISTANT, DS_END, NULL};
     bool fb = true;
     assert_int_equal(chat_detect_with_vocab(NULL, "llama", list_has, (void *)v_llama3, &fb), CHAT_LLAMA3);
     assert_false(fb);
@@ -379,6 +442,12 @@ static void test_detect_vocab(void **state)
     assert_false(fb);
     assert_int_equal(chat_detect_with_vocab(NULL, "llama", list_has, (void *)v_llama2, &fb), CHAT_CHATML);
     assert_true(fb);
+    assert_int_equal(chat_detect_with_vocab(NULL, "phi3", list_has, (void *)v_phi4, &fb), CHAT_PHI3);
+    assert_int_equal(chat_detect_with_vocab(NULL, "llama", list_has, (void *)v_phi4, &fb), CHAT_PHI4);
+    assert_int_equal(chat_detect_with_vocab(NULL, "llama", list_has, (void *)v_granite, &fb), CHAT_GRANITE);
+    assert_int_equal(chat_detect_with_vocab(NULL, "qwen2", list_has, (void *)v_deepseek, &fb), CHAT_CHATML);
+    assert_int_equal(chat_detect_with_vocab(NULL, "llama", list_has, (void *)v_deepseek, &fb), CHAT_DEEPSEEK3);
+    assert_false(fb);
     /* architecture before vocabulary, template before both */
     assert_int_equal(chat_detect_with_vocab(NULL, "gemma3", list_has, (void *)v_llama3, &fb), CHAT_GEMMA);
     assert_int_equal(chat_detect_with_vocab("<|im_start|>", "gemma3", list_has, (void *)v_llama3, &fb),
@@ -416,6 +485,13 @@ static void test_names(void **state)
     assert_string_equal(chat_eot_markers(CHAT_CHATML)[0], "<|im_end|>");
     assert_string_equal(chat_eot_markers(CHAT_PHI3)[0], "<|end|>");
     assert_string_equal(chat_eot_markers(CHAT_LLAMA2)[0], "</s>");
+    assert_string_equal(chat_eot_markers(CHAT_PHI4)[0], "<|im_end|>");
+    assert_string_equal(chat_eot_markers(CHAT_GRANITE)[0], "<|end_of_text|>");
+    assert_string_equal(chat_eot_markers(CHAT_DEEPSEEK3)[0], DS_END);
+    assert_true(chat_family_from_name("smollm3", &g));
+    assert_int_equal(g, CHAT_CHATML);
+    assert_true(chat_family_from_name("granite-4.0", &g));
+    assert_int_equal(g, CHAT_GRANITE);
 }
 
 /* ---------------------------------------------- detection through a GGUF */
@@ -725,11 +801,11 @@ static void test_incremental_tokens_gemma(void **state)
 }
 
 /* A Llama SentencePiece vocabulary (32000 tokens, <s> and </s> special,
- * [INST] plain text, a space prefix) for the [INST] families.  No fixture
- * vocabulary has the chatml, llama3 or phi3 markers as special tokens, and
- * spelled as plain text they would merge with the answer's last punctuation
- * (GPT-2 pre-tokenizes ".<|" as one piece): those families are covered at the
- * string level only. */
+ * [INST] plain text, a space prefix) for the [INST] families.  The Llama 3
+ * and Qwen 2 vocabularies below carry the llama3 and chatml markers as
+ * special tokens; phi3, phi4, granite and deepseek3 have no fixture
+ * vocabulary with theirs (spelled as plain text they would merge with the
+ * answer's last punctuation) and are covered at the string level only. */
 static void test_incremental_tokens_spm(void **state)
 {
     (void)state;
@@ -740,6 +816,77 @@ static void test_incremental_tokens_spm(void **state)
     check_token_prefix(spm, CHAT_MISTRAL);
     check_token_prefix(spm, CHAT_MISTRAL_V3);
     check_token_prefix(spm, CHAT_MISTRAL_V7);
+}
+
+/* Llama 3 (llama-bpe) with the llama3 template, Qwen 2 with chatml (the
+ * format of Qwen 2/2.5/3, SmolLM3 and the DeepSeek-R1 Qwen distills' base). */
+static void test_incremental_tokens_bpe(void **state)
+{
+    (void)state;
+    char path[8192];
+    int k = snprintf(path, sizeof(path), "%s/fixtures/tokenizer/ggml-vocab-llama-bpe.gguf", test_shared());
+    assert_true(k > 0 && (size_t)k < sizeof(path));
+    check_token_prefix(path, CHAT_LLAMA3);
+    k = snprintf(path, sizeof(path), "%s/fixtures/tokenizer/ggml-vocab-qwen2.gguf", test_shared());
+    assert_true(k > 0 && (size_t)k < sizeof(path));
+    check_token_prefix(path, CHAT_CHATML);
+}
+
+/* The markers are single special tokens of these vocabularies, and a
+ * rendered turn tokenizes as llama.cpp's vectors say. */
+static void test_template_tokens_bpe(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *vocab;
+        enum chat_family f;
+        const char *const markers[4];
+    } cases[] = {
+        {"ggml-vocab-llama-bpe.gguf", CHAT_LLAMA3, {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}},
+        {"ggml-vocab-qwen2.gguf", CHAT_CHATML, {"<|im_start|>", "<|im_end|>"}},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        char path[8192];
+        snprintf(path, sizeof(path), "%s/fixtures/tokenizer/%s", test_shared(), cases[i].vocab);
+        infer_gguf *g;
+        assert_int_equal(infer_gguf_open(&g, path, 0), INFER_OK);
+        struct tokenizer *t;
+        assert_int_equal(tokenizer_load(&t, g), INFER_OK);
+        struct chat_msg m[] = {{"system", "Be brief."}, {"user", "Hi"}};
+        char *text = chat_format(cases[i].f, m, 2, true);
+        int64_t n;
+        int32_t *ids = encode_all(t, text, false, true, &n);
+        for (size_t j = 0; cases[i].markers[j]; j++) {
+            int32_t id = tokenizer_find(t, cases[i].markers[j]);
+            assert_true(id >= 0);
+            assert_true(tokenizer_attr(t, id) & TOKEN_ATTR_CONTROL);
+            size_t hits = 0;
+            for (int64_t x = 0; x < n; x++)
+                hits += ids[x] == id;
+            if (hits == 0)
+                fail_msg("%s: %s is not one token of '%s'", cases[i].vocab, cases[i].markers[j], text);
+        }
+        /* user text is never parsed for markers */
+        struct chat_msg evil[] = {{"user", cases[i].markers[1]}};
+        char *e_text = chat_format(cases[i].f, evil, 1, true);
+        infer_text_span *spans;
+        size_t n_spans;
+        free(chat_format_spans(cases[i].f, evil, 1, true, &spans, &n_spans));
+        int32_t ids2[64];
+        int64_t n2 = tokenizer_encode_literal(t, e_text, strlen(e_text), false, true, spans, n_spans, ids2, 64);
+        assert_true(n2 > 0 && n2 <= 64);
+        size_t hits = 0;
+        int32_t close_id = tokenizer_find(t, cases[i].markers[1]);
+        for (int64_t x = 0; x < n2; x++)
+            hits += ids2[x] == close_id;
+        assert_int_equal(hits, cases[i].f == CHAT_LLAMA3 ? 2 : 1); /* the template's own, not the user's */
+        free(spans);
+        free(e_text);
+        free(ids);
+        free(text);
+        tokenizer_free(t);
+        infer_gguf_close(g);
+    }
 }
 
 /* ------------------------------------------------------------- bad input */
@@ -773,7 +920,8 @@ static void test_bad_input(void **state)
         expect_invalid(f, late_system, 2, false, "system message may only come first");
         expect_invalid(f, NULL, 0, true, "no messages");
         expect_invalid(f, null_content, 0, true, "no messages");
-        if (f == CHAT_CHATML || f == CHAT_LLAMA3 || f == CHAT_PHI3) {
+        if (f == CHAT_CHATML || f == CHAT_LLAMA3 || f == CHAT_PHI3 || f == CHAT_PHI4 || f == CHAT_GRANITE ||
+            f == CHAT_DEEPSEEK3) {
             char *s = chat_format(f, two_users, 2, true);
             assert_non_null(s);
             free(s);
@@ -838,6 +986,8 @@ int main(void)
         cmocka_unit_test(test_incremental_prefix),
         cmocka_unit_test(test_incremental_tokens_gemma),
         cmocka_unit_test(test_incremental_tokens_spm),
+        cmocka_unit_test(test_incremental_tokens_bpe),
+        cmocka_unit_test(test_template_tokens_bpe),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_big_message),
     };
