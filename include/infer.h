@@ -575,6 +575,38 @@ int64_t infer_model_tokenize_chat(const infer_model *m, infer_chat_family f, con
  * skipped. */
 const char *const *infer_chat_eot_markers(infer_chat_family f);
 
+/* -------------------------------------------------- reasoning (thinking) */
+
+/* Thinking models (Qwen3, DeepSeek-R1 and its distills, SmolLM3, ...) write
+ * their reasoning between two markers before the answer.  The reasoning is
+ * not the answer: the server returns it as reasoning_content, `infer chat`
+ * hides it.
+ *
+ * The markers of g's model ("<think>" / "</think>", "[THINK]" / "[/THINK]";
+ * static strings), from its chat template, else from its vocabulary.  False
+ * when it has none (then its output is all answer); g may be NULL. */
+bool infer_chat_reasoning_markers(const infer_gguf *g, const char **open, const char **close);
+
+/* Splits one generated answer, fed as it streams, into reasoning and answer
+ * text: whitespace before the opening marker is skipped, the reasoning is
+ * trimmed, whitespace after the closing marker is skipped; output that does
+ * not start with the opening marker is all answer, verbatim; output that
+ * ends inside the reasoning is all reasoning.  in_reasoning: the prompt
+ * already opened the reasoning (the generation prompt ends with the marker). */
+typedef struct infer_reasoning infer_reasoning;
+/* NULL with infer_last_error() for empty markers (or longer than 31 bytes)
+ * or no memory. */
+infer_reasoning *infer_reasoning_new(const char *open, const char *close, bool in_reasoning);
+void infer_reasoning_free(infer_reasoning *r);
+/* Feed the next n bytes of output (final: it is complete; held-back text is
+ * released).  *reasoning / *content get the text of each side that became
+ * certain with this call (not NUL-terminated, possibly empty; owned by r,
+ * valid until the next call).  Concatenated over all calls they are the
+ * whole split.  INFER_ERR_NOMEM leaves both empty. */
+infer_status infer_reasoning_push(infer_reasoning *r, const char *text, size_t n, bool final,
+                                  const char **reasoning, size_t *n_reasoning, const char **content,
+                                  size_t *n_content);
+
 /* ------------------------------------------------------------- tokenizer */
 
 /* A model's tokenizer, built from the `tokenizer.ggml.*` metadata: the

@@ -7,6 +7,7 @@
 #include "test-common.h"
 
 #include "text/chat.h"
+#include "text/reasoning.h"
 #include "text/tokenizer.h"
 
 #include <stdbool.h>
@@ -889,6 +890,124 @@ static void test_template_tokens_bpe(void **state)
     }
 }
 
+/* ------------------------------------------------------------ reasoning */
+
+/* Split text fed in chunks of `chunk` bytes (0: all at once); returns the
+ * reasoning and the answer as malloc'ed strings. */
+static void split_chunks(const char *text, size_t chunk, bool in_reasoning, char **reasoning, char **content)
+{
+    infer_reasoning *r = infer_reasoning_new("<think>", "</think>", in_reasoning);
+    assert_non_null(r);
+    size_t n = strlen(text), cap = n + 1, lr = 0, lc = 0;
+    *reasoning = calloc(1, cap);
+    *content = calloc(1, cap);
+    size_t step = chunk ? chunk : n;
+    for (size_t off = 0;; off += step) {
+        size_t k = off < n ? (n - off < step ? n - off : step) : 0;
+        bool final = off + k >= n;
+        const char *pr, *pc;
+        size_t nr, nc;
+        assert_int_equal(infer_reasoning_push(r, text + off, k, final, &pr, &nr, &pc, &nc), INFER_OK);
+        assert_true(lr + nr < cap && lc + nc < cap);
+        memcpy(*reasoning + lr, pr, nr);
+        memcpy(*content + lc, pc, nc);
+        lr += nr;
+        lc += nc;
+        if (final)
+            break;
+    }
+    infer_reasoning_free(r);
+}
+
+static void test_reasoning_split(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *reasoning, *content;
+        bool in_reasoning;
+    } cases[] = {
+        /* Qwen3 / DeepSeek-R1 */
+        {"<think>\nThe user greets me.\n</think>\n\nHello! How can I help?", "The user greets me.",
+         "Hello! How can I help?", false},
+        /* an empty reasoning (Qwen3 with thinking off) */
+        {"<think>\n\n</think>\n\nHi.", "", "Hi.", false},
+        /* whitespace before the marker, two paragraphs of thought */
+        {"\n <think>a\n\nb </think>c d\n", "a\n\nb", "c d\n", false},
+        /* no reasoning: all answer, verbatim */
+        {"  Hello <think> there", "", "  Hello <think> there", false},
+        {"Hi", "", "Hi", false},
+        {"", "", "", false},
+        {"<thi", "", "<thi", false},
+        /* cut off while thinking: reasoning, never answer */
+        {"<think>Let me see. 2+2 is", "Let me see. 2+2 is", "", false},
+        {"<think>x </thi", "x </thi", "", false},
+        /* a marker-like text inside the reasoning, the closing marker twice */
+        {"<think>use </th and <think></think>A</think>B", "use </th and <think>", "A</think>B", false},
+        /* the prompt opened the reasoning */
+        {"I should greet.\n</think>\nHello", "I should greet.", "Hello", true},
+    };
+    static const size_t chunks[] = {0, 1, 2, 3, 5, 7};
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++)
+        for (size_t c = 0; c < ARRAY_LEN(chunks); c++) {
+            char *r, *a;
+            split_chunks(cases[i].text, chunks[c], cases[i].in_reasoning, &r, &a);
+            if (strcmp(r, cases[i].reasoning) || strcmp(a, cases[i].content))
+                fail_msg("case %zu, chunks of %zu: reasoning '%s' content '%s'", i, chunks[c], r, a);
+            free(r);
+            free(a);
+        }
+    /* held back while streaming: a possible marker, trailing whitespace */
+    infer_reasoning *r = infer_reasoning_new("[THINK]", "[/THINK]", false);
+    const char *pr, *pc;
+    size_t nr, nc;
+    assert_int_equal(infer_reasoning_push(r, " [TH", 4, false, &pr, &nr, &pc, &nc), INFER_OK);
+    assert_int_equal(nr + nc, 0);
+    assert_int_equal(infer_reasoning_push(r, "INK]Hmm \n[/", 11, false, &pr, &nr, &pc, &nc), INFER_OK);
+    assert_int_equal(nr, 3);
+    assert_memory_equal(pr, "Hmm", 3);
+    assert_int_equal(nc, 0);
+    assert_int_equal(infer_reasoning_push(r, "THINK] Yes", 10, false, &pr, &nr, &pc, &nc), INFER_OK);
+    assert_int_equal(nr, 0);
+    assert_int_equal(nc, 3);
+    assert_memory_equal(pc, "Yes", 3);
+    infer_reasoning_free(r);
+    assert_null(infer_reasoning_new("", "</think>", false));
+    assert_null(infer_reasoning_new("<think>", NULL, false));
+}
+
+static bool no_tokens(void *ctx, const char *piece)
+{
+    (void)ctx;
+    (void)piece;
+    return false;
+}
+
+static void test_reasoning_markers(void **state)
+{
+    (void)state;
+    const char *o = NULL, *c = NULL;
+    /* Qwen3, DeepSeek-R1 distills (only '</think>' in the template), Magistral */
+    assert_true(reasoning_markers("{{- '<think>\\n\\n</think>\\n\\n' }}", NULL, NULL, &o, &c));
+    assert_string_equal(o, "<think>");
+    assert_string_equal(c, "</think>");
+    o = c = NULL;
+    assert_true(reasoning_markers("{% set content = content.split('</think>')[-1] %}", no_tokens, NULL, &o, &c));
+    assert_string_equal(o, "<think>");
+    assert_true(reasoning_markers("{{ '[THINK]' + thinking + '[/THINK]' }}", NULL, NULL, &o, &c));
+    assert_string_equal(c, "[/THINK]");
+    /* a vocabulary with both tokens, no template */
+    static const char *const v_qwen3[] = {"<|im_start|>", "<think>", "</think>", NULL};
+    static const char *const v_half[] = {"<think>", NULL};
+    o = c = NULL;
+    assert_true(reasoning_markers(NULL, list_has, (void *)v_qwen3, &o, &c));
+    assert_string_equal(c, "</think>");
+    o = c = NULL;
+    assert_false(reasoning_markers("<|im_start|>", list_has, (void *)v_half, &o, &c));
+    assert_null(o);
+    assert_false(reasoning_markers(NULL, NULL, NULL, &o, &c));
+    assert_false(infer_chat_reasoning_markers(NULL, &o, &c));
+}
+
 /* ------------------------------------------------------------- bad input */
 
 static void expect_invalid(enum chat_family f, const struct chat_msg *m, size_t n, bool add_gen, const char *msg)
@@ -988,6 +1107,8 @@ int main(void)
         cmocka_unit_test(test_incremental_tokens_spm),
         cmocka_unit_test(test_incremental_tokens_bpe),
         cmocka_unit_test(test_template_tokens_bpe),
+        cmocka_unit_test(test_reasoning_split),
+        cmocka_unit_test(test_reasoning_markers),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_big_message),
     };

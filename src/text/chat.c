@@ -45,6 +45,7 @@
  */
 #include "chat.h"
 #include "model/gguf.h"
+#include "reasoning.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -692,6 +693,15 @@ infer_chat_family infer_chat_detect(const infer_gguf *g, const char *override_na
     if (warned)
         *warned = fallback;
     return (infer_chat_family)f;
+}
+
+bool infer_chat_reasoning_markers(const infer_gguf *g, const char **open, const char **close)
+{
+    if (!g)
+        return false;
+    struct vocab_ctx v = {gguf_get_arr(g, "tokenizer.ggml.tokens", INFER_GGUF_STRING)};
+    return reasoning_markers(infer_gguf_get_str(g, "tokenizer.chat_template", NULL), v.tokens ? vocab_has : NULL, &v,
+                             open, close);
 }
 
 const char *infer_chat_family_name(infer_chat_family f) { return chat_family_name((enum chat_family)f); }
