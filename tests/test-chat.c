@@ -807,12 +807,19 @@ static void test_incremental_tokens_gemma(void **state)
  * special tokens; phi3, phi4, granite and deepseek3 have no fixture
  * vocabulary with theirs (spelled as plain text they would merge with the
  * answer's last punctuation) and are covered at the string level only. */
+/* Path of a fixture vocabulary (a static buffer, overwritten by the next call). */
+static const char *fixture(const char *name)
+{
+    static char path[8192];
+    int k = snprintf(path, sizeof(path), "%s/fixtures/tokenizer/%s", test_shared(), name);
+    assert_true(k > 0 && (size_t)k < sizeof(path));
+    return path;
+}
+
 static void test_incremental_tokens_spm(void **state)
 {
     (void)state;
-    char spm[8192];
-    int k = snprintf(spm, sizeof(spm), "%s/fixtures/tokenizer/ggml-vocab-llama-spm.gguf", test_shared());
-    assert_true(k > 0 && (size_t)k < sizeof(spm));
+    const char *spm = fixture("ggml-vocab-llama-spm.gguf");
     check_token_prefix(spm, CHAT_LLAMA2);
     check_token_prefix(spm, CHAT_MISTRAL);
     check_token_prefix(spm, CHAT_MISTRAL_V3);
@@ -824,13 +831,8 @@ static void test_incremental_tokens_spm(void **state)
 static void test_incremental_tokens_bpe(void **state)
 {
     (void)state;
-    char path[8192];
-    int k = snprintf(path, sizeof(path), "%s/fixtures/tokenizer/ggml-vocab-llama-bpe.gguf", test_shared());
-    assert_true(k > 0 && (size_t)k < sizeof(path));
-    check_token_prefix(path, CHAT_LLAMA3);
-    k = snprintf(path, sizeof(path), "%s/fixtures/tokenizer/ggml-vocab-qwen2.gguf", test_shared());
-    assert_true(k > 0 && (size_t)k < sizeof(path));
-    check_token_prefix(path, CHAT_CHATML);
+    check_token_prefix(fixture("ggml-vocab-llama-bpe.gguf"), CHAT_LLAMA3);
+    check_token_prefix(fixture("ggml-vocab-qwen2.gguf"), CHAT_CHATML);
 }
 
 /* The markers are single special tokens of these vocabularies, and a
@@ -847,10 +849,8 @@ static void test_template_tokens_bpe(void **state)
         {"ggml-vocab-qwen2.gguf", CHAT_CHATML, {"<|im_start|>", "<|im_end|>"}},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
-        char path[8192];
-        snprintf(path, sizeof(path), "%s/fixtures/tokenizer/%s", test_shared(), cases[i].vocab);
         infer_gguf *g;
-        assert_int_equal(infer_gguf_open(&g, path, 0), INFER_OK);
+        assert_int_equal(infer_gguf_open(&g, fixture(cases[i].vocab), 0), INFER_OK);
         struct tokenizer *t;
         assert_int_equal(tokenizer_load(&t, g), INFER_OK);
         struct chat_msg m[] = {{"system", "Be brief."}, {"user", "Hi"}};

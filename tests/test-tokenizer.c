@@ -188,30 +188,29 @@ static struct tokenizer *load_fixture(const char *name, infer_gguf **g)
     return t;
 }
 
+/* A BPE fixture vocabulary loaded for one test, against its vectors. */
+static void check_bpe_fixture(const char *name, const char *pre, bool round_trip)
+{
+    infer_gguf *g;
+    struct tokenizer *t = load_fixture(name, &g);
+    assert_string_equal(tokenizer_model(t), "gpt2");
+    assert_string_equal(tokenizer_pre(t), pre);
+    assert_null(tokenizer_warning(t));
+    run_fixture(t, name, round_trip);
+    tokenizer_free(t);
+    infer_gguf_close(g);
+}
+
 static void test_fixture_llama_bpe(void **state)
 {
     (void)state;
-    infer_gguf *g;
-    struct tokenizer *t = load_fixture("ggml-vocab-llama-bpe.gguf", &g);
-    assert_string_equal(tokenizer_model(t), "gpt2");
-    assert_string_equal(tokenizer_pre(t), "llama-bpe");
-    assert_null(tokenizer_warning(t));
-    run_fixture(t, "ggml-vocab-llama-bpe.gguf", false);
-    tokenizer_free(t);
-    infer_gguf_close(g);
+    check_bpe_fixture("ggml-vocab-llama-bpe.gguf", "llama-bpe", false);
 }
 
 static void test_fixture_qwen2(void **state)
 {
     (void)state;
-    infer_gguf *g;
-    struct tokenizer *t = load_fixture("ggml-vocab-qwen2.gguf", &g);
-    assert_string_equal(tokenizer_model(t), "gpt2");
-    assert_string_equal(tokenizer_pre(t), "qwen2");
-    assert_null(tokenizer_warning(t));
-    run_fixture(t, "ggml-vocab-qwen2.gguf", true);
-    tokenizer_free(t);
-    infer_gguf_close(g);
+    check_bpe_fixture("ggml-vocab-qwen2.gguf", "qwen2", true);
 }
 
 static void test_fixture_gpt2(void **state)
