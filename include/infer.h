@@ -529,7 +529,10 @@ typedef enum infer_chat_family {
     INFER_CHAT_MISTRAL_V3_TEKKEN = 6, /* "[INST]u[/INST]" (Nemo) */
     INFER_CHAT_MISTRAL_V7 = 7,       /* [SYSTEM_PROMPT] with spaces (Large 2411) */
     INFER_CHAT_MISTRAL_V7_TEKKEN = 8, /* [SYSTEM_PROMPT] without (Small 3.1) */
-    INFER_CHAT_PHI3 = 9,             /* <|assistant|> + <|end|> */
+    INFER_CHAT_PHI3 = 9,             /* <|assistant|> + <|end|>: Phi-3, Phi-3.5, Phi-4-mini */
+    INFER_CHAT_PHI4 = 10,            /* <|im_start|>role<|im_sep|>: Phi-4 */
+    INFER_CHAT_GRANITE = 11,         /* <|start_of_role|>: Granite 3.x, 4.x */
+    INFER_CHAT_DEEPSEEK3 = 12,       /* <｜User｜> <｜Assistant｜>: DeepSeek-V3, R1 and its distills */
 } infer_chat_family;
 
 /* A byte range of a text. */
@@ -571,6 +574,38 @@ int64_t infer_model_tokenize_chat(const infer_model *m, infer_chat_family f, con
  * they name as well as on EOS; markers missing from the vocabulary are to be
  * skipped. */
 const char *const *infer_chat_eot_markers(infer_chat_family f);
+
+/* -------------------------------------------------- reasoning (thinking) */
+
+/* Thinking models (Qwen3, DeepSeek-R1 and its distills, SmolLM3, ...) write
+ * their reasoning between two markers before the answer.  The reasoning is
+ * not the answer: the server returns it as reasoning_content, `infer chat`
+ * hides it.
+ *
+ * The markers of g's model ("<think>" / "</think>", "[THINK]" / "[/THINK]";
+ * static strings), from its chat template, else from its vocabulary.  False
+ * when it has none (then its output is all answer); g may be NULL. */
+bool infer_chat_reasoning_markers(const infer_gguf *g, const char **open, const char **close);
+
+/* Splits one generated answer, fed as it streams, into reasoning and answer
+ * text: whitespace before the opening marker is skipped, the reasoning is
+ * trimmed, whitespace after the closing marker is skipped; output that does
+ * not start with the opening marker is all answer, verbatim; output that
+ * ends inside the reasoning is all reasoning.  in_reasoning: the prompt
+ * already opened the reasoning (the generation prompt ends with the marker). */
+typedef struct infer_reasoning infer_reasoning;
+/* NULL with infer_last_error() for empty markers (or longer than 31 bytes)
+ * or no memory. */
+infer_reasoning *infer_reasoning_new(const char *open, const char *close, bool in_reasoning);
+void infer_reasoning_free(infer_reasoning *r);
+/* Feed the next n bytes of output (final: it is complete; held-back text is
+ * released).  *reasoning / *content get the text of each side that became
+ * certain with this call (not NUL-terminated, possibly empty; owned by r,
+ * valid until the next call).  Concatenated over all calls they are the
+ * whole split.  INFER_ERR_NOMEM leaves both empty. */
+infer_status infer_reasoning_push(infer_reasoning *r, const char *text, size_t n, bool final,
+                                  const char **reasoning, size_t *n_reasoning, const char **content,
+                                  size_t *n_content);
 
 /* ------------------------------------------------------------- tokenizer */
 

@@ -7,6 +7,7 @@
 #include "test-common.h"
 
 #include "text/chat.h"
+#include "text/reasoning.h"
 #include "text/tokenizer.h"
 
 #include <stdbool.h>
@@ -17,7 +18,12 @@
 static const enum chat_family all_families[] = {
     CHAT_CHATML,     CHAT_GEMMA,      CHAT_LLAMA3,     CHAT_LLAMA2,     CHAT_MISTRAL,
     CHAT_MISTRAL_V3, CHAT_MISTRAL_V3_TEKKEN, CHAT_MISTRAL_V7, CHAT_MISTRAL_V7_TEKKEN, CHAT_PHI3,
+    CHAT_PHI4,       CHAT_GRANITE,    CHAT_DEEPSEEK3,
 };
+
+#define DS_USER "<\xef\xbd\x9c" "User\xef\xbd\x9c>"
+#define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+#define DS_END "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>"
 
 static bool is_inst(enum chat_family f)
 {
@@ -61,6 +67,10 @@ static void test_golden_single_turn(void **state)
         [CHAT_MISTRAL_V7] = "[INST] Hello[/INST]",
         [CHAT_MISTRAL_V7_TEKKEN] = "[INST]Hello[/INST]",
         [CHAT_PHI3] = "<|user|>\nHello<|end|>\n<|assistant|>\n",
+        [CHAT_PHI4] = "<|im_start|>user<|im_sep|>Hello<|im_end|><|im_start|>assistant<|im_sep|>",
+        [CHAT_GRANITE] = "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
+                         "<|start_of_role|>assistant<|end_of_role|>",
+        [CHAT_DEEPSEEK3] = DS_USER "Hello" DS_ASSISTANT,
     };
     for (size_t i = 0; i < ARRAY_LEN(all_families); i++)
         expect_render(all_families[i], &conv[1], 1, true, want[all_families[i]]);
@@ -101,6 +111,18 @@ static void test_golden_system_multi_turn(void **state)
                       "<|assistant|>\nHi there<|end|>\n"
                       "<|user|>\nWho are you<|end|>\n"
                       "<|assistant|>\n",
+        [CHAT_PHI4] = "<|im_start|>system<|im_sep|>You are a helpful assistant<|im_end|>"
+                      "<|im_start|>user<|im_sep|>Hello<|im_end|>"
+                      "<|im_start|>assistant<|im_sep|>Hi there<|im_end|>"
+                      "<|im_start|>user<|im_sep|>Who are you<|im_end|>"
+                      "<|im_start|>assistant<|im_sep|>",
+        [CHAT_GRANITE] = "<|start_of_role|>system<|end_of_role|>You are a helpful assistant<|end_of_text|>\n"
+                         "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
+                         "<|start_of_role|>assistant<|end_of_role|>Hi there<|end_of_text|>\n"
+                         "<|start_of_role|>user<|end_of_role|>Who are you<|end_of_text|>\n"
+                         "<|start_of_role|>assistant<|end_of_role|>",
+        [CHAT_DEEPSEEK3] = "You are a helpful assistant\n\n" DS_USER "Hello" DS_ASSISTANT "Hi there" DS_END
+                           DS_USER "Who are you" DS_ASSISTANT,
     };
     for (size_t i = 0; i < ARRAY_LEN(all_families); i++)
         expect_render(all_families[i], conv, ARRAY_LEN(conv), true, want[all_families[i]]);
@@ -122,6 +144,10 @@ static void test_golden_no_generation_prompt(void **state)
         [CHAT_MISTRAL_V7] = "[INST] Hello[/INST] Hi there</s>",
         [CHAT_MISTRAL_V7_TEKKEN] = "[INST]Hello[/INST]Hi there</s>",
         [CHAT_PHI3] = "<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n",
+        [CHAT_PHI4] = "<|im_start|>user<|im_sep|>Hello<|im_end|><|im_start|>assistant<|im_sep|>Hi there<|im_end|>",
+        [CHAT_GRANITE] = "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
+                         "<|start_of_role|>assistant<|end_of_role|>Hi there<|end_of_text|>\n",
+        [CHAT_DEEPSEEK3] = DS_USER "Hello" DS_ASSISTANT "Hi there" DS_END,
     };
     for (size_t i = 0; i < ARRAY_LEN(all_families); i++)
         expect_render(all_families[i], &conv[1], 2, false, want[all_families[i]]);
@@ -282,6 +308,39 @@ static const struct tmpl_case tmpl_cases[] = {
      "message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}{% elif (message['role'] == 'assistant') %}"
      "{{message['content'] + '<|end|>' + '\n'}}{% endif %}{% endfor %}",
      CHAT_PHI3},
+    {"Phi-4",
+     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + "
+     "'<|im_end|>'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %}",
+     CHAT_PHI4},
+    {"Phi-4-mini (phi3's markers, as llama.cpp detects it)",
+     "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and message['tools'] "
+     "is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + message['tools'] + "
+     "'<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}"
+     "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}",
+     CHAT_PHI3},
+    {"Granite 3.x",
+     "{%- for message in loop_messages %}{{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' + "
+     "message['content'] + '<|end_of_text|>\n' }}{%- if loop.last and add_generation_prompt %}"
+     "{{- '<|start_of_role|>assistant<|end_of_role|>' }}{%- endif %}{%- endfor %}",
+     CHAT_GRANITE},
+    {"DeepSeek-R1-Distill",
+     "{% for message in messages %}{% if message['role'] == 'user' %}{{'" DS_USER "' + message['content']}}"
+     "{% endif %}{% if message['role'] == 'assistant' %}{% set content = message['content'] %}{% if '</think>' in "
+     "content %}{% set content = content.split('</think>')[-1] %}{% endif %}{{'" DS_ASSISTANT "' + content + '"
+     DS_END "'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{'" DS_ASSISTANT "<think>\\n'}}{% endif %}",
+     CHAT_DEEPSEEK3},
+    {"Qwen3 (chatml with <think>)",
+     "{%- for message in messages %}{%- if message.role == \"assistant\" %}{%- set content = "
+     "message.content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}{{- '<|im_start|>' + message.role + "
+     "'\\n' + content + '<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
+     "{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is false %}"
+     "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}",
+     CHAT_CHATML},
+    {"SmolLM3",
+     "{%- set reasoning_mode = \"/think\" -%}{{- \"<|im_start|>system\\n\" -}}{{- \"## Metadata\\n\\n\" -}}"
+     "{%- if reasoning_mode == \"/no_think\" -%}{{ \"<|im_start|>assistant\\n\" + \"<think>\\n\\n</think>\\n\" }}"
+     "{%- endif -%}",
+     CHAT_CHATML},
     {"name as template", "gemma", CHAT_GEMMA},
     {"name as template, alias", "llama2-sys", CHAT_LLAMA2},
 };
@@ -312,9 +371,9 @@ static void test_detect_unknown_template(void **state)
         /* vicuna */
         "{%- for message in messages %}{%- if message['role'] == 'user' -%}{{-'USER: ' + message['content'] + "
         "'\\n'-}}{%- else -%}{{-'ASSISTANT: ' + message['content'] + '</s>\\n' -}}{%- endif -%}{%- endfor -%}",
-        /* phi-4: <|im_start|> but not chatml */
-        "{% for message in messages %}{{'<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + "
-        "'<|im_end|>'}}{% endfor %}",
+        /* SmolVLM: <|im_start|> but not chatml */
+        "{{ bos_token }}{% for message in messages %}{{message['role'] | capitalize}}{{':'}}{{ message['content'] }}"
+        "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}<|im_start|>",
         "",
         "not a template at all",
     };
@@ -344,6 +403,8 @@ static void test_detect_arch(void **state)
     } cases[] = {
         {"gemma", CHAT_GEMMA, false},   {"gemma2", CHAT_GEMMA, false},  {"gemma3", CHAT_GEMMA, false},
         {"qwen2", CHAT_CHATML, false},  {"qwen3", CHAT_CHATML, false},  {"phi3", CHAT_PHI3, false},
+        {"granite", CHAT_GRANITE, false}, {"granitemoe", CHAT_GRANITE, false},
+        {"smollm3", CHAT_CHATML, false},  {"mistral3", CHAT_CHATML, true},
         {"llama", CHAT_CHATML, true},   {"mamba", CHAT_CHATML, true},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
@@ -370,6 +431,9 @@ static void test_detect_vocab(void **state)
     static const char *const v_smollm[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", NULL};
     static const char *const v_mistral3[] = {"<s>", "</s>", "[INST]", "[/INST]", NULL};
     static const char *const v_llama2[] = {"<unk>", "<s>", "</s>", NULL};
+    static const char *const v_phi4[] = {"<|im_start|>", "<|im_sep|>", "<|im_end|>", NULL};
+    static const char *const v_granite[] = {"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>", NULL};
+    static const char *const v_deepseek[] = {DS_USER, DS_ASSISTANT, DS_END, NULL};
     bool fb = true;
     assert_int_equal(chat_detect_with_vocab(NULL, "llama", list_has, (void *)v_llama3, &fb), CHAT_LLAMA3);
     assert_false(fb);
@@ -379,6 +443,12 @@ static void test_detect_vocab(void **state)
     assert_false(fb);
     assert_int_equal(chat_detect_with_vocab(NULL, "llama", list_has, (void *)v_llama2, &fb), CHAT_CHATML);
     assert_true(fb);
+    assert_int_equal(chat_detect_with_vocab(NULL, "phi3", list_has, (void *)v_phi4, &fb), CHAT_PHI3);
+    assert_int_equal(chat_detect_with_vocab(NULL, "llama", list_has, (void *)v_phi4, &fb), CHAT_PHI4);
+    assert_int_equal(chat_detect_with_vocab(NULL, "llama", list_has, (void *)v_granite, &fb), CHAT_GRANITE);
+    assert_int_equal(chat_detect_with_vocab(NULL, "qwen2", list_has, (void *)v_deepseek, &fb), CHAT_CHATML);
+    assert_int_equal(chat_detect_with_vocab(NULL, "llama", list_has, (void *)v_deepseek, &fb), CHAT_DEEPSEEK3);
+    assert_false(fb);
     /* architecture before vocabulary, template before both */
     assert_int_equal(chat_detect_with_vocab(NULL, "gemma3", list_has, (void *)v_llama3, &fb), CHAT_GEMMA);
     assert_int_equal(chat_detect_with_vocab("<|im_start|>", "gemma3", list_has, (void *)v_llama3, &fb),
@@ -416,6 +486,13 @@ static void test_names(void **state)
     assert_string_equal(chat_eot_markers(CHAT_CHATML)[0], "<|im_end|>");
     assert_string_equal(chat_eot_markers(CHAT_PHI3)[0], "<|end|>");
     assert_string_equal(chat_eot_markers(CHAT_LLAMA2)[0], "</s>");
+    assert_string_equal(chat_eot_markers(CHAT_PHI4)[0], "<|im_end|>");
+    assert_string_equal(chat_eot_markers(CHAT_GRANITE)[0], "<|end_of_text|>");
+    assert_string_equal(chat_eot_markers(CHAT_DEEPSEEK3)[0], DS_END);
+    assert_true(chat_family_from_name("smollm3", &g));
+    assert_int_equal(g, CHAT_CHATML);
+    assert_true(chat_family_from_name("granite-4.0", &g));
+    assert_int_equal(g, CHAT_GRANITE);
 }
 
 /* ---------------------------------------------- detection through a GGUF */
@@ -725,21 +802,210 @@ static void test_incremental_tokens_gemma(void **state)
 }
 
 /* A Llama SentencePiece vocabulary (32000 tokens, <s> and </s> special,
- * [INST] plain text, a space prefix) for the [INST] families.  No fixture
- * vocabulary has the chatml, llama3 or phi3 markers as special tokens, and
- * spelled as plain text they would merge with the answer's last punctuation
- * (GPT-2 pre-tokenizes ".<|" as one piece): those families are covered at the
- * string level only. */
+ * [INST] plain text, a space prefix) for the [INST] families.  The Llama 3
+ * and Qwen 2 vocabularies below carry the llama3 and chatml markers as
+ * special tokens; phi3, phi4, granite and deepseek3 have no fixture
+ * vocabulary with theirs (spelled as plain text they would merge with the
+ * answer's last punctuation) and are covered at the string level only. */
+/* Path of a fixture vocabulary (a static buffer, overwritten by the next call). */
+static const char *fixture(const char *name)
+{
+    static char path[8192];
+    int k = snprintf(path, sizeof(path), "%s/fixtures/tokenizer/%s", test_shared(), name);
+    assert_true(k > 0 && (size_t)k < sizeof(path));
+    return path;
+}
+
 static void test_incremental_tokens_spm(void **state)
 {
     (void)state;
-    char spm[8192];
-    int k = snprintf(spm, sizeof(spm), "%s/fixtures/tokenizer/ggml-vocab-llama-spm.gguf", test_shared());
-    assert_true(k > 0 && (size_t)k < sizeof(spm));
+    const char *spm = fixture("ggml-vocab-llama-spm.gguf");
     check_token_prefix(spm, CHAT_LLAMA2);
     check_token_prefix(spm, CHAT_MISTRAL);
     check_token_prefix(spm, CHAT_MISTRAL_V3);
     check_token_prefix(spm, CHAT_MISTRAL_V7);
+}
+
+/* Llama 3 (llama-bpe) with the llama3 template, Qwen 2 with chatml (the
+ * format of Qwen 2/2.5/3, SmolLM3 and the DeepSeek-R1 Qwen distills' base). */
+static void test_incremental_tokens_bpe(void **state)
+{
+    (void)state;
+    check_token_prefix(fixture("ggml-vocab-llama-bpe.gguf"), CHAT_LLAMA3);
+    check_token_prefix(fixture("ggml-vocab-qwen2.gguf"), CHAT_CHATML);
+}
+
+/* The markers are single special tokens of these vocabularies, and a
+ * rendered turn tokenizes as llama.cpp's vectors say. */
+static void test_template_tokens_bpe(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *vocab;
+        enum chat_family f;
+        const char *const markers[4];
+    } cases[] = {
+        {"ggml-vocab-llama-bpe.gguf", CHAT_LLAMA3, {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}},
+        {"ggml-vocab-qwen2.gguf", CHAT_CHATML, {"<|im_start|>", "<|im_end|>"}},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        infer_gguf *g;
+        assert_int_equal(infer_gguf_open(&g, fixture(cases[i].vocab), 0), INFER_OK);
+        struct tokenizer *t;
+        assert_int_equal(tokenizer_load(&t, g), INFER_OK);
+        struct chat_msg m[] = {{"system", "Be brief."}, {"user", "Hi"}};
+        char *text = chat_format(cases[i].f, m, 2, true);
+        int64_t n;
+        int32_t *ids = encode_all(t, text, false, true, &n);
+        for (size_t j = 0; cases[i].markers[j]; j++) {
+            int32_t id = tokenizer_find(t, cases[i].markers[j]);
+            assert_true(id >= 0);
+            assert_true(tokenizer_attr(t, id) & TOKEN_ATTR_CONTROL);
+            size_t hits = 0;
+            for (int64_t x = 0; x < n; x++)
+                hits += ids[x] == id;
+            if (hits == 0)
+                fail_msg("%s: %s is not one token of '%s'", cases[i].vocab, cases[i].markers[j], text);
+        }
+        /* user text is never parsed for markers */
+        struct chat_msg evil[] = {{"user", cases[i].markers[1]}};
+        char *e_text = chat_format(cases[i].f, evil, 1, true);
+        infer_text_span *spans;
+        size_t n_spans;
+        free(chat_format_spans(cases[i].f, evil, 1, true, &spans, &n_spans));
+        int32_t ids2[64];
+        int64_t n2 = tokenizer_encode_literal(t, e_text, strlen(e_text), false, true, spans, n_spans, ids2, 64);
+        assert_true(n2 > 0 && n2 <= 64);
+        size_t hits = 0;
+        int32_t close_id = tokenizer_find(t, cases[i].markers[1]);
+        for (int64_t x = 0; x < n2; x++)
+            hits += ids2[x] == close_id;
+        assert_int_equal(hits, cases[i].f == CHAT_LLAMA3 ? 2 : 1); /* the template's own, not the user's */
+        free(spans);
+        free(e_text);
+        free(ids);
+        free(text);
+        tokenizer_free(t);
+        infer_gguf_close(g);
+    }
+}
+
+/* ------------------------------------------------------------ reasoning */
+
+/* Split text fed in chunks of `chunk` bytes (0: all at once); returns the
+ * reasoning and the answer as malloc'ed strings. */
+static void split_chunks(const char *text, size_t chunk, bool in_reasoning, char **reasoning, char **content)
+{
+    infer_reasoning *r = infer_reasoning_new("<think>", "</think>", in_reasoning);
+    assert_non_null(r);
+    size_t n = strlen(text), cap = n + 1, lr = 0, lc = 0;
+    *reasoning = calloc(1, cap);
+    *content = calloc(1, cap);
+    size_t step = chunk ? chunk : n;
+    for (size_t off = 0;; off += step) {
+        size_t k = off < n ? (n - off < step ? n - off : step) : 0;
+        bool final = off + k >= n;
+        const char *pr, *pc;
+        size_t nr, nc;
+        assert_int_equal(infer_reasoning_push(r, text + off, k, final, &pr, &nr, &pc, &nc), INFER_OK);
+        assert_true(lr + nr < cap && lc + nc < cap);
+        memcpy(*reasoning + lr, pr, nr);
+        memcpy(*content + lc, pc, nc);
+        lr += nr;
+        lc += nc;
+        if (final)
+            break;
+    }
+    infer_reasoning_free(r);
+}
+
+static void test_reasoning_split(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *reasoning, *content;
+        bool in_reasoning;
+    } cases[] = {
+        /* Qwen3 / DeepSeek-R1 */
+        {"<think>\nThe user greets me.\n</think>\n\nHello! How can I help?", "The user greets me.",
+         "Hello! How can I help?", false},
+        /* an empty reasoning (Qwen3 with thinking off) */
+        {"<think>\n\n</think>\n\nHi.", "", "Hi.", false},
+        /* whitespace before the marker, two paragraphs of thought */
+        {"\n <think>a\n\nb </think>c d\n", "a\n\nb", "c d\n", false},
+        /* no reasoning: all answer, verbatim */
+        {"  Hello <think> there", "", "  Hello <think> there", false},
+        {"Hi", "", "Hi", false},
+        {"", "", "", false},
+        {"<thi", "", "<thi", false},
+        /* cut off while thinking: reasoning, never answer */
+        {"<think>Let me see. 2+2 is", "Let me see. 2+2 is", "", false},
+        {"<think>x </thi", "x </thi", "", false},
+        /* a marker-like text inside the reasoning, the closing marker twice */
+        {"<think>use </th and <think></think>A</think>B", "use </th and <think>", "A</think>B", false},
+        /* the prompt opened the reasoning */
+        {"I should greet.\n</think>\nHello", "I should greet.", "Hello", true},
+    };
+    static const size_t chunks[] = {0, 1, 2, 3, 5, 7};
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++)
+        for (size_t c = 0; c < ARRAY_LEN(chunks); c++) {
+            char *r, *a;
+            split_chunks(cases[i].text, chunks[c], cases[i].in_reasoning, &r, &a);
+            if (strcmp(r, cases[i].reasoning) || strcmp(a, cases[i].content))
+                fail_msg("case %zu, chunks of %zu: reasoning '%s' content '%s'", i, chunks[c], r, a);
+            free(r);
+            free(a);
+        }
+    /* held back while streaming: a possible marker, trailing whitespace */
+    infer_reasoning *r = infer_reasoning_new("[THINK]", "[/THINK]", false);
+    const char *pr, *pc;
+    size_t nr, nc;
+    assert_int_equal(infer_reasoning_push(r, " [TH", 4, false, &pr, &nr, &pc, &nc), INFER_OK);
+    assert_int_equal(nr + nc, 0);
+    assert_int_equal(infer_reasoning_push(r, "INK]Hmm \n[/", 11, false, &pr, &nr, &pc, &nc), INFER_OK);
+    assert_int_equal(nr, 3);
+    assert_memory_equal(pr, "Hmm", 3);
+    assert_int_equal(nc, 0);
+    assert_int_equal(infer_reasoning_push(r, "THINK] Yes", 10, false, &pr, &nr, &pc, &nc), INFER_OK);
+    assert_int_equal(nr, 0);
+    assert_int_equal(nc, 3);
+    assert_memory_equal(pc, "Yes", 3);
+    infer_reasoning_free(r);
+    assert_null(infer_reasoning_new("", "</think>", false));
+    assert_null(infer_reasoning_new("<think>", NULL, false));
+}
+
+static bool no_tokens(void *ctx, const char *piece)
+{
+    (void)ctx;
+    (void)piece;
+    return false;
+}
+
+static void test_reasoning_markers(void **state)
+{
+    (void)state;
+    const char *o = NULL, *c = NULL;
+    /* Qwen3, DeepSeek-R1 distills (only '</think>' in the template), Magistral */
+    assert_true(reasoning_markers("{{- '<think>\\n\\n</think>\\n\\n' }}", NULL, NULL, &o, &c));
+    assert_string_equal(o, "<think>");
+    assert_string_equal(c, "</think>");
+    o = c = NULL;
+    assert_true(reasoning_markers("{% set content = content.split('</think>')[-1] %}", no_tokens, NULL, &o, &c));
+    assert_string_equal(o, "<think>");
+    assert_true(reasoning_markers("{{ '[THINK]' + thinking + '[/THINK]' }}", NULL, NULL, &o, &c));
+    assert_string_equal(c, "[/THINK]");
+    /* a vocabulary with both tokens, no template */
+    static const char *const v_qwen3[] = {"<|im_start|>", "<think>", "</think>", NULL};
+    static const char *const v_half[] = {"<think>", NULL};
+    o = c = NULL;
+    assert_true(reasoning_markers(NULL, list_has, (void *)v_qwen3, &o, &c));
+    assert_string_equal(c, "</think>");
+    o = c = NULL;
+    assert_false(reasoning_markers("<|im_start|>", list_has, (void *)v_half, &o, &c));
+    assert_null(o);
+    assert_false(reasoning_markers(NULL, NULL, NULL, &o, &c));
+    assert_false(infer_chat_reasoning_markers(NULL, &o, &c));
 }
 
 /* ------------------------------------------------------------- bad input */
@@ -773,7 +1039,8 @@ static void test_bad_input(void **state)
         expect_invalid(f, late_system, 2, false, "system message may only come first");
         expect_invalid(f, NULL, 0, true, "no messages");
         expect_invalid(f, null_content, 0, true, "no messages");
-        if (f == CHAT_CHATML || f == CHAT_LLAMA3 || f == CHAT_PHI3) {
+        if (f == CHAT_CHATML || f == CHAT_LLAMA3 || f == CHAT_PHI3 || f == CHAT_PHI4 || f == CHAT_GRANITE ||
+            f == CHAT_DEEPSEEK3) {
             char *s = chat_format(f, two_users, 2, true);
             assert_non_null(s);
             free(s);
@@ -838,6 +1105,10 @@ int main(void)
         cmocka_unit_test(test_incremental_prefix),
         cmocka_unit_test(test_incremental_tokens_gemma),
         cmocka_unit_test(test_incremental_tokens_spm),
+        cmocka_unit_test(test_incremental_tokens_bpe),
+        cmocka_unit_test(test_template_tokens_bpe),
+        cmocka_unit_test(test_reasoning_split),
+        cmocka_unit_test(test_reasoning_markers),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_big_message),
     };

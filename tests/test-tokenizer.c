@@ -1,7 +1,7 @@
 /*
  * test-tokenizer.c - the tokenizers against llama.cpp: every vector of
- * ../shared/fixtures/tokenizer (Llama SPM and GPT-2 BPE vocabularies with the
- * ids llama.cpp gives), the default Gemma 3 model on a multilingual text,
+ * ../shared/fixtures/tokenizer (Llama SPM, GPT-2, Llama 3 and Qwen 2 BPE
+ * vocabularies with the ids llama.cpp gives), the default Gemma 3 model on a multilingual text,
  * hand-built vocabularies whose results are worked out by hand, the
  * pre-tokenizer splits, streaming detokenization, and hostile input.
  */
@@ -103,16 +103,17 @@ static void expect_ids(const struct tokenizer *t, const char *s, bool add_specia
 
 /* --------------------------------------------------- llama.cpp vectors */
 
-/* Run every string of <name>.inp (separated by "\n__ggml_vocab_test__\n")
- * and compare with the ids on the same line of <name>.out. */
-static void run_fixture(const struct tokenizer *t, const char *name, bool round_trip)
+/* Run every string of the file inp (separated by "\n__ggml_vocab_test__\n",
+ * llama.cpp's test-tokenizer-0 format) and compare with the ids on the same
+ * line of out; there must be n_want cases. */
+static void run_vectors(const struct tokenizer *t, const char *inp_path, const char *out_path, const char *name,
+                        bool round_trip, int n_want)
 {
-    char rel[256];
     size_t n_inp, n_out;
-    snprintf(rel, sizeof(rel), "fixtures/tokenizer/%s.inp", name);
-    char *inp = test_read_file(test_path(test_shared(), rel), &n_inp);
-    snprintf(rel, sizeof(rel), "fixtures/tokenizer/%s.out", name);
-    char *out = test_read_file(test_path(test_shared(), rel), &n_out);
+    char *inp = test_read_file(inp_path, &n_inp);
+    char *out = test_read_file(out_path, &n_out);
+    if (!inp || !out)
+        print_error("cannot read %s or %s\n", inp_path, out_path);
     assert_non_null(inp);
     assert_non_null(out);
     const char *sep = "\n__ggml_vocab_test__\n";
@@ -157,7 +158,16 @@ static void run_fixture(const struct tokenizer *t, const char *name, bool round_
     free(inp);
     free(out);
     assert_int_equal(n_bad, 0);
-    assert_int_equal(n_cases, 46);
+    assert_int_equal(n_cases, n_want);
+}
+
+/* The vectors llama.cpp ships for fixtures/tokenizer/<name>. */
+static void run_fixture(const struct tokenizer *t, const char *name, bool round_trip)
+{
+    char inp[256], out[256];
+    snprintf(inp, sizeof(inp), "fixtures/tokenizer/%s.inp", name);
+    snprintf(out, sizeof(out), "fixtures/tokenizer/%s.out", name);
+    run_vectors(t, test_path(test_shared(), inp), test_path(test_shared(), out), name, round_trip, 46);
 }
 
 static void test_fixture_llama_spm(void **state)
@@ -166,6 +176,41 @@ static void test_fixture_llama_spm(void **state)
     assert_string_equal(tokenizer_model(v->spm), "llama");
     assert_int_equal(tokenizer_n_vocab(v->spm), 32000);
     run_fixture(v->spm, "ggml-vocab-llama-spm.gguf", true);
+}
+
+/* A fixture vocabulary loaded for one test. */
+static struct tokenizer *load_fixture(const char *name, infer_gguf **g)
+{
+    char rel[256];
+    snprintf(rel, sizeof(rel), "fixtures/tokenizer/%s", name);
+    struct tokenizer *t = load_file(test_path(test_shared(), rel), g);
+    assert_non_null(t);
+    return t;
+}
+
+/* A BPE fixture vocabulary loaded for one test, against its vectors. */
+static void check_bpe_fixture(const char *name, const char *pre, bool round_trip)
+{
+    infer_gguf *g;
+    struct tokenizer *t = load_fixture(name, &g);
+    assert_string_equal(tokenizer_model(t), "gpt2");
+    assert_string_equal(tokenizer_pre(t), pre);
+    assert_null(tokenizer_warning(t));
+    run_fixture(t, name, round_trip);
+    tokenizer_free(t);
+    infer_gguf_close(g);
+}
+
+static void test_fixture_llama_bpe(void **state)
+{
+    (void)state;
+    check_bpe_fixture("ggml-vocab-llama-bpe.gguf", "llama-bpe", false);
+}
+
+static void test_fixture_qwen2(void **state)
+{
+    (void)state;
+    check_bpe_fixture("ggml-vocab-qwen2.gguf", "qwen2", true);
 }
 
 static void test_fixture_gpt2(void **state)
@@ -809,6 +854,8 @@ static void gw_kv_array(struct gw *w, const char *key, const struct gguf_value *
 }
 
 /* The GPT-2 fixture vocabulary with another pre-tokenizer. */
+/* The BPE vocabulary of src (tokens, types, merges, BOS/EOS) with
+ * tokenizer.ggml.pre = pre, as contrib/golden/tokenizer-pre rewrites it. */
 static struct tokenizer *gpt2_with_pre(const infer_gguf *src, const char *pre)
 {
     struct gw w;
@@ -820,8 +867,10 @@ static struct tokenizer *gpt2_with_pre(const infer_gguf *src, const char *pre)
     gw_kv_array(&w, "tokenizer.ggml.tokens", gguf_get_arr(src, "tokenizer.ggml.tokens", INFER_GGUF_STRING));
     gw_kv_array(&w, "tokenizer.ggml.token_type", gguf_get_arr(src, "tokenizer.ggml.token_type", INFER_GGUF_INT32));
     gw_kv_array(&w, "tokenizer.ggml.merges", gguf_get_arr(src, "tokenizer.ggml.merges", INFER_GGUF_STRING));
-    gw_kv_u32(&w, "tokenizer.ggml.bos_token_id", 50256);
-    gw_kv_u32(&w, "tokenizer.ggml.eos_token_id", 50256);
+    gw_kv_u32(&w, "tokenizer.ggml.bos_token_id",
+              (uint32_t)infer_gguf_get_int(src, "tokenizer.ggml.bos_token_id", 50256));
+    gw_kv_u32(&w, "tokenizer.ggml.eos_token_id",
+              (uint32_t)infer_gguf_get_int(src, "tokenizer.ggml.eos_token_id", 50256));
     assert_int_equal(infer_gguf_open_memory(&g, w.p, w.n), INFER_OK);
     assert_int_equal(tokenizer_load(&t, g), INFER_OK);
     infer_gguf_close(g);
@@ -858,6 +907,38 @@ static void test_pre_tokenizers(void **state)
            88, 220, 149, 94, 149, 95, 149, 96, 149, 97, 26725, 136, 223, 12520, 99, 247, 30, 314, 6, 76, 220, 220,
            197, 220, 16, 14, 18, 28, 15, 13, 20370, 201, 198);
     tokenizer_free(t);
+}
+
+/* Pre-tokenizers without a llama.cpp fixture, against llama.cpp's ids for
+ * tests/data/tokenizer/pre.inp on a fixture vocabulary whose
+ * tokenizer.ggml.pre was rewritten (written by contrib/golden/tokenizer-pre;
+ * this table is its CASES). */
+static void test_pre_goldens(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pre, *vocab;
+    } cases[] = {
+        {"gpt-4o", "ggml-vocab-llama-bpe.gguf"}, {"tekken", "ggml-vocab-llama-bpe.gguf"},
+        {"llama4", "ggml-vocab-llama-bpe.gguf"}, {"refact", "ggml-vocab-gpt-2.gguf"},
+        {"smollm", "ggml-vocab-gpt-2.gguf"},     {"starcoder", "ggml-vocab-gpt-2.gguf"},
+        {"deepseek-r1-qwen", "ggml-vocab-qwen2.gguf"}, {"default", "ggml-vocab-gpt-2.gguf"},
+    };
+    char inp[4096];
+    snprintf(inp, sizeof(inp), "%s", test_path(test_srcdir(), "tests/data/tokenizer/pre.inp"));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        infer_gguf *g;
+        struct tokenizer *src = load_fixture(cases[i].vocab, &g);
+        tokenizer_free(src);
+        struct tokenizer *t = gpt2_with_pre(g, cases[i].pre);
+        assert_string_equal(tokenizer_pre(t), cases[i].pre);
+        assert_null(tokenizer_warning(t));
+        char out[256];
+        snprintf(out, sizeof(out), "tests/data/tokenizer/%s.out", cases[i].pre);
+        run_vectors(t, inp, test_path(test_srcdir(), out), cases[i].pre, false, 46 + 13);
+        tokenizer_free(t);
+        infer_gguf_close(g);
+    }
 }
 
 /* ------------------------------------------------------------ Unicode */
@@ -924,6 +1005,13 @@ static void test_unicode(void **state)
     check_split(UNICODE_SPLIT_QWEN2, s, qwen2, sizeof(qwen2) / sizeof(qwen2[0]));
     static const size_t digits[] = {1, 1, 1, 3, 1, 1}; /* smollm: digits alone, then gpt-2 */
     check_split(UNICODE_SPLIT_DIGITS_GPT2, "123 ab12", digits, 6);
+    /* gpt-4o: letter runs cut where lower case turns upper, contractions kept on the word,
+     * "/" (a word prefix, or after punctuation); tekken: the same without contractions, single digits */
+    const char *cased = "HelloWorld iPhone HTTPServer don't DON'T a/b x/\n 12345";
+    static const size_t gpt4o[] = {5, 5, 2, 5, 11, 6, 6, 2, 2, 2, 2, 1, 3, 2};
+    static const size_t tekken[] = {5, 5, 2, 5, 11, 4, 2, 4, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1};
+    check_split(UNICODE_SPLIT_GPT4O, cased, gpt4o, sizeof(gpt4o) / sizeof(gpt4o[0]));
+    check_split(UNICODE_SPLIT_TEKKEN, cased, tekken, sizeof(tekken) / sizeof(tekken[0]));
     static const size_t dflt[] = {1, 2, 3, 3, 1}; /* punctuation run, \p{N}+, [0-9]{3} */
     check_split(UNICODE_SPLIT_DEFAULT, "a,;1234567", dflt, 5);
 }
@@ -932,12 +1020,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_llama_spm), cmocka_unit_test(test_fixture_gpt2),
+        cmocka_unit_test(test_fixture_llama_bpe), cmocka_unit_test(test_fixture_qwen2),
         cmocka_unit_test(test_fixture_specials),  cmocka_unit_test(test_gemma_ids),
         cmocka_unit_test(test_gemma_round_trip),  cmocka_unit_test(test_gemma_literal_content),
         cmocka_unit_test(test_literal_bad_ranges),  cmocka_unit_test(test_stream),
         cmocka_unit_test(test_bad_text),          cmocka_unit_test(test_long_line),
         cmocka_unit_test(test_tiny_spm),          cmocka_unit_test(test_bad_vocab),
         cmocka_unit_test(test_tiny_bpe),          cmocka_unit_test(test_pre_tokenizers),
+        cmocka_unit_test(test_pre_goldens),
         cmocka_unit_test(test_unicode),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -7,14 +7,23 @@
  * On a terminal, lines are read with libedit (editing, history); otherwise
  * each input line is one user message and each answer is printed on its own
  * line, so the command can be scripted.
+ *
+ * A thinking model's reasoning (<think>...</think>) is not its answer: it is
+ * hidden (a dim "thinking..." shows on a terminal while it lasts), or with
+ * --show-thinking printed dim on a terminal and between its markers
+ * otherwise.  Only the answer goes into the history, as an API client sends
+ * it back (and as Qwen3's and DeepSeek-R1's templates drop old reasoning).
  */
 #include "cli.h"
 
 #include <editline/readline.h>
+#include <stdio.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+enum { OPT_SHOW_THINKING = 0x7100 }; /* past cli.h's options */
 
 struct convo {
     infer_chat_msg *msgs;
@@ -62,6 +71,80 @@ static void convo_free(struct convo *c)
     free(c->owned);
 }
 
+/* Where one answer is written: straight to stdout, or for a thinking model
+ * through the reasoning splitter (cli_generate writes to a FILE, so this is
+ * a stdio cookie stream). */
+struct think_out {
+    infer_reasoning *r;
+    const char *open, *close;
+    bool show, tty;
+    bool in_reasoning; /* reasoning shown (dim or marked) or "thinking..." shown, not closed */
+    char *answer;      /* the answer part, for the history */
+    size_t len, cap;
+};
+
+#define DIM "\033[2m"
+#define UNDIM "\033[0m"
+
+static void think_emit(struct think_out *t, const char *pr, size_t nr, const char *pc, size_t nc)
+{
+    if (nr && !t->in_reasoning) {
+        t->in_reasoning = true;
+        if (t->show)
+            fputs(t->tty ? DIM : t->open, stdout);
+        else if (t->tty)
+            fputs(DIM "thinking..." UNDIM, stdout);
+    }
+    if (nr && t->show)
+        fwrite(pr, 1, nr, stdout);
+    if (nc && t->in_reasoning) {
+        t->in_reasoning = false;
+        if (t->show)
+            fputs(t->tty ? UNDIM "\n\n" : t->close, stdout);
+        else if (t->tty)
+            fputs("\r\033[K", stdout); /* erase "thinking..." */
+        if (t->show && !t->tty)
+            fputs("\n", stdout);
+    }
+    if (nc) {
+        fwrite(pc, 1, nc, stdout);
+        if (t->len + nc + 1 > t->cap) {
+            size_t cap = (t->len + nc + 1) * 2;
+            char *p = realloc(t->answer, cap);
+            if (!p)
+                return;
+            t->answer = p;
+            t->cap = cap;
+        }
+        memcpy(t->answer + t->len, pc, nc);
+        t->len += nc;
+        t->answer[t->len] = '\0';
+    }
+    fflush(stdout);
+}
+
+static ssize_t think_write(void *cookie, const char *buf, size_t n)
+{
+    struct think_out *t = cookie;
+    const char *pr, *pc;
+    size_t nr, nc;
+    if (infer_reasoning_push(t->r, buf, n, false, &pr, &nr, &pc, &nc) == INFER_OK)
+        think_emit(t, pr, nr, pc, nc);
+    return (ssize_t)n;
+}
+
+/* End of the answer: release what the splitter held, close the styling. */
+static void think_finish(struct think_out *t)
+{
+    const char *pr, *pc;
+    size_t nr, nc;
+    if (infer_reasoning_push(t->r, "", 0, true, &pr, &nr, &pc, &nc) == INFER_OK)
+        think_emit(t, pr, nr, pc, nc);
+    if (t->in_reasoning)
+        fputs(t->show ? (t->tty ? UNDIM : t->close) : (t->tty ? "\r\033[K" : ""), stdout);
+    fflush(stdout);
+}
+
 static void print_help(void)
 {
     printf("commands:\n"
@@ -91,9 +174,10 @@ static void print_stats(infer_session *s)
     cli_print_cache_metrics(stdout, &cm);
 }
 
-/* One user turn: render, evaluate, stream the answer; returns 0, or 1 on error. */
+/* One user turn: render, evaluate, stream the answer; returns 0, or 1 on error.
+ * think: the model's reasoning markers (open == NULL: none) and display. */
 static int turn(infer_model *m, infer_session *s, infer_sampler *smp, infer_chat_family fam, struct convo *c,
-                const char *user, int n_predict, bool tty)
+                const char *user, int n_predict, bool tty, const struct think_out *think)
 {
     if (convo_add(c, "user", user))
         return 1;
@@ -120,7 +204,21 @@ static int turn(infer_model *m, infer_session *s, infer_sampler *smp, infer_chat
         return 1;
     }
     char *answer = NULL;
-    int n_gen = cli_generate(m, s, smp, n_predict, stdout, &answer, NULL);
+    int n_gen;
+    struct think_out t = *think;
+    FILE *out = NULL;
+    if (t.open && (t.r = infer_reasoning_new(t.open, t.close, false)) &&
+        (out = fopencookie(&t, "w", (cookie_io_functions_t){.write = think_write}))) {
+        setvbuf(out, NULL, _IONBF, 0);
+        n_gen = cli_generate(m, s, smp, n_predict, out, &answer, NULL);
+        fclose(out);
+        think_finish(&t);
+        free(answer); /* the raw text, reasoning included */
+        answer = t.answer ? t.answer : strdup("");
+    } else {
+        n_gen = cli_generate(m, s, smp, n_predict, stdout, &answer, NULL);
+    }
+    infer_reasoning_free(t.r);
     if (cli_interrupted && tty)
         printf(" [stopped]");
     printf("\n");
@@ -143,7 +241,8 @@ int cmd_chat(int argc, char **argv)
         {"kv-block", required_argument, 0, OPT_KV_BLOCK}, {"mlock", no_argument, 0, OPT_MLOCK},
         {"no-repack", no_argument, 0, OPT_NO_REPACK}, CLI_CACHE_LONGOPTS,
         {"system", required_argument, 0, OPT_SYSTEM}, {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"show-thinking", no_argument, 0, OPT_SHOW_THINKING}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    bool show_thinking = false;
     struct cli_gen g;
     cli_gen_defaults(&g);
     const char *system = NULL, *tmpl = NULL;
@@ -152,11 +251,13 @@ int cmd_chat(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "m:n:c:b:t:s:h", opts, NULL)) != -1) {
         if (c == OPT_SYSTEM) system = optarg;
         else if (c == OPT_CHAT_TEMPLATE) tmpl = optarg;
+        else if (c == OPT_SHOW_THINKING) show_thinking = true;
         else if (c == 'h') {
             printf("usage: infer chat [-m MODEL] [--system TEXT] [--chat-template NAME] [options]\n\n%s"
                    "      --system TEXT       system prompt\n"
                    "      --chat-template N   chatml, gemma, llama3, llama2, mistral, phi3, ... (default: "
-                   "from the model)\n",
+                   "from the model)\n"
+                   "      --show-thinking     print a thinking model's reasoning (dim; hidden by default)\n",
                    cli_gen_help());
             return 0;
         } else if (cli_gen_option(&g, c, optarg))
@@ -176,9 +277,12 @@ int cmd_chat(int argc, char **argv)
     /* generation also stops on the family's end-of-turn tokens */
     for (const char *const *mk = infer_chat_eot_markers(fam); mk && *mk; mk++)
         infer_model_add_eog(m, *mk);
+    struct think_out think = {.show = show_thinking, .tty = tty};
+    infer_chat_reasoning_markers(infer_model_gguf(m), &think.open, &think.close);
     if (tty)
-        fprintf(stderr, "chat template: %s. Type /help for commands, Ctrl-D to quit.\n",
-                infer_chat_family_name(fam));
+        fprintf(stderr, "chat template: %s%s. Type /help for commands, Ctrl-D to quit.\n",
+                infer_chat_family_name(fam),
+                !think.open ? "" : show_thinking ? " (reasoning shown dim)" : " (reasoning hidden; --show-thinking)");
 
     struct convo conv = {0};
     convo_clear(&conv, system);
@@ -227,7 +331,7 @@ int cmd_chat(int argc, char **argv)
         } else if (in[0] == '/') {
             printf("unknown command '%s'; /help lists them\n", in);
         } else if (*in) {
-            if (turn(m, s, smp, fam, &conv, in, g.n_predict, tty) && !tty)
+            if (turn(m, s, smp, fam, &conv, in, g.n_predict, tty, &think) && !tty)
                 rc = 1;
         }
         if (tty)

@@ -438,12 +438,33 @@ static json_t *finish_json(enum finish_reason f)
     return n ? json_string(n) : json_null();
 }
 
+/* The assistant message of a finished chat job: a thinking model's
+ * reasoning goes into reasoning_content (when there is any), the rest into
+ * content, as llama.cpp's server does. */
+static json_t *chat_message(const struct job *j)
+{
+    const char *text = j->text ? j->text : "";
+    if (!j->think_open)
+        return json_pack("{s:s, s:s%}", "role", "assistant", "content", text, j->text_len);
+    infer_reasoning *r = infer_reasoning_new(j->think_open, j->think_close, false);
+    const char *pr, *pc;
+    size_t nr, nc;
+    if (!r || infer_reasoning_push(r, text, j->text_len, true, &pr, &nr, &pc, &nc) != INFER_OK) {
+        infer_reasoning_free(r);
+        return NULL;
+    }
+    json_t *m = json_pack("{s:s, s:s%}", "role", "assistant", "content", pc, nc);
+    if (m && nr)
+        json_object_set_new(m, "reasoning_content", json_stringn(pr, nr));
+    infer_reasoning_free(r);
+    return m;
+}
+
 json_t *api_response(const struct job *j, const char *model_id)
 {
     json_t *choice;
     if (j->req.kind == GEN_CHAT)
-        choice = json_pack("{s:i, s:{s:s, s:s%}, s:o, s:n}", "index", 0, "message", "role", "assistant",
-                           "content", j->text ? j->text : "", j->text_len, "finish_reason",
+        choice = json_pack("{s:i, s:o, s:o, s:n}", "index", 0, "message", chat_message(j), "finish_reason",
                            finish_json(j->finish), "logprobs");
     else
         choice = json_pack("{s:i, s:s%, s:o, s:n}", "index", 0, "text", j->text ? j->text : "", j->text_len,
@@ -454,14 +475,16 @@ json_t *api_response(const struct job *j, const char *model_id)
                      "timings", api_timings(&j->stats));
 }
 
-json_t *api_chunk(const struct job *j, const char *model_id, const char *text, size_t len, bool first,
-                  enum finish_reason finish)
+json_t *api_chunk(const struct job *j, const char *model_id, const char *text, size_t len, const char *reasoning,
+                  size_t n_reasoning, bool first, enum finish_reason finish)
 {
     json_t *choice;
     if (j->req.kind == GEN_CHAT) {
         json_t *delta = json_object();
         if (first)
             json_object_set_new(delta, "role", json_string("assistant"));
+        if (n_reasoning)
+            json_object_set_new(delta, "reasoning_content", json_stringn(reasoning, n_reasoning));
         if (len || (first && finish == FINISH_NONE))
             json_object_set_new(delta, "content", json_stringn(text, len));
         choice = json_pack("{s:i, s:o, s:o, s:n}", "index", 0, "delta", delta, "finish_reason", finish_json(finish),

@@ -61,6 +61,8 @@ struct conn_ctx {
     /* SSE */
     size_t sent_text;
     bool sent_first, sent_final;
+    infer_reasoning *reasoning; /* splits a thinking model's text (chat), else NULL */
+    bool reasoning_checked;
     double t_last_out;         /* last bytes handed to MHD (for keep-alive comments) */
     char *out;                 /* bytes serialized, not yet handed to MHD */
     size_t out_len, out_off, out_cap;
@@ -257,6 +259,7 @@ static void ctx_unref(struct conn_ctx *ctx)
     if (last) {
         free(ctx->body);
         free(ctx->out);
+        infer_reasoning_free(ctx->reasoning);
         free(ctx);
     }
 }
@@ -345,6 +348,11 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 memcpy(text, j->text + ctx->sent_text, n_text);
                 ctx->sent_text = j->text_len;
             }
+            if ((n_text || done) && !ctx->reasoning_checked) {
+                ctx->reasoning_checked = true; /* the job is admitted: its markers are set */
+                if (j->think_open && j->req.kind == GEN_CHAT)
+                    ctx->reasoning = infer_reasoning_new(j->think_open, j->think_close, false);
+            }
             if (n_text || done || !ctx->sent_first)
                 break;
             if (infer_now_seconds() - ctx->t_last_out > SSE_PING_SECONDS) {
@@ -368,8 +376,16 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
             sse_push_raw(ctx, ": ping\n\n");
         }
         if (n_text || !ctx->sent_first) {
-            /* the role chunk goes first, at once; then the text as it comes */
-            sse_push(ctx, api_chunk(j, srv->model_id, text ? text : "", n_text, !ctx->sent_first, FINISH_NONE));
+            /* the role chunk goes first, at once; then the text as it comes
+             * (a thinking model's reasoning as reasoning_content) */
+            const char *content = text ? text : "", *reasoning = "";
+            size_t n_content = n_text, n_reasoning = 0;
+            if (ctx->reasoning)
+                infer_reasoning_push(ctx->reasoning, content, n_text, false, &reasoning, &n_reasoning, &content,
+                                     &n_content);
+            if (n_content || n_reasoning || !ctx->sent_first)
+                sse_push(ctx, api_chunk(j, srv->model_id, content, n_content, reasoning, n_reasoning,
+                                        !ctx->sent_first, FINISH_NONE));
             ctx->sent_first = true;
         }
         free(text);
@@ -383,7 +399,15 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                     free(e);
                 }
             } else {
-                sse_push(ctx, api_chunk(j, srv->model_id, "", 0, false, j->finish));
+                const char *content, *reasoning;
+                size_t n_content, n_reasoning;
+                if (ctx->reasoning &&
+                    infer_reasoning_push(ctx->reasoning, "", 0, true, &reasoning, &n_reasoning, &content,
+                                         &n_content) == INFER_OK &&
+                    (n_content || n_reasoning)) /* what was held back */
+                    sse_push(ctx, api_chunk(j, srv->model_id, content, n_content, reasoning, n_reasoning, false,
+                                            FINISH_NONE));
+                sse_push(ctx, api_chunk(j, srv->model_id, "", 0, "", 0, false, j->finish));
                 if (j->req.include_usage)
                     sse_push(ctx, api_usage_chunk(j, srv->model_id));
             }

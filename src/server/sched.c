@@ -72,6 +72,7 @@ struct sched {
     infer_model *model;
     infer_engine *engine;
     infer_chat_family fam;
+    const char *think_open, *think_close; /* reasoning markers, NULL when the model has none */
     int n_vocab, n_ctx;
     struct slot *slots;
     int n_slots;
@@ -245,6 +246,8 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
         fprintf(stderr, "serve: chat template: %s\n", infer_last_error());
     for (const char *const *mk = infer_chat_eot_markers(s->fam); mk && *mk; mk++)
         infer_model_add_eog(s->model, *mk);
+    s->think_open = s->think_close = NULL;
+    infer_chat_reasoning_markers(infer_model_gguf(s->model), &s->think_open, &s->think_close);
     s->n_vocab = infer_model_n_vocab(s->model);
     infer_engine_params ep;
     infer_engine_params_default(&ep);
@@ -321,6 +324,8 @@ static bool admit(struct sched *s, struct job *j)
     struct api_error *e = &j->err;
     int64_t n;
     if (r->kind == GEN_CHAT) {
+        j->think_open = s->think_open;
+        j->think_close = s->think_close;
         n = infer_model_tokenize_chat(s->model, s->fam, r->msgs, r->n_msgs, true, &j->tokens);
         if (n == INFER_ERR_INVALID) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value", "messages: %s", infer_last_error());

@@ -160,7 +160,9 @@ struct job {
     struct job_stats stats;
     struct job *next;          /* inbox / waiting list link */
 
-    /* engine thread only, from admission on */
+    /* engine thread only, from admission on (the markers are read by the
+     * connection once text or the end shows, under mu) */
+    const char *think_open, *think_close; /* a thinking model's reasoning markers (chat), or NULL */
     int32_t *tokens;           /* the prompt, tokenized (n_tokens) */
     int64_t n_tokens;
     int64_t max_gen;           /* completion tokens allowed */
@@ -263,7 +265,8 @@ const char *finish_reason_name(enum finish_reason f);
 json_t *api_response(const struct job *j, const char *model_id);
 /* One SSE chunk: text delta (may be empty); first adds the assistant role
  * (chat); finish != FINISH_NONE adds finish_reason and timings. */
-json_t *api_chunk(const struct job *j, const char *model_id, const char *text, size_t len, bool first,
+json_t *api_chunk(const struct job *j, const char *model_id, const char *text, size_t len, const char *reasoning,
+                  size_t n_reasoning, bool first,
                   enum finish_reason finish);
 /* The final usage-only chunk of stream_options.include_usage. */
 json_t *api_usage_chunk(const struct job *j, const char *model_id);

@@ -12,6 +12,10 @@
  *   llama3   <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|> ...
  *            <|start_header_id|>assistant<|end_header_id|>\n\n
  *   phi3     <|{role}|>\n{content}<|end|>\n ...  <|assistant|>\n
+ *   phi4     <|im_start|>{role}<|im_sep|>{content}<|im_end|> ...  <|im_start|>assistant<|im_sep|>
+ *   granite  <|start_of_role|>{role}<|end_of_role|>{content}<|end_of_text|>\n ...
+ *            <|start_of_role|>assistant<|end_of_role|>
+ *   deepseek3  {system}\n\n<｜User｜>{user}<｜Assistant｜>{answer}<｜end▁of▁sentence｜> ...  <｜Assistant｜>
  *   llama2   [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {answer}</s><s>[INST] {user} [/INST]
  *   mistral  [INST] {system}\n\n{user} [/INST] {answer}</s>[INST] {user} [/INST]    (v1, HF v0.1/v0.2)
  *   mistral-v3         [INST] {system}\n\n{user}[/INST] {answer}</s>[INST] {user}[/INST]
@@ -41,11 +45,17 @@
  */
 #include "chat.h"
 #include "model/gguf.h"
+#include "reasoning.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* DeepSeek's markers: fullwidth vertical bars, U+2581 for spaces */
+#define DS_USER "<\xef\xbd\x9c" "User\xef\xbd\x9c>"
+#define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+#define DS_END "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>"
 
 /* ------------------------------------------------------------ names */
 
@@ -60,6 +70,9 @@ static const char *const family_names[CHAT_N_FAMILIES] = {
     [CHAT_MISTRAL_V7] = "mistral-v7",
     [CHAT_MISTRAL_V7_TEKKEN] = "mistral-v7-tekken",
     [CHAT_PHI3] = "phi3",
+    [CHAT_PHI4] = "phi4",
+    [CHAT_GRANITE] = "granite",
+    [CHAT_DEEPSEEK3] = "deepseek3",
 };
 
 static const struct {
@@ -72,7 +85,10 @@ static const struct {
     {"llama-3", CHAT_LLAMA3},        {"llama-2", CHAT_LLAMA2},
     {"llama2-sys", CHAT_LLAMA2},     {"llama2-sys-bos", CHAT_LLAMA2},
     {"llama2-sys-strip", CHAT_LLAMA2}, {"mistral-v1", CHAT_MISTRAL},
-    {"phi-3", CHAT_PHI3},
+    {"phi-3", CHAT_PHI3},            {"phi-4", CHAT_PHI4},
+    {"smollm3", CHAT_CHATML},        {"granite-3", CHAT_GRANITE},
+    {"granite-4.0", CHAT_GRANITE},   {"granite-4.1", CHAT_GRANITE},
+    {"deepseek-r1", CHAT_DEEPSEEK3},
 };
 
 const char *chat_family_name(enum chat_family f)
@@ -104,10 +120,11 @@ bool chat_family_from_name(const char *name, enum chat_family *out)
 /* -------------------------------------------------------- detection */
 
 /* Order follows llama.cpp's llm_chat_detect_template for the families both
- * know: a chatml marker wins, then [INST] (whose variants are told apart by
- * how the template spaces its markers), then phi3, gemma, llama3.  Formats we
- * do not render (phi4's <|im_sep|>, SmolVLM, zephyr, ...) are not matched so
- * that the caller sees a fallback rather than a silently wrong format. */
+ * know: a chatml marker wins (phi4 when it has <|im_sep|>), then [INST]
+ * (whose variants are told apart by how the template spaces its markers),
+ * then phi3, gemma, llama3, deepseek3, granite.  Formats we do not render
+ * (SmolVLM, zephyr, ...) are not matched so that the caller sees a fallback
+ * rather than a silently wrong format. */
 bool chat_detect_template(const char *t, enum chat_family *out)
 {
     if (!t || !*t)
@@ -117,9 +134,9 @@ bool chat_detect_template(const char *t, enum chat_family *out)
 #define HAS(s) (strstr(t, (s)) != NULL)
     enum chat_family f;
     if (HAS("<|im_start|>")) {
-        if (HAS("<|im_sep|>") || HAS("<end_of_utterance>"))
+        if (HAS("<end_of_utterance>"))
             return false;
-        f = CHAT_CHATML;
+        f = HAS("<|im_sep|>") ? CHAT_PHI4 : CHAT_CHATML;
     } else if (strncmp(t, "mistral", 7) == 0 || HAS("[INST]")) {
         if (HAS("[SYSTEM_PROMPT]")) {
             /* v7 writes '[INST] ' and '[SYSTEM_PROMPT] ', v7-tekken no spaces */
@@ -143,6 +160,10 @@ bool chat_detect_template(const char *t, enum chat_family *out)
         f = CHAT_GEMMA;
     } else if (HAS("<|start_header_id|>") && HAS("<|end_header_id|>")) {
         f = CHAT_LLAMA3;
+    } else if (HAS(DS_ASSISTANT) && HAS(DS_USER) && HAS(DS_END)) {
+        f = CHAT_DEEPSEEK3;
+    } else if (HAS("<|start_of_role|>")) {
+        f = CHAT_GRANITE; /* 3.x, 4.0 and 4.1 render alike without tool calls */
     } else {
         return false;
     }
@@ -167,6 +188,14 @@ bool chat_detect_arch(const char *arch, enum chat_family *out)
         *out = CHAT_PHI3;
         return true;
     }
+    if (strncmp(arch, "granite", 7) == 0) { /* granite, granitemoe, granitehybrid */
+        *out = CHAT_GRANITE;
+        return true;
+    }
+    if (strcmp(arch, "smollm3") == 0) {
+        *out = CHAT_CHATML;
+        return true;
+    }
     return false; /* llama, mistral-derived, unknown: the vocabulary decides */
 }
 
@@ -177,8 +206,14 @@ bool chat_detect_vocab(chat_vocab_has_fn has, void *ctx, enum chat_family *out)
     enum chat_family f;
     if (has(ctx, "<|start_header_id|>") && has(ctx, "<|eot_id|>"))
         f = CHAT_LLAMA3;
+    else if (has(ctx, "<|im_start|>") && has(ctx, "<|im_sep|>"))
+        f = CHAT_PHI4;
     else if (has(ctx, "<|im_start|>") && has(ctx, "<|im_end|>"))
         f = CHAT_CHATML; /* SmolLM, Qwen, OpenHermes, ... */
+    else if (has(ctx, "<|start_of_role|>") && has(ctx, "<|end_of_role|>"))
+        f = CHAT_GRANITE;
+    else if (has(ctx, DS_USER) && has(ctx, DS_ASSISTANT))
+        f = CHAT_DEEPSEEK3;
     else if (has(ctx, "<start_of_turn>") && has(ctx, "<end_of_turn>"))
         f = CHAT_GEMMA;
     else if (has(ctx, "[SYSTEM_PROMPT]") && has(ctx, "[INST]"))
@@ -218,6 +253,8 @@ static const char *const eot_gemma[] = {"<end_of_turn>", NULL};
 static const char *const eot_llama3[] = {"<|eot_id|>", "<|eom_id|>", NULL};
 static const char *const eot_inst[] = {"</s>", NULL};
 static const char *const eot_phi3[] = {"<|end|>", "<|endoftext|>", NULL};
+static const char *const eot_granite[] = {"<|end_of_text|>", NULL};
+static const char *const eot_deepseek3[] = {DS_END, NULL};
 static const char *const eot_none[] = {NULL};
 
 const char *const *chat_eot_markers(enum chat_family f)
@@ -233,6 +270,9 @@ const char *const *chat_eot_markers(enum chat_family f)
     case CHAT_MISTRAL_V7:
     case CHAT_MISTRAL_V7_TEKKEN: return eot_inst;
     case CHAT_PHI3: return eot_phi3;
+    case CHAT_PHI4: return eot_chatml;
+    case CHAT_GRANITE: return eot_granite;
+    case CHAT_DEEPSEEK3: return eot_deepseek3;
     default: return eot_none;
     }
 }
@@ -317,7 +357,8 @@ enum role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT };
 
 static bool family_alternates(enum chat_family f)
 {
-    return f != CHAT_CHATML && f != CHAT_LLAMA3 && f != CHAT_PHI3;
+    return f != CHAT_CHATML && f != CHAT_LLAMA3 && f != CHAT_PHI3 && f != CHAT_PHI4 && f != CHAT_GRANITE &&
+           f != CHAT_DEEPSEEK3;
 }
 
 /* Check the message list against the rules documented in chat.h and fill
@@ -360,34 +401,56 @@ static infer_status check_messages(enum chat_family f, const struct chat_msg *ms
     return INFER_OK;
 }
 
-static void render_chatml(struct sbuf *b, const struct chat_msg *m, const enum role *roles, size_t n,
-                          bool add_gen)
+/* Families that write every message as open + role + mid + content + close
+ * (no trimming, as llama.cpp writes them), then gen when add_gen. */
+struct role_style {
+    const char *open, *mid, *close, *gen;
+};
+
+static void render_roles(struct sbuf *b, const struct role_style *st, const struct chat_msg *m, size_t n,
+                         bool add_gen)
 {
-    (void)roles;
     for (size_t i = 0; i < n; i++) {
-        sb_puts(b, "<|im_start|>");
+        sb_puts(b, st->open);
         sb_puts(b, m[i].role);
-        sb_puts(b, "\n");
+        sb_puts(b, st->mid);
         sb_puts_content(b, m[i].content);
-        sb_puts(b, "<|im_end|>\n");
+        sb_puts(b, st->close);
     }
     if (add_gen)
-        sb_puts(b, "<|im_start|>assistant\n");
+        sb_puts(b, st->gen);
 }
 
-static void render_phi3(struct sbuf *b, const struct chat_msg *m, const enum role *roles, size_t n,
-                        bool add_gen)
+static const struct role_style style_chatml = {"<|im_start|>", "\n", "<|im_end|>\n", "<|im_start|>assistant\n"};
+static const struct role_style style_phi3 = {"<|", "|>\n", "<|end|>\n", "<|assistant|>\n"};
+static const struct role_style style_phi4 = {"<|im_start|>", "<|im_sep|>", "<|im_end|>",
+                                             "<|im_start|>assistant<|im_sep|>"};
+static const struct role_style style_granite = {"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>\n",
+                                                "<|start_of_role|>assistant<|end_of_role|>"};
+
+/* DeepSeek-V3 / R1: the system text opens the conversation, bare. */
+static void render_deepseek3(struct sbuf *b, const struct chat_msg *m, const enum role *roles, size_t n,
+                             bool add_gen)
 {
-    (void)roles;
     for (size_t i = 0; i < n; i++) {
-        sb_puts(b, "<|");
-        sb_puts(b, m[i].role);
-        sb_puts(b, "|>\n");
-        sb_puts_content(b, m[i].content);
-        sb_puts(b, "<|end|>\n");
+        switch (roles[i]) {
+        case ROLE_SYSTEM:
+            sb_puts_content(b, m[i].content);
+            sb_puts(b, "\n\n");
+            break;
+        case ROLE_USER:
+            sb_puts(b, DS_USER);
+            sb_puts_content(b, m[i].content);
+            break;
+        case ROLE_ASSISTANT:
+            sb_puts(b, DS_ASSISTANT);
+            sb_puts_content(b, m[i].content);
+            sb_puts(b, DS_END);
+            break;
+        }
     }
     if (add_gen)
-        sb_puts(b, "<|assistant|>\n");
+        sb_puts(b, DS_ASSISTANT);
 }
 
 static void render_llama3(struct sbuf *b, const struct chat_msg *m, const enum role *roles, size_t n,
@@ -549,10 +612,13 @@ char *chat_format_spans(enum chat_family f, const struct chat_msg *msgs, size_t 
 
     struct sbuf b = {.want_spans = spans != NULL};
     switch (f) {
-    case CHAT_CHATML: render_chatml(&b, msgs, roles, n, add_gen); break;
-    case CHAT_PHI3: render_phi3(&b, msgs, roles, n, add_gen); break;
+    case CHAT_CHATML: render_roles(&b, &style_chatml, msgs, n, add_gen); break;
+    case CHAT_PHI3: render_roles(&b, &style_phi3, msgs, n, add_gen); break;
     case CHAT_LLAMA3: render_llama3(&b, msgs, roles, n, add_gen); break;
     case CHAT_GEMMA: render_gemma(&b, msgs, roles, n, add_gen); break;
+    case CHAT_PHI4: render_roles(&b, &style_phi4, msgs, n, add_gen); break;
+    case CHAT_GRANITE: render_roles(&b, &style_granite, msgs, n, add_gen); break;
+    case CHAT_DEEPSEEK3: render_deepseek3(&b, msgs, roles, n, add_gen); break;
     default: render_inst(&b, inst_style_of(f), msgs, roles, n); break;
     }
     free(roles);
@@ -627,6 +693,15 @@ infer_chat_family infer_chat_detect(const infer_gguf *g, const char *override_na
     if (warned)
         *warned = fallback;
     return (infer_chat_family)f;
+}
+
+bool infer_chat_reasoning_markers(const infer_gguf *g, const char **open, const char **close)
+{
+    if (!g)
+        return false;
+    struct vocab_ctx v = {gguf_get_arr(g, "tokenizer.ggml.tokens", INFER_GGUF_STRING)};
+    return reasoning_markers(infer_gguf_get_str(g, "tokenizer.chat_template", NULL), v.tokens ? vocab_has : NULL, &v,
+                             open, close);
 }
 
 const char *infer_chat_family_name(infer_chat_family f) { return chat_family_name((enum chat_family)f); }

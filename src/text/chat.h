@@ -35,6 +35,9 @@ enum chat_family {
     CHAT_MISTRAL_V7 = INFER_CHAT_MISTRAL_V7,
     CHAT_MISTRAL_V7_TEKKEN = INFER_CHAT_MISTRAL_V7_TEKKEN,
     CHAT_PHI3 = INFER_CHAT_PHI3,
+    CHAT_PHI4 = INFER_CHAT_PHI4,
+    CHAT_GRANITE = INFER_CHAT_GRANITE,
+    CHAT_DEEPSEEK3 = INFER_CHAT_DEEPSEEK3,
     CHAT_N_FAMILIES
 };
 
@@ -48,7 +51,8 @@ struct chat_msg {
  * known matched (NULL or empty text included). */
 bool chat_detect_template(const char *tmpl, enum chat_family *out);
 
-/* Family implied by a GGUF architecture name (gemma*, qwen*, phi3); false
+/* Family implied by a GGUF architecture name (gemma*, qwen*, phi3, granite*,
+ * smollm3); false
  * for architectures shared by several formats (llama) and unknown ones. */
 bool chat_detect_arch(const char *arch, enum chat_family *out);
 
@@ -66,7 +70,8 @@ enum chat_family chat_detect_with_vocab(const char *tmpl, const char *arch, chat
 enum chat_family chat_detect(const char *tmpl, const char *arch, bool *fallback);
 
 /* Canonical name ("chatml", "gemma", "llama3", "llama2", "mistral",
- * "mistral-v3", ..., "phi3"); "unknown" for an out-of-range value. */
+ * "mistral-v3", ..., "phi3", "phi4", "granite", "deepseek3"); "unknown" for
+ * an out-of-range value. */
 const char *chat_family_name(enum chat_family f);
 /* Family from a name, case-insensitively; also accepts a few aliases
  * (llama.cpp's "llama2-sys", "mistral-v1", "gemma3", "qwen2", ...).

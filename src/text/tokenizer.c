@@ -237,6 +237,9 @@ static const struct pre_info {
     {"starcoder", UNICODE_SPLIT_DIGITS_GPT2, 0, 0, 0}, {"refact", UNICODE_SPLIT_DIGITS_GPT2, 0, 0, 0},
     {"command-r", UNICODE_SPLIT_DIGITS_GPT2, 0, 0, 1}, {"codeshell", UNICODE_SPLIT_DIGITS_GPT2, 0, 0, 0},
     {"exaone", UNICODE_SPLIT_DIGITS_GPT2, 0, 0, 0}, {"minerva-7b", UNICODE_SPLIT_DIGITS_GPT2, 0, 0, 0},
+    {"gpt-4o", UNICODE_SPLIT_GPT4O, 0, 0, 1}, {"llama4", UNICODE_SPLIT_GPT4O, 0, 0, 1},
+    {"kanana2", UNICODE_SPLIT_GPT4O, 0, 0, 1}, {"talkie", UNICODE_SPLIT_GPT4O, 0, 0, 1},
+    {"minimax-m2", UNICODE_SPLIT_GPT4O, 0, 0, 1}, {"tekken", UNICODE_SPLIT_TEKKEN, 1, 1, 1},
 };
 
 /* Texts llama.cpp treats as end of generation when present (its

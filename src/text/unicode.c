@@ -14,6 +14,12 @@
  *   llama-3:  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *             ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  *   qwen2:    the llama-3 pattern with \p{N} instead of \p{N}{1,3}
+ *   gpt-4o:   [^\r\n\p{L}\p{N}]?U*W+C?|[^\r\n\p{L}\p{N}]?U+W*C?|\p{N}{1,3}|
+ *              ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *             U: [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], W: [\p{Ll}\p{Lm}\p{Lo}\p{M}], C: a
+ *             contraction, with U and W as llama.cpp's regex engine sees them
+ *             (see upperish)
+ *   tekken:   the gpt-4o pattern without C and with \p{N}
  *   smollm:   \p{N} first, then gpt-2 inside each piece
  *   default:  [\p{P}$+<=>^~|]+, then gpt-2, then \p{N}+, then [0-9][0-9][0-9]
  *
@@ -313,23 +319,72 @@ static void split_gpt2(struct piece *p, size_t pos)
     }
 }
 
-/* llama-3 and qwen2 patterns; max_digits is 3 or 1. */
-static void split_llama3(struct piece *p, size_t pos, size_t max_digits)
+/* Letter classes of the cased patterns as llama.cpp runs them: its regex
+ * engine sees every non-ASCII letter as one stand-in character, so
+ * [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] becomes "a letter other than a-z" and
+ * [\p{Ll}\p{Lm}\p{Lo}\p{M}] "a letter other than A-Z"; a non-ASCII letter is
+ * both, and combining marks belong to neither. */
+static inline bool upperish(const struct piece *p, size_t pos)
+{
+    return (pflags(p, pos) & UCP_LETTER) && !(p->c[pos] >= 'a' && p->c[pos] <= 'z');
+}
+
+static inline bool lowerish(const struct piece *p, size_t pos)
+{
+    return (pflags(p, pos) & UCP_LETTER) && !(p->c[pos] >= 'A' && p->c[pos] <= 'Z');
+}
+
+/* End of the cased letter word starting at the letter s:
+ *   U*W+ (greedy, backtracking into U*), else U+W*. */
+static size_t cased_word_end(const struct piece *p, size_t s)
+{
+    size_t u = s;
+    while (upperish(p, u))
+        u++;
+    size_t k = u; /* where W+ starts: the last W at or before u */
+    if (!lowerish(p, u)) {
+        while (k > s && !lowerish(p, k - 1))
+            k--;
+        if (k == s) /* no W: U+ and an empty W* */
+            return u;
+        k--;
+    }
+    while (lowerish(p, k))
+        k++;
+    return k;
+}
+
+/* How the letter alternative of the llama-3 family of patterns reads. */
+enum letters {
+    LETTERS_PLAIN,        /* [^\r\n\p{L}\p{N}]?\p{L}+, contractions before it (llama-3, qwen2) */
+    LETTERS_CASED,        /* [^\r\n\p{L}\p{N}]?(U*W+|U+W*) (tekken) */
+    LETTERS_CASED_SUFFIX, /* the same, each followed by an optional contraction (gpt-4o) */
+};
+
+/* llama-3, qwen2, gpt-4o and tekken patterns; max_digits is 3 or 1.  The
+ * cased ones also end a punctuation run with [\r\n/]* instead of [\r\n]*. */
+static void split_llama3(struct piece *p, size_t pos, size_t max_digits, enum letters letters)
 {
     while (pos < p->end) {
         uint32_t c = p->c[pos];
         uint8_t f = pflags(p, pos);
-        size_t k = contraction(p, pos, true);
+        size_t k = letters == LETTERS_PLAIN ? contraction(p, pos, true) : 0;
         if (k) {
             emit(p, pos += k);
             continue;
         }
-        /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+        /* [^\r\n\p{L}\p{N}]? then letters */
         if (!(c == '\r' || c == '\n' || (f & UCP_NUMBER)) &&
             ((f & UCP_LETTER) || (pflags(p, pos + 1) & UCP_LETTER))) {
-            pos++;
-            while (pflags(p, pos) & UCP_LETTER)
-                pos++;
+            pos += !(f & UCP_LETTER);
+            if (letters == LETTERS_PLAIN) {
+                while (pflags(p, pos) & UCP_LETTER)
+                    pos++;
+            } else {
+                pos = cased_word_end(p, pos);
+                if (letters == LETTERS_CASED_SUFFIX && pos < p->end)
+                    pos += contraction(p, pos, true);
+            }
             emit(p, pos);
             continue;
         }
@@ -345,13 +400,13 @@ static void split_llama3(struct piece *p, size_t pos, size_t max_digits)
             emit(p, pos);
             continue;
         }
-        /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
+        /*  ?[^\s\p{L}\p{N}]+[\r\n]* (or [\r\n/]*) */
         uint8_t f2 = c == ' ' ? pflags(p, pos + 1) : f;
         if (!(f2 & WLN)) { /* f is non-zero inside the piece */
             pos += c == ' ';
             while (pos < p->end && !(pflags(p, pos) & WLN))
                 pos++;
-            while (pcpt(p, pos) == '\r' || pcpt(p, pos) == '\n')
+            for (uint32_t c2; (c2 = pcpt(p, pos)) == '\r' || c2 == '\n' || (c2 == '/' && letters != LETTERS_PLAIN);)
                 pos++;
             emit(p, pos);
             continue;
@@ -434,7 +489,7 @@ static void split_matches(struct piece *p, size_t pos, match_fn m)
     emit(p, p->end);
 }
 
-enum pass { PASS_GPT2, PASS_LLAMA3, PASS_QWEN2, PASS_DIGIT, PASS_DIGITS, PASS_PUNCT, PASS_ASCII3 };
+enum pass { PASS_GPT2, PASS_LLAMA3, PASS_QWEN2, PASS_GPT4O, PASS_TEKKEN, PASS_DIGIT, PASS_DIGITS, PASS_PUNCT, PASS_ASCII3 };
 
 /* Run one pass over every piece of `in` (or over the whole text when in is
  * NULL), appending the new pieces to out. */
@@ -448,8 +503,10 @@ static infer_status run_pass(enum pass kind, const uint32_t *cpts, size_t n,
         struct piece p = {cpts, ini + len, ini, out, INFER_OK};
         switch (kind) {
         case PASS_GPT2: split_gpt2(&p, ini); break;
-        case PASS_LLAMA3: split_llama3(&p, ini, 3); break;
-        case PASS_QWEN2: split_llama3(&p, ini, 1); break;
+        case PASS_LLAMA3: split_llama3(&p, ini, 3, LETTERS_PLAIN); break;
+        case PASS_QWEN2: split_llama3(&p, ini, 1, LETTERS_PLAIN); break;
+        case PASS_GPT4O: split_llama3(&p, ini, 3, LETTERS_CASED_SUFFIX); break;
+        case PASS_TEKKEN: split_llama3(&p, ini, 1, LETTERS_CASED); break;
         case PASS_DIGIT: split_matches(&p, ini, match_number); break;
         case PASS_DIGITS: split_matches(&p, ini, match_number_run); break;
         case PASS_PUNCT: split_matches(&p, ini, match_punct_run); break;
@@ -466,6 +523,7 @@ infer_status unicode_split_words(enum unicode_split kind, const uint32_t *cpts, 
                                  struct unicode_words *w)
 {
     static const enum pass gpt2[] = {PASS_GPT2}, llama3[] = {PASS_LLAMA3}, qwen2[] = {PASS_QWEN2},
+                           gpt4o[] = {PASS_GPT4O}, tekken[] = {PASS_TEKKEN},
                            digits_gpt2[] = {PASS_DIGIT, PASS_GPT2},
                            dflt[] = {PASS_PUNCT, PASS_GPT2, PASS_DIGITS, PASS_ASCII3};
     const enum pass *passes;
@@ -473,6 +531,8 @@ infer_status unicode_split_words(enum unicode_split kind, const uint32_t *cpts, 
     switch (kind) {
     case UNICODE_SPLIT_LLAMA3: passes = llama3; n_passes = 1; break;
     case UNICODE_SPLIT_QWEN2: passes = qwen2; n_passes = 1; break;
+    case UNICODE_SPLIT_GPT4O: passes = gpt4o; n_passes = 1; break;
+    case UNICODE_SPLIT_TEKKEN: passes = tekken; n_passes = 1; break;
     case UNICODE_SPLIT_DIGITS_GPT2: passes = digits_gpt2; n_passes = 2; break;
     case UNICODE_SPLIT_DEFAULT: passes = dflt; n_passes = 4; break;
     default: passes = gpt2; n_passes = 1; break;

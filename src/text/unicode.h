@@ -70,6 +70,8 @@ enum unicode_split {
     UNICODE_SPLIT_GPT2,    /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
     UNICODE_SPLIT_LLAMA3,  /* llama-3: contractions, letters, \p{N}{1,3}, punctuation, newlines, spaces */
     UNICODE_SPLIT_QWEN2,   /* llama-3's pattern with single digits (\p{N}) */
+    UNICODE_SPLIT_GPT4O,   /* o200k: letter runs cut where lower case turns upper, contractions kept */
+    UNICODE_SPLIT_TEKKEN,  /* Mistral's tekken: gpt-4o's pattern, single digits, no contractions */
     UNICODE_SPLIT_DIGITS_GPT2, /* \p{N} then GPT-2 (smollm, starcoder, refact, ...) */
     UNICODE_SPLIT_DEFAULT, /* llama.cpp's fallback: punctuation runs, GPT-2, \p{N}+, [0-9]{3} */
 };

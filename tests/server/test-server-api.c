@@ -184,13 +184,13 @@ static void test_response_shapes(void **state)
     json_decref(r);
 
     /* the first chunk carries the role; the last the finish reason and timings */
-    json_t *c = api_chunk(&j, "model-x", "", 0, true, FINISH_NONE);
+    json_t *c = api_chunk(&j, "model-x", "", 0, "", 0, true, FINISH_NONE);
     json_t *delta = json_object_get(json_array_get(json_object_get(c, "choices"), 0), "delta");
     assert_string_equal(json_string_value(json_object_get(delta, "role")), "assistant");
     assert_true(json_is_null(json_object_get(c, "usage")));
     assert_null(json_object_get(c, "timings"));
     json_decref(c);
-    c = api_chunk(&j, "model-x", "lo", 2, false, FINISH_STOP);
+    c = api_chunk(&j, "model-x", "lo", 2, "", 0, false, FINISH_STOP);
     json_t *ch = json_array_get(json_object_get(c, "choices"), 0);
     assert_string_equal(json_string_value(json_object_get(json_object_get(ch, "delta"), "content")), "lo");
     assert_null(json_object_get(json_object_get(ch, "delta"), "role"));
@@ -208,6 +208,49 @@ static void test_response_shapes(void **state)
     assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "choices"), 0), "text")),
                         "hello");
     json_decref(r);
+}
+
+/* A thinking model's reasoning is reasoning_content, not content (as in
+ * llama.cpp's server), in the response and in streamed deltas. */
+static void test_reasoning_content(void **state)
+{
+    (void)state;
+    struct job j;
+    memset(&j, 0, sizeof(j));
+    j.req.kind = GEN_CHAT;
+    snprintf(j.id, sizeof(j.id), "chatcmpl-2");
+    j.text = "<think>\nThe user says hi.\n</think>\n\nHello!";
+    j.text_len = strlen(j.text);
+    j.finish = FINISH_STOP;
+    j.think_open = "<think>";
+    j.think_close = "</think>";
+    json_t *r = api_response(&j, "model-x");
+    json_t *m = json_object_get(json_array_get(json_object_get(r, "choices"), 0), "message");
+    assert_string_equal(json_string_value(json_object_get(m, "content")), "Hello!");
+    assert_string_equal(json_string_value(json_object_get(m, "reasoning_content")), "The user says hi.");
+    json_decref(r);
+    /* no reasoning: no reasoning_content key */
+    j.text = "Hello!";
+    j.text_len = 6;
+    r = api_response(&j, "model-x");
+    m = json_object_get(json_array_get(json_object_get(r, "choices"), 0), "message");
+    assert_string_equal(json_string_value(json_object_get(m, "content")), "Hello!");
+    assert_null(json_object_get(m, "reasoning_content"));
+    json_decref(r);
+    /* a model without markers: the text as generated */
+    j.text = "<think>x</think>y";
+    j.text_len = strlen(j.text);
+    j.think_open = j.think_close = NULL;
+    r = api_response(&j, "model-x");
+    m = json_object_get(json_array_get(json_object_get(r, "choices"), 0), "message");
+    assert_string_equal(json_string_value(json_object_get(m, "content")), "<think>x</think>y");
+    json_decref(r);
+    /* a streamed reasoning delta */
+    json_t *c = api_chunk(&j, "model-x", "", 0, "Hmm", 3, false, FINISH_NONE);
+    json_t *delta = json_object_get(json_array_get(json_object_get(c, "choices"), 0), "delta");
+    assert_string_equal(json_string_value(json_object_get(delta, "reasoning_content")), "Hmm");
+    assert_null(json_object_get(delta, "content"));
+    json_decref(c);
 }
 
 static void test_durations(void **state)
@@ -236,6 +279,7 @@ int main(void)
         cmocka_unit_test(test_chat_fields),   cmocka_unit_test(test_completion_prompt),
         cmocka_unit_test(test_rejected),      cmocka_unit_test(test_error_json),
         cmocka_unit_test(test_response_shapes), cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_reasoning_content),
     };
     return cmocka_run_group_tests_name("server-api", tests, NULL, NULL);
 }
