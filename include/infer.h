@@ -436,6 +436,42 @@ infer_status infer_session_perplexity(infer_session *s, const int32_t *tokens, i
                                       double *ppl, double *err,
                                       void (*progress)(void *ctx, int chunk, int n_chunks, double ppl),
                                       void *ctx);
+/*
+ * KL divergence against a reference run, as llama-perplexity's
+ * --kl-divergence-base / --kl-divergence (the same file format, so a base
+ * file written by llama.cpp's llama-perplexity can be read, and ours by it).
+ *
+ * infer_session_kld_base_save: perplexity of tokens as above, and the
+ * reference file at path: "_logits_", n_ctx, n_vocab, n_chunks (int32 each),
+ * the n_chunks * n_ctx tokens evaluated (int32, BOS in place), then for each
+ * scored position (n_ctx/2 .. n_ctx-2 of each chunk) its log-probabilities as
+ * a float scale and a float minimum followed by n_vocab uint16 steps (padded
+ * to an even count; values below max - 16 are clamped).
+ *
+ * infer_session_kld: evaluate the base file's tokens with this session (its
+ * context must hold the file's n_ctx) and compare: perplexity of both, KL
+ * divergence(base || this) per position, top-1 agreement, probability
+ * differences of the correct token.  A malformed or truncated file, or one
+ * for another vocabulary, is refused with a message.
+ */
+typedef struct infer_kld_result {
+    int n_ctx, n_chunks;
+    int64_t count;                   /* positions compared */
+    double ppl, ppl_err;             /* this run */
+    double ppl_base, ppl_base_err;   /* the base file's */
+    double ln_ppl_ratio, ln_ppl_ratio_err;
+    double kld_mean, kld_err;        /* mean KLD and its standard error */
+    double kld_max, kld_p999, kld_p99, kld_p95, kld_p90, kld_median;
+    double same_top, same_top_err;   /* fraction of positions with the same argmax */
+    double dp_rms, dp_max;           /* RMS and max |p - p_base| of the correct token */
+} infer_kld_result;
+infer_status infer_session_kld_base_save(infer_session *s, const int32_t *tokens, int64_t n, int max_chunks,
+                                         const char *path, double *ppl, double *err,
+                                         void (*progress)(void *ctx, int chunk, int n_chunks, double ppl),
+                                         void *ctx);
+infer_status infer_session_kld(infer_session *s, const char *path, int max_chunks, infer_kld_result *out,
+                               void (*progress)(void *ctx, int chunk, int n_chunks, double kld), void *ctx);
+
 /* Cumulative timing of this session. */
 typedef struct infer_session_stats {
     int64_t n_prompt_tokens; /* evaluated in batches (prefill) */

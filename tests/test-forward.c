@@ -174,10 +174,91 @@ static void test_default_perplexity(void **state)
     infer_model_free(m);
 }
 
+/* KL divergence against a saved run (llama-perplexity's --kl-divergence-base
+ * format): a run against itself is exact up to the file's 16-bit log-probs,
+ * a Q4_0 file differs from the F32 one by a small but clearly non-zero KLD,
+ * and broken base files are refused with a message. */
+static void test_kld(void **state)
+{
+    (void)state;
+    const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
+    char f32[4096], q40[4096], qwen[4096], base[4096], bad[4096];
+    snprintf(f32, sizeof(f32), "%s/models/gen/llama-f32.gguf", build);
+    snprintf(q40, sizeof(q40), "%s/models/gen/llama-q4_0.gguf", build);
+    snprintf(qwen, sizeof(qwen), "%s/models/gen/qwen2-f32.gguf", build);
+    snprintf(base, sizeof(base), "%s/tests/kld-base.bin", build);
+    snprintf(bad, sizeof(bad), "%s/tests/kld-bad.bin", build);
+    size_t len = 0;
+    char *text = test_read_file(test_path(test_srcdir(), "tests/data/perplexity.txt"), &len);
+    assert_non_null(text);
+    infer_model *m, *q, *w;
+    assert_int_equal(infer_model_load(&m, f32, NULL), INFER_OK);
+    assert_int_equal(infer_model_load(&q, q40, NULL), INFER_OK);
+    assert_int_equal(infer_model_load(&w, qwen, NULL), INFER_OK);
+    infer_session_params sp;
+    infer_session_params_default(&sp);
+    sp.n_ctx = 64;
+    sp.n_batch = 64;
+    infer_session *s, *sq, *sw;
+    assert_int_equal(infer_session_new(&s, m, &sp), INFER_OK);
+    assert_int_equal(infer_session_new(&sq, q, &sp), INFER_OK);
+    assert_int_equal(infer_session_new(&sw, w, &sp), INFER_OK);
+    int32_t *toks = malloc((len + 16) * sizeof(int32_t));
+    int64_t n = infer_model_tokenize(m, text, len, true, false, toks, (int64_t)len + 16);
+    assert_true(n > 4 * 64);
+    double ppl, err, ppl2, err2;
+    assert_int_equal(infer_session_kld_base_save(s, toks, n, 4, base, &ppl, &err, NULL, NULL), INFER_OK);
+    assert_int_equal(infer_session_perplexity(s, toks, n, 4, &ppl2, &err2, NULL, NULL), INFER_OK);
+    assert_true(ppl == ppl2);
+    infer_kld_result self, r;
+    assert_int_equal(infer_session_kld(s, base, -1, &self, NULL, NULL), INFER_OK);
+    assert_int_equal(self.count, 4 * (64 - 1 - 32));
+    assert_true(self.kld_mean < 1e-6 && self.kld_max < 1e-5);
+    assert_true(self.same_top == 1.0);
+    assert_int_equal(infer_session_kld(sq, base, -1, &r, NULL, NULL), INFER_OK);
+    print_message("KLD Q4_0 vs F32: mean %.6f, max %.6f, same top %.1f%%; F32 vs itself %.2g\n", r.kld_mean,
+                  r.kld_max, 100 * r.same_top, self.kld_mean);
+    assert_true(r.kld_mean > 1e-5 && r.kld_mean < 0.05);
+    assert_true(r.same_top > 0.9);
+    /* another vocabulary, a truncated file, a bad magic: refused */
+    assert_int_equal(infer_session_kld(sw, base, -1, &r, NULL, NULL), INFER_ERR_INVALID);
+    size_t blen = 0;
+    char *bytes = test_read_file(base, &blen);
+    assert_non_null(bytes);
+    FILE *f = fopen(bad, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, blen - 1, f), blen - 1);
+    fclose(f);
+    assert_int_equal(infer_session_kld(s, bad, -1, &r, NULL, NULL), INFER_ERR_FORMAT);
+    assert_non_null(strstr(infer_last_error(), "truncated"));
+    bytes[0] = 'X';
+    f = fopen(bad, "wb");
+    assert_int_equal(fwrite(bytes, 1, blen, f), blen);
+    fclose(f);
+    assert_int_equal(infer_session_kld(s, bad, -1, &r, NULL, NULL), INFER_ERR_FORMAT);
+    bytes[0] = '_';
+    memset(bytes + 20, 0x7f, 4); /* a token outside the vocabulary */
+    f = fopen(bad, "wb");
+    assert_int_equal(fwrite(bytes, 1, blen, f), blen);
+    fclose(f);
+    assert_int_equal(infer_session_kld(s, bad, -1, &r, NULL, NULL), INFER_ERR_FORMAT);
+    remove(bad);
+    remove(base);
+    free(bytes);
+    free(toks);
+    free(text);
+    infer_session_free(s);
+    infer_session_free(sq);
+    infer_session_free(sw);
+    infer_model_free(m);
+    infer_model_free(q);
+    infer_model_free(w);
+}
+
 int main(void)
 {
     static struct model_case cases[64];
-    static struct CMUnitTest tests[66];
+    static struct CMUnitTest tests[68];
     int n = 0;
     const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
     FILE *f = fopen(test_path(test_srcdir(), "tests/golden/models.txt"), "r");
@@ -204,5 +285,6 @@ int main(void)
     dm->n_steps = 32;
     tests[n++] = (struct CMUnitTest){dm->name, run_case, NULL, NULL, dm};
     tests[n++] = (struct CMUnitTest){"default_perplexity", test_default_perplexity, NULL, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"kl_divergence", test_kld, NULL, NULL, NULL};
     return _cmocka_run_group_tests("forward", tests, (size_t)n, NULL, NULL);
 }

@@ -358,27 +358,103 @@ static void progress(void *ctx, int chunk, int n_chunks, double ppl)
     fflush(stdout);
 }
 
+static void kld_progress(void *ctx, int chunk, int n_chunks, double kld)
+{
+    (void)ctx;
+    printf("[%d]%.6f%s", chunk, kld, chunk < n_chunks ? "," : "\n");
+    fflush(stdout);
+}
+
+/* infer perplexity --kl-divergence --kl-divergence-base FILE: compare this
+ * model (and configuration) with the reference run saved in FILE, printing
+ * llama-perplexity's statistics. */
+static int kld_compare(struct cli_gen *g, const char *path, int max_chunks)
+{
+    FILE *f = fopen(path, "rb");
+    int32_t hdr[3] = {0};
+    char magic[8];
+    if (!f || fread(magic, 1, 8, f) != 8 || fread(hdr, 4, 3, f) != 3 || memcmp(magic, "_logits_", 8) ||
+        hdr[0] < 8 || hdr[0] > (1 << 22)) {
+        fprintf(stderr, "error: %s is not a log-probability file of llama-perplexity --kl-divergence-base\n", path);
+        if (f)
+            fclose(f);
+        return 1;
+    }
+    fclose(f);
+    g->sessp.n_ctx = hdr[0]; /* the base file's chunk size */
+    g->sessp.n_batch = hdr[0];
+    infer_model *m;
+    infer_session *s;
+    if (cli_load(g, &m, &s, NULL))
+        return 1;
+    fprintf(stderr, "kl-divergence: %d chunks of %d from %s\n", hdr[2], hdr[0], path);
+    infer_kld_result r;
+    const double t0 = infer_now_seconds();
+    int rc = 0;
+    if (infer_session_kld(s, path, max_chunks, &r, kld_progress, NULL) != INFER_OK) {
+        cli_fail("kl-divergence");
+        rc = 1;
+    } else {
+        printf("====== Perplexity statistics ======\n");
+        printf("Mean PPL(Q)                   : %10.6f +/- %10.6f\n", r.ppl, r.ppl_err);
+        printf("Mean PPL(base)                : %10.6f +/- %10.6f\n", r.ppl_base, r.ppl_base_err);
+        printf("Mean ln(PPL(Q)/PPL(base))     : %10.6f +/- %10.6f\n", r.ln_ppl_ratio, r.ln_ppl_ratio_err);
+        printf("Mean PPL(Q)-PPL(base)         : %10.6f\n", r.ppl - r.ppl_base);
+        printf("\n====== KL divergence statistics ======\n");
+        printf("Mean    KLD: %10.6f +/- %10.6f\n", r.kld_mean, r.kld_err);
+        printf("Maximum KLD: %10.6f\n99.9%%   KLD: %10.6f\n99.0%%   KLD: %10.6f\n", r.kld_max, r.kld_p999, r.kld_p99);
+        printf("95.0%%   KLD: %10.6f\n90.0%%   KLD: %10.6f\nMedian  KLD: %10.6f\n", r.kld_p95, r.kld_p90,
+               r.kld_median);
+        printf("\n====== Token probability statistics ======\n");
+        printf("Maximum dp: %6.3f%%\nRMS dp    : %6.3f %%\n", 100.0 * r.dp_max, 100.0 * r.dp_rms);
+        printf("Same top p: %6.3f +/- %5.3f %%\n", 100.0 * r.same_top, 100.0 * r.same_top_err);
+        fprintf(stderr, "%lld positions compared in %.2f s\n", (long long)r.count, infer_now_seconds() - t0);
+    }
+    infer_session_free(s);
+    infer_model_free(m);
+    return rc;
+}
+
 /* llama-perplexity's method: chunks of n_ctx tokens, each starting with BOS
- * (when the model adds one), scored on the second half of their positions. */
+ * (when the model adds one), scored on the second half of their positions.
+ * --kl-divergence-base FILE saves the log-probabilities of the scored
+ * positions (llama-perplexity's format); with --kl-divergence it compares
+ * against such a file instead (no -f needed: the file holds the tokens). */
 int cmd_perplexity(int argc, char **argv)
 {
+    enum { OPT_KLD_BASE = 0x4b00, OPT_KLD };
     static const struct option opts[] = {GEN_LONGOPTS, {"file", required_argument, 0, 'f'},
                                          {"chunks", required_argument, 0, OPT_CHUNKS},
+                                         {"kl-divergence-base", required_argument, 0, OPT_KLD_BASE},
+                                         {"kl-divergence", no_argument, 0, OPT_KLD},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     struct cli_gen g;
     cli_gen_defaults(&g);
     g.sessp.n_ctx = 512;
-    const char *file = NULL;
+    const char *file = NULL, *kld_base = NULL;
+    bool kld = false;
     int max_chunks = -1, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:c:b:t:f:h", opts, NULL)) != -1) {
         if (c == 'f') file = optarg;
         else if (c == OPT_CHUNKS) max_chunks = atoi(optarg);
+        else if (c == OPT_KLD_BASE) kld_base = optarg;
+        else if (c == OPT_KLD) kld = true;
         else if (c == 'h') {
-            printf("usage: infer perplexity [-m MODEL] -f TEXT [-c CTX] [--chunks N] [-t N]\n");
+            printf("usage: infer perplexity [-m MODEL] -f TEXT [-c CTX] [--chunks N] [-t N]\n"
+                   "                        [--kl-divergence-base FILE]   also save the log-probabilities\n"
+                   "       infer perplexity [-m MODEL] --kl-divergence --kl-divergence-base FILE [--chunks N]\n"
+                   "                        compare with a saved run (llama-perplexity's format)\n");
             return 0;
         } else if (cli_gen_option(&g, c, optarg))
             return 2;
+    }
+    if (kld) {
+        if (!kld_base) {
+            fprintf(stderr, "error: --kl-divergence needs --kl-divergence-base FILE\n");
+            return 2;
+        }
+        return kld_compare(&g, kld_base, max_chunks);
     }
     if (!file) {
         fprintf(stderr, "error: give the text with -f FILE\n");
@@ -420,11 +496,15 @@ int cmd_perplexity(int argc, char **argv)
     fprintf(stderr, "perplexity: %lld tokens, %lld chunks of %d, scoring the second half of each\n",
             (long long)n, (long long)n_chunks, n_ctx);
     double ppl, err, t0 = infer_now_seconds();
-    if (infer_session_perplexity(s, toks, n, max_chunks, &ppl, &err, progress, NULL) != INFER_OK) {
+    if ((kld_base ? infer_session_kld_base_save(s, toks, n, max_chunks, kld_base, &ppl, &err, progress, NULL)
+                  : infer_session_perplexity(s, toks, n, max_chunks, &ppl, &err, progress, NULL)) != INFER_OK) {
         cli_fail("perplexity");
         goto out;
     }
     printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+    if (kld_base)
+        fprintf(stderr, "log-probabilities of %lld positions saved to %s\n",
+                (long long)(n_chunks * (n_ctx - 1 - n_ctx / 2)), kld_base);
     fprintf(stderr, "%lld tokens evaluated in %.2f s (%.1f tok/s)\n", (long long)(n_chunks * n_ctx),
             infer_now_seconds() - t0, (double)(n_chunks * n_ctx) / (infer_now_seconds() - t0));
     rc = 0;
