@@ -203,8 +203,14 @@ struct kld_acc {
     int64_t same_top, count;
 };
 
-/* llama-perplexity's log_softmax against a base position: KLD(base || l). */
-static float kld_position(const float *l, int n_vocab, const uint16_t *b, int32_t tok, struct kld_acc *a, float *dp)
+/* One position against the base, as llama-perplexity's log_softmax with a
+ * base: the NLL of both, KLD(base || l), same argmax, p - p_base. */
+struct kld_pos {
+    float nll, nll_b, kld, dp;
+    bool same_top;
+};
+
+static void kld_position(const float *l, int n_vocab, const uint16_t *b, int32_t tok, struct kld_pos *r)
 {
     float max = l[0];
     int imax = 0;
@@ -220,13 +226,8 @@ static float kld_position(const float *l, int n_vocab, const uint16_t *b, int32_
     float hdr[2];
     memcpy(hdr, b, sizeof(hdr));
     const uint16_t *q = b + 4;
-    const float nll = max + lse - l[tok];
-    const float nll_b = -(hdr[0] * q[tok] + hdr[1]);
-    a->nll += nll;
-    a->nll2 += (double)nll * nll;
-    a->nll_b += nll_b;
-    a->nll_b2 += (double)nll_b * nll_b;
-    a->nll_nll_b += (double)nll * nll_b;
+    r->nll = max + lse - l[tok];
+    r->nll_b = -(hdr[0] * q[tok] + hdr[1]);
     max += lse;
     double sum = 0.0;
     int imax_b = 0;
@@ -240,15 +241,27 @@ static float kld_position(const float *l, int n_vocab, const uint16_t *b, int32_
         if (lp > -16.0f)
             sum += expf(lp) * (lp - l[i] + max);
     }
-    a->kld += sum;
-    a->kld2 += sum * sum;
+    r->kld = (float)sum;
+    r->same_top = imax == imax_b;
+    r->dp = expf(-r->nll) - expf(-r->nll_b);
+}
+
+/* Accumulated in position order (the sums do not depend on the threads). */
+static void kld_add(struct kld_acc *a, const struct kld_pos *r)
+{
+    a->nll += r->nll;
+    a->nll2 += (double)r->nll * r->nll;
+    a->nll_b += r->nll_b;
+    a->nll_b2 += (double)r->nll_b * r->nll_b;
+    a->nll_nll_b += (double)r->nll * r->nll_b;
+    a->kld += r->kld;
+    a->kld2 += (double)r->kld * r->kld;
     a->count++;
-    a->same_top += imax == imax_b;
-    *dp = expf(-nll) - expf(-nll_b);
-    a->dp2 += (double)*dp * *dp;
-    a->dp4 += (double)*dp * *dp * *dp * *dp;
-    a->dp_max = fmax(a->dp_max, fabs(*dp));
-    return (float)sum;
+    a->same_top += r->same_top;
+    const double d2 = (double)r->dp * r->dp;
+    a->dp2 += d2;
+    a->dp4 += d2 * d2;
+    a->dp_max = fmax(a->dp_max, fabs(r->dp));
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -279,6 +292,7 @@ infer_status infer_session_kld(infer_session *s, const char *path, int max_chunk
     int32_t *toks = NULL;
     uint16_t *base = NULL;
     float *kv = NULL;
+    struct kld_pos *pos = NULL;
     const int n_vocab = s_model(s)->c.n_vocab;
     if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "_logits_", 8) || fread(hdr, 4, 3, f) != 3) {
         st = infer_error(INFER_ERR_FORMAT, "%s is not a llama-perplexity log-probability file", path);
@@ -316,8 +330,9 @@ infer_status infer_session_kld(infer_session *s, const char *path, int max_chunk
         n_chunks = max_chunks;
     toks = malloc((size_t)n_file * n_ctx * sizeof(int32_t));
     base = malloc((size_t)per_chunk * words * sizeof(uint16_t));
-    kv = malloc((size_t)n_chunks * per_chunk * 2 * sizeof(float));
-    if (!toks || !base || !kv) {
+    kv = malloc((size_t)n_chunks * per_chunk * sizeof(float));
+    pos = malloc((size_t)per_chunk * sizeof(*pos));
+    if (!toks || !base || !kv || !pos) {
         st = infer_error(INFER_ERR_NOMEM, "out of memory for %lld chunks of %d", (long long)n_chunks, n_ctx);
         goto done;
     }
@@ -334,7 +349,7 @@ infer_status infer_session_kld(infer_session *s, const char *path, int max_chunk
     if ((st = chunk_init(&c, s, n_ctx)))
         goto done;
     struct kld_acc a = {0};
-    float *kld_v = kv, *dp_v = kv + n_chunks * per_chunk;
+    float *kld_v = kv;
     for (int64_t i = 0; i < n_chunks && !st; i++) {
         if (fread(base, 2, (size_t)per_chunk * words, f) != (size_t)per_chunk * words) {
             st = infer_error(INFER_ERR_IO, "%s: short read", path);
@@ -351,11 +366,13 @@ infer_status infer_session_kld(infer_session *s, const char *path, int max_chunk
         }
         if (st || (st = chunk_eval(&c, toks + i * n_ctx)))
             break;
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < per_chunk; j++)
+            kld_position(c.logits + (size_t)(first + j) * n_vocab, n_vocab, base + (size_t)j * words,
+                         c.tokens[first + j + 1], &pos[j]);
         for (int j = 0; j < per_chunk; j++) {
-            const int pos = first + j;
-            const int64_t k = a.count;
-            kld_v[k] = kld_position(c.logits + (size_t)pos * n_vocab, n_vocab, base + (size_t)j * words,
-                                    c.tokens[pos + 1], &a, &dp_v[k]);
+            kld_v[a.count] = pos[j].kld;
+            kld_add(&a, &pos[j]);
         }
         if (progress)
             progress(ctx, (int)i + 1, (int)n_chunks, a.kld / (double)a.count);
@@ -396,5 +413,6 @@ done:
     free(toks);
     free(base);
     free(kv);
+    free(pos);
     return st;
 }
