@@ -174,6 +174,75 @@ static void test_default_perplexity(void **state)
     infer_model_free(m);
 }
 
+/* A copy of a generated model with the bytes of `from` (first occurrence)
+ * replaced by `to` (same length), or a float at byte offset `at` set to v
+ * (at > 0); loading it must fail with a message containing `want`. */
+static void expect_load_error(const char *model, const char *from, const char *to, size_t n, uint64_t at, float v,
+                              infer_status want_st, const char *want)
+{
+    const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
+    char src[4096], dst[4096];
+    snprintf(src, sizeof(src), "%s/models/gen/%s.gguf", build, model);
+    snprintf(dst, sizeof(dst), "%s/tests/hostile-%s.gguf", build, model);
+    size_t len = 0;
+    char *b = test_read_file(src, &len);
+    assert_non_null(b);
+    if (from) {
+        n = n ? n : strlen(from);
+        char *p = memmem(b, len, from, n);
+        assert_non_null(p);
+        memcpy(p, to, n);
+    } else {
+        assert_true(at + 4 <= len);
+        memcpy(b + at, &v, 4);
+    }
+    FILE *f = fopen(dst, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, len, f), len);
+    fclose(f);
+    infer_model *m = NULL;
+    infer_status st = infer_model_load(&m, dst, NULL);
+    if (st != want_st || !strstr(infer_last_error(), want))
+        fail_msg("%s with '%s' -> '%s': got %s \"%s\", expected \"%s\"", model, from ? from : "(float)",
+                 to ? to : "", infer_status_name(st), infer_last_error(), want);
+    assert_null(m);
+    remove(dst);
+    free(b);
+}
+
+/* Metadata that does not fit a family is refused with a message naming the
+ * key or tensor (models/README.md lists them), never loaded half-right. */
+static void test_bad_metadata(void **state)
+{
+    (void)state;
+    /* the value "linear" (u64 length 6, then the bytes), not the description's words */
+    expect_load_error("llamalin-f32", "\x06\0\0\0\0\0\0\0linear", "\x06\0\0\0\0\0\0\0dynami", 14, 0, 0,
+                      INFER_ERR_UNSUPPORTED,
+                      "'llama.rope.scaling.type' = 'dynami': unknown RoPE scaling type");
+    expect_load_error("granite-f32", "granite.logit_scale", "granite.logit_scalX", 0, 0, 0, INFER_ERR_FORMAT,
+                      "missing model metadata key 'granite.logit_scale'");
+    expect_load_error("qwen3-f32", "qwen3", "qwen9", 0, 0, 0, INFER_ERR_UNSUPPORTED,
+                      "unsupported model architecture 'qwen9'");
+    expect_load_error("smollm3-f32", "blk.1.ffn_up.weight", "blk.1.ffn_uX.weight", 0, 0, 0, INFER_ERR_FORMAT,
+                      "missing tensor 'blk.1.ffn_up.weight'");
+    expect_load_error("phi4-f32", "blk.0.attn_qkv.weight", "blk.0.attn_qkX.weight", 0, 0, 0, INFER_ERR_FORMAT,
+                      "missing tensor 'blk.0.attn_q.weight'");
+    /* a Llama 3 frequency factor that is not a positive number */
+    const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/models/gen/llama3-f32.gguf", build);
+    infer_gguf *g;
+    assert_int_equal(infer_gguf_open(&g, path, 0), INFER_OK);
+    int64_t ti = infer_gguf_find_tensor(g, "rope_freqs.weight");
+    assert_true(ti >= 0);
+    infer_tensor_info info;
+    assert_int_equal(infer_gguf_tensor(g, ti, &info), INFER_OK);
+    const uint64_t at = info.offset + 5 * sizeof(float);
+    infer_gguf_close(g);
+    expect_load_error("llama3-f32", NULL, NULL, 0, at, -1.0f, INFER_ERR_FORMAT,
+                      "RoPE frequency factor 5 is -1: must be positive and finite");
+}
+
 /* KL divergence against a saved run (llama-perplexity's --kl-divergence-base
  * format): a run against itself is exact up to the file's 16-bit log-probs,
  * a Q4_0 file differs from the F32 one by a small but clearly non-zero KLD,
@@ -258,7 +327,7 @@ static void test_kld(void **state)
 int main(void)
 {
     static struct model_case cases[64];
-    static struct CMUnitTest tests[68];
+    static struct CMUnitTest tests[70];
     int n = 0;
     const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
     FILE *f = fopen(test_path(test_srcdir(), "tests/golden/models.txt"), "r");
@@ -286,5 +355,6 @@ int main(void)
     tests[n++] = (struct CMUnitTest){dm->name, run_case, NULL, NULL, dm};
     tests[n++] = (struct CMUnitTest){"default_perplexity", test_default_perplexity, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"kl_divergence", test_kld, NULL, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"bad_metadata", test_bad_metadata, NULL, NULL, NULL};
     return _cmocka_run_group_tests("forward", tests, (size_t)n, NULL, NULL);
 }
