@@ -756,6 +756,30 @@ static void test_equivalence_generated(void **state)
     equivalence_file(test_path(build, "models/gen/gemma3-q8_0.gguf"), "models/gen/gemma3-q8_0.gguf");
 }
 
+/* Every family's prefix hits give exactly the recomputed logits, including
+ * gemma2's alternate sliding-window layers (window 32 spans blocks of 8),
+ * smollm3's NoPE layers, phi3's fused tensors and partial rotary, and the
+ * RoPE flavours (Llama 3 factors, YaRN + mistral3's temperature). */
+static void test_equivalence_families(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"gemma2-q4_k_m", "smollm3-q4_k_m", "phi4-q4_k_m", "qwen3-q4_k_m",
+                                        "granite-q4_k_m", "mistral3-q4_k_m", "llama3-q4_k_m"};
+    const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char rel[256];
+        snprintf(rel, sizeof(rel), "models/gen/%s.gguf", names[i]);
+        const char *path = test_path(build, rel);
+        if (access(path, R_OK) != 0)
+            fail_msg("%s is missing (make check builds it)", path);
+        infer_model *m;
+        if (infer_model_load(&m, path, NULL) != INFER_OK)
+            fail_msg("%s: %s", path, infer_last_error());
+        equivalence(m, 8, 2);
+        infer_model_free(m);
+    }
+}
+
 /* A Q8_0 KV cache (K and V): about 34/64 of the F16 block size, logits
  * close to (and not the same as) the F16 cache's, and prefix reuse still
  * gives exactly the recomputed logits.  A model whose head size Q8_0
@@ -1511,6 +1535,7 @@ int main(void)
         cmocka_unit_test(test_equivalence_llama),
         cmocka_unit_test(test_equivalence_gemma),
         cmocka_unit_test(test_equivalence_generated),
+        cmocka_unit_test(test_equivalence_families),
         cmocka_unit_test(test_equivalence_default),
         cmocka_unit_test(test_full_hit_cow),
         cmocka_unit_test(test_step_batched),
