@@ -3,7 +3,8 @@
 
 The test suite and the benchmarks need models of any shape, in every weight type the engine
 supports, without downloading anything.  This script writes one: architecture `llama`, `qwen2`,
-`gemma3`, `qwen3`, `phi3`, `gemma2`, `granite`, `smollm3` or `mistral3`, weights F32, F16, Q8_0, Q4_0 or a Q4_K_M-like mix, and the vocabulary (every
+`gemma3`, `qwen3`, `phi3`, `gemma2`, `granite`, `smollm3` or `mistral3`, weights F32, F16, Q8_0, Q4_0,
+a Q4_K_M-like mix or llama.cpp's Q3_K_M, Q2_K, IQ4_XS and IQ4_NL mixes, and the vocabulary (every
 `tokenizer.*` key) copied from a vocab-only GGUF such as the fixtures in
 ../shared/fixtures/tokenizer/.  The hyper-parameter keys and tensor names are the ones
 llama.cpp's loader reads (src/models/<arch>.cpp, src/llama-arch.cpp), so
@@ -11,7 +12,7 @@ llama.cpp can load the file and compute reference outputs from the very same byt
 (contrib/golden/regen).
 
 Usage:
-  mkmodel.py --arch {llama,qwen2,gemma3} --type {f32,f16,q8_0,q4_0,q4_k_m} --vocab VOCAB.gguf
+  mkmodel.py --arch ARCH --type {f32,f16,q8_0,q4_0,q4_k_m,q3_k_m,q2_k,iq4_xs,iq4_nl} --vocab VOCAB.gguf
              --dim D --layers L --heads H --kv-heads KVH --ffn F [--head-dim HD] [--ctx 2048]
              [--sliding-window W] [--rope-base B] [--seed S] [--tied] -o OUT.gguf
 
@@ -61,6 +62,30 @@ Weight types
   quantizers); Q4_K and Q6_K blocks are written here (simple min/max scales, layouts of
   block_q4_K / block_q6_K in ggml-common.h), each tensor checked against
   gguf.quants.dequantize.
+
+  q3_k_m, q2_k, iq4_xs, iq4_nl: the tensor types llama-quantize chooses for the ftypes
+  Q3_K_M, Q2_K, IQ4_XS and IQ4_NL (llama-quant.cpp, llama_tensor_get_type_impl, for a dense
+  model without imatrix; layer i = the i-th attn_v / ffn_down, n = --layers, gqa = heads/kv-heads):
+
+    tensor                  q3_k_m              q2_k               iq4_xs / iq4_nl
+    output (token_embd      Q6_K                Q6_K               Q6_K
+      when tied)
+    token_embd (untied)     Q3_K                Q2_K               IQ4_XS / IQ4_NL
+    attn_v, attn_qkv        Q5_K for i < 2,     Q4_K if gqa >= 4,  Q5_K if gqa >= 4,
+                            else Q4_K           else Q3_K          else the default
+    attn_output             Q4_K                Q3_K               the default
+    ffn_down                Q5_K for i < n/16,  Q3_K               Q5_K for i < n/8,
+                            else Q4_K                              else the default
+    everything else 2-D     Q3_K                Q2_K               IQ4_XS / IQ4_NL
+
+  then llama.cpp's fallbacks for a row that is not a multiple of 256 (tensor_type_fallback):
+  Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1; Q6_K -> Q8_0; IQ4_XS -> IQ4_NL; F16 when
+  the row is not a multiple of 32 either (the output tensor goes straight to Q8_0 when its
+  row is not a multiple of the default type's block).  general.file_type is llama.h's
+  LLAMA_FTYPE_MOSTLY_* (Q2_K 10, Q3_K_M 12, IQ4_NL 25, IQ4_XS 30).  The Q2_K, Q3_K, Q5_K,
+  IQ4_NL and IQ4_XS blocks are written here too (quantize_*: simple scales, no search),
+  each tensor decoded with gguf.quants.dequantize and required to give back exactly the
+  values the quantizer chose.
 """
 
 import argparse
@@ -81,7 +106,8 @@ except ImportError:  # pragma: no cover
 QK_K = 256
 
 # general.file_type values (llama.h enum llama_ftype)
-FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15}
+FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q2_k": 10, "q3_k_m": 12, "q4_k_m": 15,
+              "iq4_nl": 25, "iq4_xs": 30}
 
 ARCH_DEFAULTS = {
     #            rms eps  rope base
@@ -177,6 +203,207 @@ def quantize_q6_k(x):
     return out.reshape(n, k // QK_K * 210)
 
 
+def _pack_q5_k(d16, dm16, sc, m, q):
+    """block_q5_K bytes from f16 d/dmin (nb,), 6-bit sc/m (nb, 8) and quants q (nb, 8, 32)."""
+    nb = q.shape[0]
+    scales = np.empty((nb, 12), dtype=np.uint8)
+    scales[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+    scales[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
+    scales[:, 8:12] = (sc[:, 4:8] & 0xF) | ((m[:, 4:8] & 0xF) << 4)
+    lo = q & 0xF
+    qp = lo.reshape(nb, 4, 2, 32)                    # as Q4_K: sub-blocks 2c (low), 2c+1 (high)
+    qs = (qp[:, :, 0, :] | (qp[:, :, 1, :] << 4)).reshape(nb, 128)
+    hb = (q >> 4).astype(np.uint8)                   # (nb, 8, 32): bit j of qh[l] = sub-block j
+    qh = np.zeros((nb, 32), dtype=np.uint8)
+    for j in range(8):
+        qh |= hb[:, j, :] << j
+    return np.concatenate([d16.view(np.uint8).reshape(nb, 2), dm16.view(np.uint8).reshape(nb, 2),
+                           scales, qh, qs], axis=1)
+
+
+def quantize_q5_k(x):
+    """Quantizes float32 rows (n, k), k % 256 == 0, to block_q5_K bytes (n, k/256*176).
+
+    As Q4_K with q in 0..31: x ~= d*sc[j]*q - dmin*m[j] over 8 sub-blocks of 32.  Layout:
+    d, dmin, scales[12] (as Q4_K), qh[32] (bit j of qh[l]: fifth bit of element l of sub-block
+    j), qs[128] (the low nibbles, as Q4_K's).  Returns (bytes, the values they decode to).
+    """
+    n, k = x.shape
+    nb = n * k // QK_K
+    sub = x.reshape(nb, 8, 32).astype(np.float32)
+    lo = np.minimum(sub.min(axis=2), 0.0)
+    scale = (sub.max(axis=2) - lo) / 31.0
+    mins = -lo
+    d, d16 = _f16_round(scale.max(axis=1) / 63.0)
+    dm, dm16 = _f16_round(mins.max(axis=1) / 63.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d[:, None] > 0, np.rint(scale / d[:, None]), 0).clip(0, 63).astype(np.uint8)
+        m = np.where(dm[:, None] > 0, np.rint(mins / dm[:, None]), 0).clip(0, 63).astype(np.uint8)
+        eff_s = d[:, None] * sc.astype(np.float32)
+        eff_m = dm[:, None] * m.astype(np.float32)
+        q = np.where(eff_s[:, :, None] > 0,
+                     np.rint((sub + eff_m[:, :, None]) / eff_s[:, :, None]), 0)
+    q = q.clip(0, 31).astype(np.uint8)
+    back = eff_s[:, :, None] * q.astype(np.float32) - eff_m[:, :, None]
+    return (_pack_q5_k(d16, dm16, sc, m, q).reshape(n, k // QK_K * 176), back.reshape(n, k))
+
+
+def _crumbs(q):
+    """Packs 2-bit values q (nb, 256) as Q2_K/Q3_K's qs (nb, 64): element 128h + 32k + l is
+    bits 2k, 2k+1 of byte 32h + l."""
+    nb = q.shape[0]
+    qp = q.reshape(nb, 2, 4, 32).astype(np.uint8)
+    qs = qp[:, :, 0] | (qp[:, :, 1] << 2) | (qp[:, :, 2] << 4) | (qp[:, :, 3] << 6)
+    return qs.reshape(nb, 64)
+
+
+def quantize_q2_k(x):
+    """Quantizes float32 rows (n, k), k % 256 == 0, to block_q2_K bytes (n, k/256*84).
+
+    16 sub-blocks of 16 values: x ~= d*sc[j]*q - dmin*m[j], q in 0..3, sc and m 4-bit (scale
+    in the low nibble of scales[j], minimum in the high one), d and dmin f16; min/max scales
+    as quantize_q4_k.  Layout: scales[16], qs[64] (_crumbs), d, dmin (block_q2_K).
+    Returns (bytes, the values they decode to).
+    """
+    n, k = x.shape
+    nb = n * k // QK_K
+    sub = x.reshape(nb, 16, 16).astype(np.float32)
+    lo = np.minimum(sub.min(axis=2), 0.0)
+    scale = (sub.max(axis=2) - lo) / 3.0
+    mins = -lo
+    d, d16 = _f16_round(scale.max(axis=1) / 15.0)
+    dm, dm16 = _f16_round(mins.max(axis=1) / 15.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d[:, None] > 0, np.rint(scale / d[:, None]), 0).clip(0, 15).astype(np.uint8)
+        m = np.where(dm[:, None] > 0, np.rint(mins / dm[:, None]), 0).clip(0, 15).astype(np.uint8)
+        eff_s = d[:, None] * sc.astype(np.float32)
+        eff_m = dm[:, None] * m.astype(np.float32)
+        q = np.where(eff_s[:, :, None] > 0,
+                     np.rint((sub + eff_m[:, :, None]) / eff_s[:, :, None]), 0)
+    q = q.clip(0, 3).astype(np.uint8)
+    back = eff_s[:, :, None] * q.astype(np.float32) - eff_m[:, :, None]
+    out = np.concatenate([sc | (m << 4), _crumbs(q.reshape(nb, QK_K)),
+                          d16.view(np.uint8).reshape(nb, 2), dm16.view(np.uint8).reshape(nb, 2)], axis=1)
+    return out.reshape(n, k // QK_K * 84), back.reshape(n, k)
+
+
+def _signed_absmax(x, axis):
+    """The element of largest magnitude along axis (its sign kept)."""
+    i = np.expand_dims(np.abs(x).argmax(axis=axis), axis)
+    return np.take_along_axis(x, i, axis=axis).squeeze(axis)
+
+
+def quantize_q3_k(x):
+    """Quantizes float32 rows (n, k), k % 256 == 0, to block_q3_K bytes (n, k/256*110).
+
+    16 sub-blocks of 16 values: x ~= d*(s[j]-32)*q, q in -4..3, s 6-bit, d f16.  Each
+    sub-block's scale maps its largest-magnitude value to -4 (the wide end), d maps the
+    largest-magnitude scale to -32.  Layout: hmask[32] (bit k of hmask[l]: q + 4 >= 4 for
+    element 32k + l), qs[64] (the low two bits of q + 4, _crumbs), scales[12] (the low nibble
+    of s[j] in the low (j < 8) or high nibble of byte j % 8, its top two bits at bit 2(j/4) of
+    byte 8 + j % 4), d.  Returns (bytes, the values they decode to).
+    """
+    n, k = x.shape
+    nb = n * k // QK_K
+    sub = x.reshape(nb, 16, 16).astype(np.float32)
+    s = _signed_absmax(sub, 2) / np.float32(-4.0)          # (nb, 16)
+    d, d16 = _f16_round(_signed_absmax(s, 1) / np.float32(-32.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d[:, None] != 0, np.rint(s / d[:, None]), 0).clip(-32, 31).astype(np.int16)
+        eff = d[:, None] * sc.astype(np.float32)
+        q = np.where(eff[:, :, None] != 0, np.rint(sub / eff[:, :, None]), 0)
+    q = q.clip(-4, 3).astype(np.int16)
+    back = eff[:, :, None] * q.astype(np.float32)
+    u = (q + 4).astype(np.uint8).reshape(nb, QK_K)          # 0..7
+    hb = (u >> 2).reshape(nb, 8, 32)
+    hmask = np.zeros((nb, 32), dtype=np.uint8)
+    for kk in range(8):
+        hmask |= hb[:, kk, :] << kk
+    L = (sc + 32).astype(np.uint8)                           # (nb, 16), 0..63
+    scales = np.empty((nb, 12), dtype=np.uint8)
+    scales[:, 0:8] = (L[:, 0:8] & 0xF) | ((L[:, 8:16] & 0xF) << 4)
+    top = (L >> 4).reshape(nb, 4, 4)                         # [j // 4, j % 4]
+    scales[:, 8:12] = top[:, 0] | (top[:, 1] << 2) | (top[:, 2] << 4) | (top[:, 3] << 6)
+    out = np.concatenate([hmask, _crumbs(u & 3), scales, d16.view(np.uint8).reshape(nb, 2)], axis=1)
+    return out.reshape(n, k // QK_K * 110), back.reshape(n, k)
+
+
+KVALUES_IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
+                         dtype=np.float32)
+_IQ4NL_MID = (KVALUES_IQ4NL[1:] + KVALUES_IQ4NL[:-1]) / 2
+
+
+def _iq4_nibbles(v):
+    """Index of the nearest IQ4_NL codebook value to each v (ties: the upper one)."""
+    return np.searchsorted(_IQ4NL_MID, v, side="right").astype(np.uint8)
+
+
+def _iq4_pack32(idx):
+    """Nibble indices (..., 32) to IQ4_NL's 16 bytes: byte j = element j | element j+16 << 4."""
+    return idx[..., :16] | (idx[..., 16:] << 4)
+
+
+def quantize_iq4_nl(x):
+    """Quantizes float32 rows (n, k), k % 32 == 0, to block_iq4_nl bytes (n, k/32*18).
+
+    Blocks of 32: x ~= d * kvalues_iq4nl[i]; d (f16) maps the largest-magnitude value to -127,
+    each value takes the nearest codebook entry.  Layout: d, qs[16] (_iq4_pack32).
+    Returns (bytes, the values they decode to).
+    """
+    n, k = x.shape
+    nb = n * k // 32
+    blk = x.reshape(nb, 32).astype(np.float32)
+    d, d16 = _f16_round(_signed_absmax(blk, 1) / np.float32(-127.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(d[:, None] != 0, blk / d[:, None], 0)
+    idx = _iq4_nibbles(v)
+    back = d[:, None] * KVALUES_IQ4NL[idx]
+    out = np.concatenate([d16.view(np.uint8).reshape(nb, 2), _iq4_pack32(idx)], axis=1)
+    return out.reshape(n, k // 32 * 18), back.reshape(n, k)
+
+
+def quantize_iq4_xs(x):
+    """Quantizes float32 rows (n, k), k % 256 == 0, to block_iq4_xs bytes (n, k/256*136).
+
+    8 sub-blocks of 32: x ~= d*(s[j]-32)*kvalues_iq4nl[i], s 6-bit, d f16; each sub-block's
+    scale maps its largest-magnitude value to -127, d the largest-magnitude scale to -32.
+    Layout: d, scales_h (u16: bits 2j, 2j+1 = top two bits of s[j]), scales_l[4] (nibble
+    j % 2 of byte j / 2: low four bits of s[j]), qs[128] (sub-block j in bytes 16j..16j+15,
+    as IQ4_NL).  Returns (bytes, the values they decode to).
+    """
+    n, k = x.shape
+    nb = n * k // QK_K
+    sub = x.reshape(nb, 8, 32).astype(np.float32)
+    s = _signed_absmax(sub, 2) / np.float32(-127.0)         # (nb, 8)
+    d, d16 = _f16_round(_signed_absmax(s, 1) / np.float32(-32.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d[:, None] != 0, np.rint(s / d[:, None]), 0).clip(-32, 31).astype(np.int16)
+        eff = d[:, None] * sc.astype(np.float32)
+        v = np.where(eff[:, :, None] != 0, sub / eff[:, :, None], 0)
+    idx = _iq4_nibbles(v)
+    back = eff[:, :, None] * KVALUES_IQ4NL[idx]
+    L = (sc + 32).astype(np.uint16)                          # (nb, 8), 0..63
+    scales_h = np.zeros(nb, dtype=np.uint16)
+    for j in range(8):
+        scales_h |= (L[:, j] >> 4) << (2 * j)
+    lo = (L & 0xF).astype(np.uint8)
+    scales_l = lo[:, 0::2] | (lo[:, 1::2] << 4)
+    out = np.concatenate([d16.view(np.uint8).reshape(nb, 2), scales_h.astype("<u2").view(np.uint8).reshape(nb, 2),
+                          scales_l, _iq4_pack32(idx).reshape(nb, 128)], axis=1)
+    return out.reshape(n, k // QK_K * 136), back.reshape(n, k)
+
+
+# The quantizers written here for the types of the q2_k/q3_k_m/iq4_* mixes, and the largest
+# relative RMS error each may show on Gaussian rows (measured 0.33, 0.15, 0.04, 0.08, 0.08).
+NEW_QUANTIZERS = {
+    QT.Q2_K: (quantize_q2_k, 0.45),
+    QT.Q3_K: (quantize_q3_k, 0.30),
+    QT.Q5_K: (quantize_q5_k, 0.06),
+    QT.IQ4_NL: (quantize_iq4_nl, 0.15),
+    QT.IQ4_XS: (quantize_iq4_xs, 0.15),
+}
+
+
 def encode(w, qtype):
     """Returns the on-disk array of float32 tensor w in type qtype (numpy order, rows last)."""
     if qtype == QT.F32:
@@ -193,14 +420,73 @@ def encode(w, qtype):
         if not err < (0.15 if qtype == QT.Q4_K else 0.05):
             raise AssertionError(f"{qtype.name} self-check failed: relative RMS error {err:.3f}")
         return q
+    if qtype in NEW_QUANTIZERS:
+        quantize, limit = NEW_QUANTIZERS[qtype]
+        q, want = quantize(w)
+        # layout check: gguf-py's dequantizer must give back exactly the values the quantizer
+        # chose (a misplaced bit changes some) and the rows to within the type's error (a
+        # scrambled layout gives ~100% and more)
+        n = min(w.shape[0], 64)
+        back = gguf.quants.dequantize(q[:n], qtype)
+        exact = np.max(np.abs(back - want[:n])) <= 1e-6 * max(float(np.max(np.abs(want[:n]))), 1e-30)
+        err = np.sqrt(np.mean((back - w[:n]) ** 2) / max(np.mean(w[:n] ** 2), 1e-30))
+        if not (exact and err < limit):
+            raise AssertionError(f"{qtype.name} self-check failed: relative RMS error {err:.3f}"
+                                 f"{'' if exact else ', decoded values differ from the chosen ones'}")
+        return q
     return gguf.quants.quantize(w, qtype)
 
 
-def pick_type(name, shape, wtype, tied):
+# Fallbacks for a row (ne0) that is not a multiple of the type's block size
+# (llama-quant.cpp's tensor_type_fallback): a 32-block type, else F16.
+FALLBACK = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.Q4_K: QT.Q5_0, QT.Q5_K: QT.Q5_1,
+            QT.Q6_K: QT.Q8_0, QT.IQ4_XS: QT.IQ4_NL}
+MIX_DEFAULT = {"q2_k": QT.Q2_K, "q3_k_m": QT.Q3_K, "iq4_xs": QT.IQ4_XS, "iq4_nl": QT.IQ4_NL}
+
+
+def pick_type_mix(name, row, a):
+    """The type of 2-D tensor `name` (row length `row`) in the llama.cpp-like mixes q2_k,
+    q3_k_m, iq4_xs and iq4_nl: llama-quant.cpp's llama_tensor_get_type_impl for these
+    ftypes (dense models, no imatrix, not Falcon or 70B), then its fallbacks."""
+    ftype, default = a.type, MIX_DEFAULT[a.type]
+    layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
+    gqa = a.heads // a.kv_heads
+    t = default
+    if name == "output.weight" or (a.tied and name == "token_embd.weight"):
+        t = QT.Q8_0 if row % gguf.GGML_QUANT_SIZES[default][0] else QT.Q6_K
+    elif name == "token_embd.weight":
+        pass
+    elif name.endswith(".attn_v.weight") or name.endswith(".attn_qkv.weight"):
+        # the i-th attn_v-like tensor is layer i's
+        if ftype == "q2_k":
+            t = QT.Q4_K if gqa >= 4 else QT.Q3_K
+        elif ftype == "q3_k_m":
+            t = QT.Q5_K if layer < 2 else QT.Q4_K
+        elif gqa >= 4:
+            t = QT.Q5_K
+    elif name.endswith(".ffn_down.weight"):
+        if ftype == "q2_k":
+            t = QT.Q3_K
+        elif ftype == "q3_k_m":
+            t = QT.Q5_K if layer < a.layers // 16 else QT.Q4_K
+        elif layer < a.layers // 8:
+            t = QT.Q5_K
+    elif name.endswith(".attn_output.weight"):
+        t = {"q2_k": QT.Q3_K, "q3_k_m": QT.Q4_K}.get(ftype, t)
+    if row % gguf.GGML_QUANT_SIZES[t][0]:
+        t = FALLBACK.get(t, t)
+        if row % gguf.GGML_QUANT_SIZES[t][0]:
+            t = QT.F16
+    return t
+
+
+def pick_type(name, shape, wtype, tied, a=None):
     """The GGML type of tensor `name` (numpy shape) for the requested weight type."""
     if len(shape) == 1:
         return QT.F32
     row = shape[-1]
+    if wtype in MIX_DEFAULT:
+        return pick_type_mix(name, row, a)
     if wtype == "f32":
         t = QT.F32
     elif wtype == "f16":
@@ -209,7 +495,7 @@ def pick_type(name, shape, wtype, tied):
         t = QT.Q8_0
     elif wtype == "q4_0":
         t = QT.Q4_0
-    else:
+    else:  # q4_k_m
         big = (name == "output.weight" or (tied and name == "token_embd.weight") or
                name.endswith(".attn_v.weight") or name.endswith(".ffn_down.weight"))
         t = QT.Q6_K if big else QT.Q4_K
@@ -573,7 +859,7 @@ def main(argv):
     write_kvs(w, a, n_vocab, vocab_kvs, name)
     qtypes = []
     for tname, shape, _ in plan:
-        qt = pick_type(tname, shape, a.type, a.tied)
+        qt = pick_type(tname, shape, a.type, a.tied, a)
         qtypes.append(qt)
         bs, ts = gguf.GGML_QUANT_SIZES[qt]
         nbytes = int(np.prod(shape[:-1])) * (shape[-1] // bs) * ts

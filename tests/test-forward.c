@@ -38,6 +38,13 @@ struct model_case {
  * measurements; a structural bug (wrong RoPE order or base, missing norm,
  * off-by-one window) moves logits by whole units and fails, and the greedy
  * tokens must match exactly in every case.
+ *
+ * llama.cpp's low-bit mixes (mkmodel.py: Q3_K_M, Q2_K, IQ4_XS, IQ4_NL, and
+ * the llama320 files whose rows of 320 fall back to IQ4_NL, Q4_0, Q5_0,
+ * Q5_1, Q8_0) are at the same Q8-activation noise floor: measured max over
+ * the avx512, avxvnni, avx2 and ref kernels 0.195 Q3_K_M, 0.183 Q2_K, 0.159
+ * IQ4_XS, 0.143 IQ4_NL; with long records 0.61 phi4-q3_k_m, 0.33
+ * qwen3-iq4_xs, 0.14 gemma2-q2_k (under the 1.2 of that group).
  */
 static double tolerance_for(const char *name, bool has_long)
 {
@@ -57,6 +64,14 @@ static double tolerance_for(const char *name, bool has_long)
     if (strstr(name, "q8_0"))
         return 0.2;
     if (strstr(name, "q4_0"))
+        return 0.22;
+    if (strstr(name, "q3_k_m"))
+        return 0.30;
+    if (strstr(name, "q2_k"))
+        return 0.28;
+    if (strstr(name, "iq4_xs"))
+        return 0.24;
+    if (strstr(name, "iq4_nl"))
         return 0.22;
     return 0.32; /* q4_k_m */
 }
