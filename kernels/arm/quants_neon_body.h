@@ -591,25 +591,67 @@ NEON_VEC_DOT_GEMM(q6_K, vec_dot_q6_K_q8_K)
 /* ======================= Q2_K / Q3_K / IQ4_XS ======================= */
 
 /* lowbit_body.h on 16-byte vectors: chunk c (0..15) is group c, elements
- * 16c .. 16c+15 = 128h + 32j + 16(c % 2) + i for h = c / 8, j = (c % 8) / 2. */
+ * 16c .. 16c+15 = 128h + 32j + 16(c % 2) + i for h = c / 8, j = (c % 8) / 2,
+ * activations as stored; IQ4_XS's pair p is sub-block p (chunk 2p its low
+ * nibbles, elements 0-15, chunk 2p+1 the high ones). */
+#ifndef INFER_ARM_LOWBIT_HELPERS
+#define INFER_ARM_LOWBIT_HELPERS
+typedef struct {
+    int16x8_t lo, hi;
+} neon_qcor;
+static inline int8x16_t neon_sc_q3(const block_q3_K *x)
+{
+    int16_t s16[16];
+    int8_t s8[16];
+    q3_K_scales(x->scales, s16);
+    for (int j = 0; j < 16; j++)
+        s8[j] = (int8_t)s16[j];
+    return vld1q_s8(s8);
+}
+static inline int8x16_t neon_sc_iq4(const block_iq4_xs *x)
+{
+    int8_t s8[16];
+    for (int j = 0; j < 8; j++)
+        s8[2 * j] = s8[2 * j + 1] = (int8_t)iq4_xs_scale(x, j);
+    return vld1q_s8(s8);
+}
+static inline neon_qcor neon_cor(int8x16_t sc, int k)
+{
+    neon_qcor c = {vmulq_n_s16(vmovl_s8(vget_low_s8(sc)), (int16_t)k), vmulq_n_s16(vmovl_s8(vget_high_s8(sc)), (int16_t)k)};
+    return c;
+}
+static inline int32x4_t neon_bsum(int32x4_t acc, const int16_t *bs, neon_qcor c)
+{
+    const int16x8_t b0 = vld1q_s16(bs), b1 = vld1q_s16(bs + 8);
+    acc = vmlal_s16(acc, vget_low_s16(b0), vget_low_s16(c.lo));
+    acc = vmlal_s16(acc, vget_high_s16(b0), vget_high_s16(c.lo));
+    acc = vmlal_s16(acc, vget_low_s16(b1), vget_low_s16(c.hi));
+    return vmlal_s16(acc, vget_high_s16(b1), vget_high_s16(c.hi));
+}
+static inline void neon_hsum4(const int32x4_t *v, int32_t *out)
+{
+    vst1q_s32(out, vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3])));
+}
+#endif
 typedef int8x16_t qv;
 typedef int32x4_t qacc;
 typedef int32_t qscl;
+typedef int8x16_t qsc8;
+typedef neon_qcor qcor;
 #define QV_W 16
 #define QV_ZERO() vdupq_n_s32(0)
-#define QV_LOAD(p) vld1q_s8((const int8_t *)(p))
-#define QV_OR(a, b) vorrq_s8(a, b)
 #define QV_H2F(h) neon_h2f(h)
 #define QV_PREFETCH(p, w_row, bytes) neon_prefetch_ahead(p, w_row, bytes)
-#define QV_HSUM(acc) vaddvq_s32(acc)
 #define QV_CRUMBS(qs, c)                                                                                     \
     vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8((qs) + 32 * ((c) / 8) + 16 * ((c) % 2)),                 \
                                           vdupq_n_s8((int8_t)(-2 * (((c) % 8) / 2)))),                          \
                                  vdupq_n_u8(3)))
-/* element 16c + i: bit c / 2 of hmask[16 (c % 2) + i] */
-#define QV_HBIT4(hm, c)                                                                                      \
-    vreinterpretq_s8_u8(vandq_u8(vtstq_u8(vld1q_u8((hm) + 16 * ((c) % 2)), vdupq_n_u8((uint8_t)(1 << ((c) / 2)))), \
-                                 vdupq_n_u8(4)))
+/* + 4 where bit c / 2 of hmask[16 (c % 2) + i] is set (element 16c + i) */
+#define QV_Q3(qs, hm, c)                                                                                     \
+    vorrq_s8(QV_CRUMBS(qs, c),                                                                               \
+             vreinterpretq_s8_u8(vandq_u8(vtstq_u8(vld1q_u8((hm) + 16 * ((c) % 2)), vdupq_n_u8((uint8_t)(1 << ((c) / 2)))), \
+                                          vdupq_n_u8(4))))
+#define QV_ACTK(qs, c) vld1q_s8((qs) + 16 * (c))
 /* sub-block c / 2: low nibbles (even c) or high nibbles of qs[16 (c / 2) ..] */
 NEON_INLINE int8x16_t NEON_FN(qv_iq4)(const uint8_t *qs, int c)
 {
@@ -617,14 +659,36 @@ NEON_INLINE int8x16_t NEON_FN(qv_iq4)(const uint8_t *qs, int c)
     return vqtbl1q_s8(vld1q_s8(kvalues_iq4nl), c % 2 ? vshrq_n_u8(q, 4) : vandq_u8(q, vdupq_n_u8(0x0F)));
 }
 #define QV_IQ4(qs, c) NEON_FN(qv_iq4)(qs, c)
-#define QV_SCALES(sc, s)                                                                                     \
+#define QV_ACTI(qs, c) vld1q_s8((qs) + 16 * (c))
+#define QV_IQ4_BIAS 0
+#define QV_SC_Q2(x, sc, m)                                                                                   \
     do {                                                                                                     \
-        for (int c_ = 0; c_ < 16; c_++)                                                                      \
-            (s)[c_] = (sc)[c_];                                                                              \
+        const uint8x16_t v_ = vld1q_u8((x)->scales);                                                         \
+        (sc) = vreinterpretq_s8_u8(vandq_u8(v_, vdupq_n_u8(0x0F)));                                          \
+        (m) = vreinterpretq_s8_u8(vshrq_n_u8(v_, 4));                                                        \
     } while (0)
+#define QV_SC_Q3(x) neon_sc_q3(x)
+#define QV_SC_IQ4(x) neon_sc_iq4(x)
+#define QV_SCALESK(sc, s)                                                                                    \
+    do {                                                                                                     \
+        int8_t t_[16];                                                                                       \
+        vst1q_s8(t_, sc);                                                                                    \
+        for (int c_ = 0; c_ < 16; c_++)                                                                      \
+            (s)[c_] = t_[c_];                                                                                \
+    } while (0)
+#define QV_SCALESI(sc, s)                                                                                    \
+    do {                                                                                                     \
+        int8_t t_[16];                                                                                       \
+        vst1q_s8(t_, sc);                                                                                    \
+        for (int p_ = 0; p_ < 8; p_++)                                                                       \
+            (s)[p_] = t_[2 * p_];                                                                            \
+    } while (0)
+#define QV_COR(sc, k) neon_cor(sc, k)
+#define QV_BSUM(acc, bs, cor) neon_bsum(acc, bs, cor)
 /* the codebook spans -127..113: DOT_WIDE; the 0..7 quants: DOT_SMALL */
-#define QV_DOTU(acc, u, a, s) vmlaq_n_s32(acc, DOT_SMALL(vdupq_n_s32(0), u, a), s)
-#define QV_DOTS(acc, q, a, s) vmlaq_n_s32(acc, DOT_WIDE(vdupq_n_s32(0), q, a), s)
+#define QV_DOTK(acc, u, a, s) vmlaq_n_s32(acc, DOT_SMALL(vdupq_n_s32(0), u, a), s)
+#define QV_DOTI(acc, lo, alo, hi, ahi, s) vmlaq_n_s32(acc, DOT_WIDE(DOT_WIDE(vdupq_n_s32(0), lo, alo), hi, ahi), s)
+#define QV_HSUM4(v, out) neon_hsum4(v, out)
 #include "../lowbit_body.h"
 
 /* Install this variant's integer dot products and gemm tiles. */

@@ -1,7 +1,8 @@
 /*
  * gemm_avx512.c - the many-token matmul of the avx512 variant (gemm_many in
  * dispatch.h): prefill with AVX-512 VNNI, for Q4_0, Q5_0, Q8_0 (x Q8_0) and
- * Q4_K, Q5_K, Q6_K (x Q8_K).  Compiled with the avx512 variant's flags.
+ * Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS (x Q8_K).  Compiled with the avx512
+ * variant's flags.
  *
  * Layout: vector lanes are tokens.  The activations of the call are
  * transposed once into groups of LT = 16 tokens: for every block, vector k
@@ -17,8 +18,9 @@
  * (d_x d_y) isum - (dmin_x d_y) summ for the K-quants, block after block),
  * so the results are bit-identical to vec_dot, as gemm_many must be.
  * K-quants: the sub-block sums are scaled by their 6-bit (Q6_K: 8-bit
- * signed) scales with vpmulld, the minimums through vpmaddwd on pairs of
- * 32-element sums of the activations (Q8_K bsums).
+ * signed; Q2_K: 4-bit; Q3_K, IQ4_XS: 6-bit minus 32) scales with vpmulld,
+ * the minimums through vpmaddwd on pairs of 32-element (Q2_K: 16-element)
+ * sums of the activations (Q8_K bsums).
  *
  * Cost model: unpacking is O(rows * n) once per call, transposing O(tokens
  * * n) once per call; the rest is 8 (Q8_0-like) or 64+ (K) vpdpbusd per
@@ -50,6 +52,7 @@ struct actK {
     uint32_t q[64][LT];
     float d[LT];
     uint32_t bs[4][LT];
+    uint32_t bs16[8][LT]; /* Q2_K: the pairs (bsums[2k], bsums[2k+1]) */
 };
 
 _Static_assert(sizeof(struct act32) % 64 == 0 && sizeof(struct actK) % 64 == 0, "vector-aligned groups");
@@ -91,6 +94,8 @@ static void actK_pack(struct actK *A, const uint8_t *a, size_t a_row, int64_t n_
                     ag->d[t] = 0.0f;
                     for (int k = 0; k < 4; k++)
                         ag->bs[k][t] = 0;
+                    for (int k = 0; k < 8; k++)
+                        ag->bs16[k][t] = 0;
                     continue;
                 }
                 const block_q8_K *yb = (const block_q8_K *)(a + (size_t)tok * a_row) + b;
@@ -102,6 +107,8 @@ static void actK_pack(struct actK *A, const uint8_t *a, size_t a_row, int64_t n_
                     const int hi = yb->bsums[4 * k + 2] + yb->bsums[4 * k + 3];
                     ag->bs[k][t] = (uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16;
                 }
+                for (int k = 0; k < 8; k++)
+                    ag->bs16[k][t] = (uint32_t)(uint16_t)yb->bsums[2 * k] | (uint32_t)(uint16_t)yb->bsums[2 * k + 1] << 16;
             }
         }
     }
@@ -121,8 +128,67 @@ struct metaK {
     int32_t corr;
     int32_t sc[16];
     uint32_t mp[4];
+    uint32_t mp16[8]; /* Q2_K: the minimum pairs (m_2k | m_2k+1 << 16) of its 16 groups */
     float d, dmin;
 };
+
+/* The natural-order signed weights of a Q2_K (0..3), Q3_K (-4..3) or
+ * IQ4_XS (codebook) block into wb[256], the scales of its groups (Q2_K,
+ * Q3_K: 16 of 16; IQ4_XS: 8 of 32) into mt->sc, Q2_K's minimum pairs;
+ * returns sum_j sc_j sum_{i in j} w_i. */
+static int64_t unpack_lowbit(const int type, const uint8_t *blk, uint8_t *wb, struct metaK *mt)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), x80 = _mm256_set1_epi8((char)0x80);
+    int64_t c_sum = 0;
+    memset(mt->mp, 0, sizeof(mt->mp));
+    memset(mt->mp16, 0, sizeof(mt->mp16));
+    mt->dmin = 0.0f;
+    if (type == GGML_TYPE_IQ4_XS) {
+        const block_iq4_xs *x = (const block_iq4_xs *)blk;
+        const __m256i cb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+        for (int j = 0; j < 8; j++) {
+            const __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 16 * j));
+            const __m256i w = _mm256_shuffle_epi8(cb, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+            _mm256_storeu_si256((__m256i *)(wb + 32 * j), w);
+            mt->sc[j] = iq4_xs_scale(x, j);
+            c_sum += (int64_t)mt->sc[j] * (sum_u8(_mm256_xor_si256(w, x80)) - 128 * 32);
+        }
+        mt->d = h2f(ld16(&x->d));
+        return c_sum;
+    }
+    const uint8_t *qs = type == GGML_TYPE_Q2_K ? ((const block_q2_K *)blk)->qs : ((const block_q3_K *)blk)->qs;
+    int16_t sc[16];
+    if (type == GGML_TYPE_Q2_K) {
+        const block_q2_K *x = (const block_q2_K *)blk;
+        for (int j = 0; j < 16; j++)
+            sc[j] = x->scales[j] & 0xF;
+        for (int k = 0; k < 8; k++)
+            mt->mp16[k] = (uint32_t)(x->scales[2 * k] >> 4) | (uint32_t)(x->scales[2 * k + 1] >> 4) << 16;
+        mt->d = h2f(ld16(&x->d));
+        mt->dmin = h2f(ld16(&x->dmin));
+    } else {
+        const block_q3_K *x = (const block_q3_K *)blk;
+        q3_K_scales(x->scales, sc);
+        mt->d = h2f(ld16(&x->d));
+    }
+    const __m256i hm = type == GGML_TYPE_Q3_K ? _mm256_loadu_si256((const __m256i *)((const block_q3_K *)blk)->hmask)
+                                             : _mm256_setzero_si256();
+    for (int c = 0; c < 8; c++) { /* elements 32c + l: bits 2 (c % 4) of qs[32 (c / 4) + l] */
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * (c / 4)));
+        __m256i w = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (c % 4)), _mm256_set1_epi8(3));
+        if (type == GGML_TYPE_Q3_K) /* - 4 where bit c of hmask[l] is clear */
+            w = _mm256_mask_sub_epi8(w, _mm256_testn_epi8_mask(hm, _mm256_set1_epi8((char)(1 << c))), w,
+                                     _mm256_set1_epi8(4));
+        _mm256_storeu_si256((__m256i *)(wb + 32 * c), w);
+        const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(w, x80), _mm256_setzero_si256());
+        const int s0 = _mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 2) - 128 * 16;
+        const int s1 = _mm256_extract_epi32(s, 4) + _mm256_extract_epi32(s, 6) - 128 * 16;
+        c_sum += (int64_t)sc[2 * c] * s0 + (int64_t)sc[2 * c + 1] * s1;
+    }
+    for (int j = 0; j < 16; j++)
+        mt->sc[j] = sc[j];
+    return c_sum;
+}
 
 /* The 32 weights of a Q4_0/Q5_0 block (quants qs, Q5_0 high bits qh) or a
  * Q8_0 block (quants qs) as signed bytes, and their sum. */
@@ -180,7 +246,9 @@ static void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
         uint8_t *wb = w + 256 * b;
         struct metaK *mt = meta + b;
         int64_t c_sum = 0;
-        if (type == GGML_TYPE_Q6_K) {
+        if (type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS) {
+            c_sum = unpack_lowbit(type, blk, wb, mt);
+        } else if (type == GGML_TYPE_Q6_K) {
             const block_q6_K *x = (const block_q6_K *)blk;
             const __m256i m2 = _mm256_set1_epi8(0x30);
             for (int h = 0; h < 2; h++) {
@@ -209,6 +277,7 @@ static void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
             mt->d = h2f(ld16(&x->d));
             mt->dmin = 0.0f;
             memset(mt->mp, 0, sizeof(mt->mp));
+            memset(mt->mp16, 0, sizeof(mt->mp16));
         } else {
             uint8_t sc[8], m[8];
             const uint8_t *scales = blk + 4;
@@ -235,6 +304,7 @@ static void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
                 mt->sc[j] = sc[j];
             for (int k = 0; k < 4; k++)
                 mt->mp[k] = (uint32_t)m[2 * k] | (uint32_t)m[2 * k + 1] << 16;
+            memset(mt->mp16, 0, sizeof(mt->mp16));
             mt->d = h2f(ld16(blk));
             mt->dmin = h2f(ld16(blk + 2));
         }
@@ -329,7 +399,8 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
                  int64_t n_tok, int nr, float *y, size_t ys)
 {
     const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
-    const int n_sub = type == GGML_TYPE_Q6_K ? 16 : 8, per_sub = 64 / n_sub; /* dwords per sub-block */
+    const int n_sub = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS ? 8 : 16;
+    const int per_sub = 64 / n_sub; /* dwords per sub-block */
     for (int64_t g = 0; g < ng; g++) {
         __m512 facc[LR];
         UNROLL
@@ -363,12 +434,20 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
                 const struct metaK *mt = meta + (size_t)r * (size_t)nb + b;
                 const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(mt->d), dy);
                 facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum[r])));
-                if (type != GGML_TYPE_Q6_K) {
+                if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K) {
                     __m512i summ = _mm512_setzero_si512();
-                    UNROLL
-                    for (int k = 0; k < 4; k++)
-                        summ = _mm512_add_epi32(summ, _mm512_madd_epi16(_mm512_load_si512((const void *)ag->bs[k]),
-                                                                        _mm512_set1_epi32((int)mt->mp[k])));
+                    if (type == GGML_TYPE_Q2_K) {
+                        UNROLL
+                        for (int k = 0; k < 8; k++)
+                            summ = _mm512_add_epi32(summ,
+                                                    _mm512_madd_epi16(_mm512_load_si512((const void *)ag->bs16[k]),
+                                                                      _mm512_set1_epi32((int)mt->mp16[k])));
+                    } else {
+                        UNROLL
+                        for (int k = 0; k < 4; k++)
+                            summ = _mm512_add_epi32(summ, _mm512_madd_epi16(_mm512_load_si512((const void *)ag->bs[k]),
+                                                                            _mm512_set1_epi32((int)mt->mp[k])));
+                    }
                     facc[r] = _mm512_sub_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->dmin), dy),
                                                                    _mm512_cvtepi32_ps(summ)));
                 }
@@ -385,7 +464,8 @@ static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
                 size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4)
 {
-    const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K;
+    const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
+                   type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
     const size_t w_bytes = up64((size_t)LR * (size_t)n);
@@ -440,6 +520,9 @@ DEFINE_MANY(many_q8_0, GGML_TYPE_Q8_0, false)
 DEFINE_MANY(many_q4_K, GGML_TYPE_Q4_K, false)
 DEFINE_MANY(many_q5_K, GGML_TYPE_Q5_K, false)
 DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K, false)
+DEFINE_MANY(many_q2_K, GGML_TYPE_Q2_K, false)
+DEFINE_MANY(many_q3_K, GGML_TYPE_Q3_K, false)
+DEFINE_MANY(many_iq4_xs, GGML_TYPE_IQ4_XS, false)
 /* The x4 layouts (repack.h).  matmul passes ranges of rows that start at a
  * multiple of 16, so a call's groups are its rows 4g .. 4g + 3 up to the
  * last multiple of four: only a matrix's last range has leftover rows. */
@@ -457,6 +540,9 @@ void kernels_fill_gemm_avx512(struct kernel_table *t)
     t->types[GGML_TYPE_Q4_K].gemm_many = many_q4_K;
     t->types[GGML_TYPE_Q5_K].gemm_many = many_q5_K;
     t->types[GGML_TYPE_Q6_K].gemm_many = many_q6_K;
+    t->types[GGML_TYPE_Q2_K].gemm_many = many_q2_K;
+    t->types[GGML_TYPE_Q3_K].gemm_many = many_q3_K;
+    t->types[GGML_TYPE_IQ4_XS].gemm_many = many_iq4_xs;
     t->types[INFER_TYPE_Q4_0_X4].gemm_many = many_q4_0x4;
     t->types[INFER_TYPE_Q5_0_X4].gemm_many = many_q5_0x4;
 }

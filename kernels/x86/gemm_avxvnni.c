@@ -62,6 +62,11 @@ DEFINE_TILES(gemm_iq4_nl, GGML_TYPE_IQ4_NL, gemm32, gemm32(GGML_TYPE_IQ4_NL, 4, 
 #define K_MADD_ACC(acc, p, s) _mm256_dpwssd_avx_epi32(acc, p, s)
 #include "gemmk_avx2.h"
 
+/* Q2_K, Q3_K, IQ4_XS: lowbit_x86.h on vpdpwssd / vpdpbusd. */
+#define LB_WIDTH 256
+#define LB_VNNI 1
+#include "lowbit_x86.h"
+
 #define K_ONE(T) gemmK(T, 4, 1, n, w, w_row, a, a_row, y, ys)
 DEFINE_TILES(gemm_q4_K, GGML_TYPE_Q4_K, gemmK, K_ONE(GGML_TYPE_Q4_K))
 DEFINE_TILES(gemm_q5_K, GGML_TYPE_Q5_K, gemmK, K_ONE(GGML_TYPE_Q5_K))
@@ -85,4 +90,5 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     t->types[GGML_TYPE_Q5_K].vec_dot = gemm_q5_K_dot;
     t->types[GGML_TYPE_Q6_K].gemm = gemm_q6_K;
     t->types[GGML_TYPE_Q6_K].vec_dot = gemm_q6_K_dot;
+    lowbit_fill(t);
 }

@@ -133,69 +133,9 @@ DEFINE_DOT(vec_dot_q6_K, gemmK, GGML_TYPE_Q6_K)
 
 /* --------------------- Q2_K / Q3_K / IQ4_XS x Q8_K --------------------- */
 
-/* lowbit_body.h on 32-byte vectors: chunk c (0..7) holds elements 32c ..
- * 32c+31, i.e. two groups of 16, one per 128-bit lane. */
-typedef __m256i qv;
-typedef __m256i qacc;
-typedef __m256i qscl;
-#define QV_W 32
-#define QV_ZERO() _mm256_setzero_si256()
-#define QV_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
-#define QV_OR(a, b) _mm256_or_si256(a, b)
-#define QV_H2F(h) h2f(h)
-#define QV_PREFETCH(p, w_row, bytes) prefetch_ahead(p, w_row, bytes)
-#define QV_HSUM(acc) hsum_epi32(acc)
-
-INLINE int hsum_epi32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-    return _mm_cvtsi128_si32(s);
-}
-
-/* elements 128h + 32j + l: bits 2j of qs[32h + l] */
-INLINE __m256i qv_crumbs(const uint8_t *qs, int c)
-{
-    const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * (c / 4)));
-    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * (c % 4)), _mm256_set1_epi8(3));
-}
-#define QV_CRUMBS(qs, c) qv_crumbs(qs, c)
-
-/* element 32c + l: bit c of hmask[l] */
-INLINE __m256i qv_hbit4(const uint8_t *hm, int c)
-{
-    const __m256i bit = _mm256_set1_epi8((char)(1 << c));
-    const __m256i h = _mm256_loadu_si256((const __m256i *)hm);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), _mm256_set1_epi8(4));
-}
-#define QV_HBIT4(hm, c) qv_hbit4(hm, c)
-
-/* sub-block c: low nibbles of qs[16c ..] then high nibbles, through the codebook */
-INLINE __m256i qv_iq4(const uint8_t *qs, int c)
-{
-    const __m128i q = _mm_loadu_si128((const __m128i *)(qs + 16 * c));
-    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
-    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)), nib);
-}
-#define QV_IQ4(qs, c) qv_iq4(qs, c)
-
-/* chunk c: group 2c's scale in the low lane, 2c+1's in the high lane */
-INLINE void qv_scales(const int8_t *sc, __m256i *s)
-{
-    const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-    const __m256i lo = _mm256_permute4x64_epi64(v, 0x44), hi = _mm256_permute4x64_epi64(v, 0xEE);
-    UNROLL
-    for (int c = 0; c < 4; c++) {
-        s[c] = _mm256_shuffle_epi8(lo, lmask(mask_pair[c]));
-        s[c + 4] = _mm256_shuffle_epi8(hi, lmask(mask_pair[c]));
-    }
-}
-#define QV_SCALES(sc, s) qv_scales(sc, s)
-#define QV_DOTU(acc, u, a, s) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), s))
-#define QV_DOTS(acc, q, a, s)                                                                                 \
-    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(a, q)), s))
-#include "../lowbit_body.h"
+#define LB_WIDTH 256
+#define LB_VNNI 0
+#include "lowbit_x86.h"
 
 /* ------------------------- F32 / F16 / BF16 ------------------------- */
 

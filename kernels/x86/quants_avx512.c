@@ -539,75 +539,9 @@ DEFINE_DOT32(vec_dot_iq4_nl, GGML_TYPE_IQ4_NL)
 
 /* --------------------- Q2_K / Q3_K / IQ4_XS x Q8_K --------------------- */
 
-/* lowbit_body.h on 64-byte vectors: chunk c (0..3) holds elements 64c ..
- * 64c+63, four groups of 16, one per 128-bit lane; Q2_K/Q3_K's two 32-byte
- * halves of a chunk are the same 32 quant bytes shifted by two bits more. */
-typedef __m512i qv;
-typedef __m512i qacc;
-typedef __m512i qscl;
-#define QV_W 64
-#define QV_ZERO() _mm512_setzero_si512()
-#define QV_LOAD(p) _mm512_loadu_si512((const void *)(p))
-#define QV_OR(a, b) _mm512_or_si512(a, b)
-#define QV_H2F(h) h2f(h)
-#define QV_PREFETCH(p, w_row, bytes) prefetch_ahead(p, w_row, bytes)
-#define QV_HSUM(acc) _mm512_reduce_add_epi32(acc)
-
-/* elements 128h + 32j + l (j = 2(c % 2), +1): bits 2j of qs[32h + l] */
-INLINE __m512i qv_crumbs(const uint8_t *qs, int c)
-{
-    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * (c / 2))));
-    const int j = 2 * (c % 2);
-    const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * j)), _mm256_set1_epi16((short)(2 * j + 2)), 1);
-    return _mm512_and_si512(_mm512_srlv_epi16(q, sh), _mm512_set1_epi8(3));
-}
-#define QV_CRUMBS(qs, c) qv_crumbs(qs, c)
-
-/* element 32k + l (k = 2c, 2c+1): bit k of hmask[l] */
-INLINE __m512i qv_hbit4(const uint8_t *hm, int c)
-{
-    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)hm));
-    const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
-                                            _mm256_set1_epi8((char)(2 << (2 * c))), 1);
-    return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(h, bits), _mm512_set1_epi8(4));
-}
-#define QV_HBIT4(hm, c) qv_hbit4(hm, c)
-
-/* sub-blocks 2c, 2c+1: each its low nibbles, then its high nibbles */
-INLINE __m512i qv_iq4(const uint8_t *qs, int c)
-{
-    const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
-    z = _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
-    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)), z);
-}
-#define QV_IQ4(qs, c) qv_iq4(qs, c)
-
-/* group 4c + k in 128-bit lane k */
-INLINE __m512i qv_scale(__m256i sc, int c)
-{
-    const __m512i idx = _mm512_add_epi16(_mm512_set1_epi16((short)(4 * c)),
-                                         _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(
-                                                                _mm_set1_epi16(1), _mm_setzero_si128())),
-                                                            _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(2)), 1));
-    return _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(sc));
-}
-INLINE void qv_scales(const int8_t *sc, __m512i *s)
-{
-    const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-    UNROLL
-    for (int c = 0; c < 4; c++)
-        s[c] = qv_scale(v, c);
-}
-#define QV_SCALES(sc, s) qv_scales(sc, s)
-#define QV_DOTU(acc, u, a, s) _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, a), s)
-/* no vpsignb on 512 bits: a negated where q < 0 */
-#define QV_DOTS(acc, q, a, s)                                                                                 \
-    _mm512_dpwssd_epi32(acc,                                                                                  \
-                        _mm512_maddubs_epi16(_mm512_abs_epi8(q), _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(q), \
-                                                                                      _mm512_setzero_si512(), a)), \
-                        s)
-#include "../lowbit_body.h"
+#define LB_WIDTH 512
+#define LB_VNNI 1
+#include "lowbit_x86.h"
 
 /* ----------------------- K-quants x Q8_K ----------------------- */
 

@@ -120,7 +120,7 @@ INLINE void store_rows_tokens(float *y, size_t ys, const __m128 *acc, const int 
 }
 
 /* Bytes of a block of the 32-element types (Q4_0, Q5_0, Q8_0, IQ4_NL) and of the
- * K-quants' super-blocks (Q4_K, Q5_K, Q6_K). */
+ * super-blocks of 256 (Q4_K, Q5_K, Q6_K; Q2_K, Q3_K, IQ4_XS). */
 INLINE size_t bbytes32(const int type)
 {
     return type == GGML_TYPE_Q4_0   ? sizeof(block_q4_0)
@@ -131,8 +131,12 @@ INLINE size_t bbytes32(const int type)
 
 INLINE size_t kbytes(const int type)
 {
-    return type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : type == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
-                                                                               : sizeof(block_q6_K);
+    return type == GGML_TYPE_Q4_K   ? sizeof(block_q4_K)
+           : type == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
+           : type == GGML_TYPE_Q2_K ? sizeof(block_q2_K)
+           : type == GGML_TYPE_Q3_K ? sizeof(block_q3_K)
+           : type == GGML_TYPE_IQ4_XS ? sizeof(block_iq4_xs)
+                                    : sizeof(block_q6_K);
 }
 
 /* K-quant block of NR rows: acc + (d_x d_y) isum [- (dmin_x d_y) summ], in
