@@ -48,14 +48,20 @@ static void chunk_free(struct chunk_run *c)
     free(c->tokens);
 }
 
-/* Evaluate src[0..n_ctx) from an empty context, BOS first. */
-static infer_status chunk_eval(struct chunk_run *c, const int32_t *src)
+/* c->tokens = src[0..n_ctx) with BOS in place of the first (when the model adds one). */
+static void chunk_tokens(struct chunk_run *c, const int32_t *src)
 {
     const infer_model *m = s_model(c->s);
     memcpy(c->tokens, src, (size_t)c->n_ctx * sizeof(int32_t));
     const int32_t bos = infer_model_bos(m);
     if (bos >= 0 && infer_model_add_bos(m))
         c->tokens[0] = bos;
+}
+
+/* Evaluate src[0..n_ctx) from an empty context, BOS first. */
+static infer_status chunk_eval(struct chunk_run *c, const int32_t *src)
+{
+    chunk_tokens(c, src);
     infer_session_truncate(c->s, 0);
     return infer_session_eval_all(c->s, c->tokens, c->n_ctx, c->logits);
 }
@@ -134,10 +140,7 @@ static infer_status ppl_run(infer_session *s, const int32_t *tokens, int64_t n, 
             st = infer_error(enc ? INFER_ERR_IO : INFER_ERR_NOMEM, "writing the base file failed");
         /* the tokens as evaluated (BOS in place) */
         for (int64_t i = 0; i < n_chunks && !st; i++) {
-            memcpy(c.tokens, tokens + i * n_ctx, (size_t)n_ctx * sizeof(int32_t));
-            const int32_t bos = infer_model_bos(s_model(s));
-            if (bos >= 0 && infer_model_add_bos(s_model(s)))
-                c.tokens[0] = bos;
+            chunk_tokens(&c, tokens + i * n_ctx);
             if (fwrite(c.tokens, 4, (size_t)n_ctx, base) != (size_t)n_ctx)
                 st = infer_error(INFER_ERR_IO, "writing the base file failed");
         }

@@ -59,7 +59,7 @@ infer_status run_state_init(struct run_state *s, const struct infer_model *m, in
     s->hb = malloc(nb * c->n_ff * sizeof(float));
     s->hb2 = malloc(nb * c->n_ff * sizeof(float));
     s->blocks = malloc(nb * sizeof(*s->blocks));
-    s->rope_cs = malloc(nb * (size_t)c->n_rot * sizeof(float));
+    s->rope_cs = malloc(2 * nb * (size_t)c->n_rot * sizeof(float));
     s->rope_factors = model_rope_factors(m, n_ctx);
     if (!s->blocks || !s->rope_cs || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->att || !s->hb || !s->hb2) {
         run_state_free(s);
@@ -181,6 +181,34 @@ static void scale_rows(float *x, float f, int64_t n_tok, int64_t n)
         vec_scale(x + t * n, n, f);
 }
 
+/* x += post-norm(y) * residual_mult: a sub-layer's output joins the residual
+ * stream (post_norm NULL: none; residual_mult 0: none).  y is overwritten. */
+static void residual_add(const struct model_config *c, float *x, float *y, const float *post_norm, int64_t n_tok)
+{
+    if (post_norm)
+        rmsnorm_rows(y, y, post_norm, n_tok, c->n_embd, c->rms_eps);
+    scale_rows(y, c->residual_mult, n_tok, c->n_embd);
+    add_rows(x, y, n_tok, c->n_embd);
+}
+
+/* The RoPE angles of every token of the batch, once per pass for each layer
+ * kind: global layers at s->rope_cs, sliding-window layers n_tok * n_rot
+ * floats further (they may have their own base and scale). */
+static void rope_angles_rows(struct run_state *s, const struct model_config *c, const struct batch *b)
+{
+    if (c->rope_none)
+        return;
+    const int kinds = c->n_swa > 0 && c->swa_pattern > 0 ? 2 : 1;
+    for (int kind = 0; kind < kinds; kind++) {
+        struct rope_params rp = kind ? c->rope_swa : c->rope;
+        rp.freq_factors = s->rope_factors;
+        float *cs = s->rope_cs + (size_t)kind * (size_t)b->n * (size_t)c->n_rot;
+#pragma omp parallel for schedule(static) if (b->n >= PAR_ROWS)
+        for (int64_t t = 0; t < b->n; t++)
+            rope_angles(cs + t * c->n_rot, &rp, b->pos[t]);
+    }
+}
+
 static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n)
 {
     if (!b)
@@ -297,6 +325,8 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
                 xt[i] *= c->embd_mult;
     }
 
+    rope_angles_rows(s, c, b);
+
     for (int il = 0; il < c->n_layer; il++) {
         const struct layer_weights *l = &w->layers[il];
         const bool swa = model_layer_is_swa(c, il);
@@ -316,18 +346,16 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             rmsnorm_rows(s->k, s->k, l->k_norm, n_tok * c->n_head_kv, head_dim, c->rms_eps);
         }
         if (model_layer_has_rope(c, il)) {
-            struct rope_params rp = swa ? c->rope_swa : c->rope;
-            rp.freq_factors = s->rope_factors;
+            const float *cs = s->rope_cs + (swa ? n_tok * c->n_rot : 0);
 #pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
             for (int64_t t = 0; t < n_tok; t++) {
-                float *cs = s->rope_cs + t * c->n_rot;
-                rope_angles(cs, &rp, b->pos[t]);
+                const float *ct = cs + t * c->n_rot;
                 if (c->rope_neox) {
-                    rope_neox(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, cs);
-                    rope_neox(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, cs);
+                    rope_neox(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, ct);
+                    rope_neox(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, ct);
                 } else {
-                    rope_norm(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, cs);
-                    rope_norm(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, cs);
+                    rope_norm(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, ct);
+                    rope_norm(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, ct);
                 }
             }
         }
@@ -359,10 +387,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
         if ((st = mat_mul(s->xb2, &l->wo, s->att, n_tok)))
             return st;
         prof_mark(pon, &pt, PR_WO);
-        if (c->post_norms)
-            rmsnorm_rows(s->xb2, s->xb2, l->post_attn_norm, n_tok, n_embd, c->rms_eps);
-        scale_rows(s->xb2, c->residual_mult, n_tok, n_embd);
-        add_rows(s->x, s->xb2, n_tok, n_embd);
+        residual_add(c, s->x, s->xb2, l->post_attn_norm, n_tok);
 
         /* feed-forward */
         rmsnorm_rows(s->xb, s->x, l->ffn_norm, n_tok, n_embd, c->rms_eps);
@@ -376,10 +401,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
         if ((st = mat_mul(s->xb2, &l->ffn_down, s->hb, n_tok)))
             return st;
         prof_mark(pon, &pt, PR_FFN_DOWN);
-        if (c->post_norms)
-            rmsnorm_rows(s->xb2, s->xb2, l->post_ffn_norm, n_tok, n_embd, c->rms_eps);
-        scale_rows(s->xb2, c->residual_mult, n_tok, n_embd);
-        add_rows(s->x, s->xb2, n_tok, n_embd);
+        residual_add(c, s->x, s->xb2, l->post_ffn_norm, n_tok);
         prof_mark(pon, &pt, PR_OTHER);
     }
 

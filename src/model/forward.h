@@ -19,7 +19,8 @@ struct run_state {
     float *hb;     /* (n_batch, n_ff) gate, then activation */
     float *hb2;    /* (n_batch, n_ff) up */
     const int32_t **blocks; /* (n_batch) per-token block tables for attention */
-    float *rope_cs;         /* (n_batch, n_rot) RoPE angles of each token (rope_angles) */
+    float *rope_cs;         /* (2, n_batch, n_rot) RoPE angles of each token, global then
+                             * sliding-window layers (rope_angles) */
     const float *rope_factors; /* frequency factors for this context (model_rope_factors) */
 };
 

@@ -137,17 +137,15 @@ static inline bool model_layer_has_rope(const struct model_config *c, int il)
     return !c->rope_none && !(c->nope_every > 0 && (il + 1) % c->nope_every == 0);
 }
 
-/* The frequency factors of a context of n_ctx tokens, as llama.cpp's
- * get_rope_factors: rope_freqs when present, else LongRoPE's long factors
- * when n_ctx exceeds the original context, else the short ones (or NULL). */
-static inline const float *model_rope_factors(const struct infer_model *m, int64_t n_ctx);
-
 /* Is layer il a sliding-window (local) attention layer? */
 static inline bool model_layer_is_swa(const struct model_config *c, int il)
 {
     return c->n_swa > 0 && c->swa_pattern > 0 && il % c->swa_pattern < c->swa_pattern - 1;
 }
 
+/* The frequency factors of a context of n_ctx tokens, as llama.cpp's
+ * get_rope_factors: rope_freqs when present, else LongRoPE's long factors
+ * when n_ctx exceeds the original context, else the short ones (or NULL). */
 static inline const float *model_rope_factors(const struct infer_model *m, int64_t n_ctx)
 {
     if (m->w.rope_freqs)
