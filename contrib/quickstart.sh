@@ -195,5 +195,9 @@ if [[ $mode == check ]]; then
     say "all done in $(since "$t_begin")"
     exit 0
 fi
-say "set-up done in $(since "$t_begin"); starting build/infer chat"
+say "set-up done in $(since "$t_begin"); starting build/infer chat $*"
+if [[ -t 0 ]]; then
+    say "the default model is Gemma 3 270M *base* (not instruction-tuned): its answers ramble and are cut"
+    say "after 256 tokens (-n N changes it). Type a message and Enter; /help for commands, /quit or Ctrl-D to leave."
+fi
 exec build/infer chat "$@"

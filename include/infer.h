@@ -522,6 +522,20 @@ typedef struct infer_cache_metrics {
 } infer_cache_metrics;
 void infer_engine_get_metrics(const infer_engine *e, infer_cache_metrics *out);
 
+/* The threads of the forward passes (one pool per process).  `threads` is the
+ * number taking part now: the requested count unless the adaptive count
+ * dropped threads because the others kept waiting for them (another program
+ * holding the cores; INFER_THREADS_ADAPT=0 turns it off).  Counters are
+ * cumulative since the process started. */
+typedef struct infer_thread_stats {
+    int max_threads, threads;
+    uint64_t drops, raises;      /* adaptive changes */
+    uint64_t loops;              /* parallel loops run */
+    double loop_seconds;         /* their wall time */
+    double stall_seconds;        /* of which the caller waited for other threads' chunks */
+} infer_thread_stats;
+void infer_get_thread_stats(infer_thread_stats *out);
+
 /* ------------------------------------------------------------- sampling */
 
 #define INFER_SEED_RANDOM UINT64_MAX

@@ -26,9 +26,7 @@
  * (tests/test-kernels-simd.c).  Heads wider than ATTN_MAX_DIM fall back to
  * attention_ref.
  */
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "pool.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
@@ -283,6 +281,33 @@ static void attend_heads(int G, float *out, const float *q, const struct attn_kv
 }
 #undef ATTEND_G
 
+/* The attention of a batch as pool items: item i is token i / (n_head_kv *
+ * per_kv), heads h0 .. h0 + G - 1 of one KV head. */
+struct AT_FN(attn_items) {
+    float *out;
+    const float *q;
+    const struct attn_kv *kv;
+    int n_head, group, G, per_kv, head_dim;
+    float scale;
+    int window, pf;
+};
+
+static void AT_FN(attn_items_run)(void *ctx, int64_t i0, int64_t i1)
+{
+    const struct AT_FN(attn_items) *a = ctx;
+    const int n_head_kv = a->n_head / a->group, n_items = n_head_kv * a->per_kv;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t t = i / n_items;
+        const int it = (int)(i % n_items);
+        const int kvh = it / a->per_kv, h0 = kvh * a->group + (it % a->per_kv) * a->G;
+        const int g = a->group - (h0 - kvh * a->group) < a->G ? a->group - (h0 - kvh * a->group) : a->G;
+        const int64_t pos = a->kv->pos[t];
+        const int64_t first = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+        const size_t o = ((size_t)t * (size_t)a->n_head + (size_t)h0) * (size_t)a->head_dim;
+        attend_heads(g, a->out + o, a->q + o, a->kv, a->kv->blocks[t], kvh, first, pos, a->head_dim, a->scale, a->pf);
+    }
+}
+
 /* Work items: (token, head) for a single token (decode: the heads give the
  * parallelism), (token, group of up to ATTN_GROUP heads of one KV head) for
  * batches. */
@@ -300,27 +325,13 @@ static void AT_FN(attention)(float *out, const float *q, int64_t n_tok, const st
      * on two threads: two items of two heads, not four of one). */
     int G = group < ATTN_GROUP ? group : ATTN_GROUP;
     if (n_tok == 1) {
-#ifdef _OPENMP
-        const int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
-#else
-        const int nth = 1;
-#endif
+        const int nth = pool_threads();
         const int per_kv = (nth + n_head_kv - 1) / n_head_kv; /* items wanted per KV head */
         G = per_kv >= group ? 1 : (group + per_kv - 1) / per_kv;
         G = G < ATTN_GROUP ? G : ATTN_GROUP;
     }
-    const int per_kv = (group + G - 1) / G; /* items per KV head: they never straddle two */
-#pragma omp parallel for collapse(2) schedule(static, 1)
-    for (int64_t t = 0; t < n_tok; t++) {
-        for (int it = 0; it < n_head_kv * per_kv; it++) {
-            const int kvh = it / per_kv, h0 = kvh * group + (it % per_kv) * G;
-            const int g = group - (h0 - kvh * group) < G ? group - (h0 - kvh * group) : G;
-            const int64_t pos = kv->pos[t];
-            const int64_t first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-            const size_t o = ((size_t)t * (size_t)n_head + (size_t)h0) * (size_t)head_dim;
-            attend_heads(g, out + o, q + o, kv, kv->blocks[t], kvh, first, pos, head_dim, scale,
-                         n_tok < ATTN_PF_MAX_TOK);
-        }
-    }
+    struct AT_FN(attn_items) it = {out, q, kv, n_head, group, G, (group + G - 1) / G, head_dim, scale, window,
+                                   n_tok < ATTN_PF_MAX_TOK};
+    pool_for(n_tok * n_head_kv * it.per_kv, 1, AT_FN(attn_items_run), &it);
 }
 

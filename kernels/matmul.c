@@ -21,6 +21,7 @@
  * count, the blocking or the batch size.
  */
 #include "matmul.h"
+#include "pool.h"
 
 #include <cblas.h>
 #include <stdlib.h>
@@ -171,6 +172,22 @@ size_t matmul_act_size(uint32_t wtype, int64_t n_in, int64_t n_tok)
     return (size_t)total;
 }
 
+/* Quantize activation rows, a chunk of rows per pool item. */
+struct act_rows {
+    from_float_fn quantize;
+    const float *x;
+    void *xq;
+    int64_t n_in;
+    size_t act_row;
+};
+
+static void act_rows_run(void *ctx, int64_t t0, int64_t t1)
+{
+    const struct act_rows *r = ctx;
+    for (int64_t t = t0; t < t1; t++)
+        r->quantize(r->x + t * r->n_in, (char *)r->xq + (size_t)t * r->act_row, r->n_in);
+}
+
 int matmul_act_quantize(void *xq, uint32_t wtype, const float *x, int64_t n_in, int64_t n_tok)
 {
     uint32_t at;
@@ -184,10 +201,8 @@ int matmul_act_quantize(void *xq, uint32_t wtype, const float *x, int64_t n_in, 
         return infer_error(INFER_ERR_INVALID, "matmul: NULL activations");
     if ((uintptr_t)xq % type_align(at) != 0)
         return infer_error(INFER_ERR_INVALID, "matmul: misaligned activation buffer");
-    const from_float_fn quantize = kern.types[at].from_float;
-#pragma omp parallel for schedule(static) if (n_tok > 1)
-    for (int64_t t = 0; t < n_tok; t++)
-        quantize(x + t * n_in, (char *)xq + (size_t)t * act_row, n_in);
+    struct act_rows r = {kern.types[at].from_float, x, xq, n_in, act_row};
+    pool_for(n_tok, pool_grain(n_tok, 4, 1), act_rows_run, &r);
     return INFER_OK;
 }
 
@@ -219,42 +234,61 @@ static void mm_rows(const struct mm *m, int64_t o0, int64_t o1, int64_t t0, int6
     }
 }
 
-/* The share of thread ith of nth. */
-static void mm_thread(const struct mm *m, int ith, int nth)
+/* The work of one matmul as items for the thread pool, each writing its own
+ * outputs: with gemm_many, (row group, token chunk) pairs; for one token,
+ * whole GEMM_ROWS tiles; otherwise (row block, token block) units sized so
+ * that a unit's weights stay in the L2 while its tokens pass. */
+struct mm_items {
+    const struct mm *m;
+    int64_t rows;   /* rows per item (a multiple of GEMM_ROWS) */
+    int64_t n_tb;   /* token blocks per row block */
+    int64_t toks;   /* tokens per token block */
+};
+
+static void mm_items_run(void *ctx, int64_t i0, int64_t i1)
 {
-    if (m->many) { /* one range of rows, tokens in chunks */
+    const struct mm_items *it = ctx;
+    const struct mm *m = it->m;
+    for (int64_t u = i0; u < i1; u++) {
+        const int64_t o0 = u / it->n_tb * it->rows, t0 = u % it->n_tb * it->toks;
+        const int64_t o1 = o0 + it->rows < m->n_out ? o0 + it->rows : m->n_out;
+        const int64_t t1 = t0 + it->toks < m->n_tok ? t0 + it->toks : m->n_tok;
+        if (!m->many || m->many(m->n_in, m->w + (size_t)o0 * m->w_row, m->w_row, o1 - o0, m->a + (size_t)t0 * m->a_row,
+                                m->a_row, t1 - t0, m->y + t0 * m->n_out + o0, (size_t)m->n_out) != 0)
+            mm_rows(m, o0, o1, t0, t1);
+    }
+}
+
+/* Items per taking-part thread: enough that a thread which is not running
+ * holds back only a small share of the matmul. */
+#define MM_ITEMS_PER_THREAD 8
+
+static void mm_run(const struct mm *m, bool parallel)
+{
+    struct mm_items it = {.m = m, .n_tb = 1, .toks = m->n_tok};
+    const int nth = parallel ? pool_threads() : 1;
+    if (m->many) { /* row groups of whole MATMUL_MANY_ROWS units, tokens in chunks */
         const int64_t n_units = (m->n_out + MATMUL_MANY_ROWS - 1) / MATMUL_MANY_ROWS;
-        const int64_t k0 = n_units * ith / nth, k1 = n_units * (ith + 1) / nth;
-        const int64_t o0 = k0 * MATMUL_MANY_ROWS;
-        const int64_t o1 = k1 * MATMUL_MANY_ROWS < m->n_out ? k1 * MATMUL_MANY_ROWS : m->n_out;
-        for (int64_t t0 = 0; t0 < m->n_tok && o0 < o1; t0 += MATMUL_MANY_TOK) {
-            const int64_t nt = m->n_tok - t0 < MATMUL_MANY_TOK ? m->n_tok - t0 : MATMUL_MANY_TOK;
-            if (m->many(m->n_in, m->w + (size_t)o0 * m->w_row, m->w_row, o1 - o0, m->a + (size_t)t0 * m->a_row,
-                        m->a_row, nt, m->y + t0 * m->n_out + o0, (size_t)m->n_out) != 0)
-                mm_rows(m, o0, o1, t0, t0 + nt);
-        }
-        return;
-    }
-    if (m->n_tok == 1) { /* GEMV: one contiguous range of whole tiles per thread */
+        int64_t groups = (int64_t)nth * (nth > 1 ? MM_ITEMS_PER_THREAD / 2 : 1);
+        groups = groups < n_units ? groups : n_units;
+        it.rows = (n_units + groups - 1) / groups * MATMUL_MANY_ROWS;
+        it.toks = MATMUL_MANY_TOK;
+    } else if (m->n_tok == 1) { /* GEMV: runs of whole tiles */
         const int64_t n_tiles = (m->n_out + GEMM_ROWS - 1) / GEMM_ROWS;
-        const int64_t k0 = n_tiles * ith / nth, k1 = n_tiles * (ith + 1) / nth;
-        const int64_t o0 = k0 * GEMM_ROWS, o1 = k1 * GEMM_ROWS < m->n_out ? k1 * GEMM_ROWS : m->n_out;
-        if (o0 < o1)
-            mm_rows(m, o0, o1, 0, 1);
-        return;
+        int64_t runs = (int64_t)nth * (nth > 1 ? MM_ITEMS_PER_THREAD : 1);
+        runs = runs < n_tiles ? runs : n_tiles;
+        it.rows = (n_tiles + runs - 1) / runs * GEMM_ROWS;
+    } else {
+        int64_t rb = MATMUL_BLOCK_BYTES / (int64_t)m->w_row / GEMM_ROWS * GEMM_ROWS;
+        it.rows = rb < GEMM_ROWS ? GEMM_ROWS : rb;
+        it.toks = MATMUL_TOK_BLOCK;
     }
-    int64_t rb = MATMUL_BLOCK_BYTES / (int64_t)m->w_row / GEMM_ROWS * GEMM_ROWS;
-    if (rb < GEMM_ROWS)
-        rb = GEMM_ROWS;
-    const int64_t n_rb = (m->n_out + rb - 1) / rb, n_tb = (m->n_tok + MATMUL_TOK_BLOCK - 1) / MATMUL_TOK_BLOCK;
-    const int64_t n_units = n_rb * n_tb;
-    const int64_t u0 = n_units * ith / nth, u1 = n_units * (ith + 1) / nth;
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t o0 = u / n_tb * rb, t0 = u % n_tb * MATMUL_TOK_BLOCK;
-        const int64_t o1 = o0 + rb < m->n_out ? o0 + rb : m->n_out;
-        const int64_t t1 = t0 + MATMUL_TOK_BLOCK < m->n_tok ? t0 + MATMUL_TOK_BLOCK : m->n_tok;
-        mm_rows(m, o0, o1, t0, t1);
-    }
+    it.n_tb = (m->n_tok + it.toks - 1) / it.toks;
+    const int64_t n_items = (m->n_out + it.rows - 1) / it.rows * it.n_tb;
+    if (nth > 1)
+        pool_for(n_items, 1, mm_items_run, &it);
+    else
+        mm_items_run(&it, 0, n_items);
 }
 
 int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok)
@@ -276,15 +310,7 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
         .many = n_tok >= many_min ? kern.types[wtype].gemm_many : NULL,
     };
     const double work = (double)n_in * (double)n_out * (double)n_tok;
-#ifdef _OPENMP
-    if (work >= MATMUL_PARALLEL_MIN && n_out > GEMM_ROWS && !omp_in_parallel()) {
-#pragma omp parallel
-        mm_thread(&m, omp_get_thread_num(), omp_get_num_threads());
-        return INFER_OK;
-    }
-#endif
-    (void)work;
-    mm_thread(&m, 0, 1);
+    mm_run(&m, work >= MATMUL_PARALLEL_MIN && n_out > GEMM_ROWS);
     return INFER_OK;
 }
 

@@ -1031,24 +1031,34 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
                 printf("%s%.4f", r ? ", " : "", ts[r]);
             infer_repack_info ri;
             infer_model_repack_info(m, &ri);
+            infer_thread_stats ts_now;
+            infer_get_thread_stats(&ts_now);
             printf("], \"load_seconds\": %.4f, \"resident_at_load_percent\": %.2f, \"repack\": \"%s\", "
-                   "\"repack_tensors\": %d, \"repack_seconds\": %.4f}",
-                   infer_model_load_seconds(m), before.percent, ri.state, ri.n_tensors, ri.seconds);
+                   "\"repack_tensors\": %d, \"repack_seconds\": %.4f, \"threads_now\": %d, "
+                   "\"thread_drops\": %llu, \"thread_raises\": %llu, \"stall_share\": %.4f}",
+                   infer_model_load_seconds(m), before.percent, ri.state, ri.n_tensors, ri.seconds, ts_now.threads,
+                   (unsigned long long)ts_now.drops, (unsigned long long)ts_now.raises,
+                   ts_now.loop_seconds > 0 ? ts_now.stall_seconds / ts_now.loop_seconds : 0.0);
         }
         printed++;
         free(ts);
     }
     infer_residency after = {0};
     infer_gguf_residency(g, &after);
+    infer_thread_stats th;
+    infer_get_thread_stats(&th);
     if (b->json)
         printf("\n]\n");
     else
         printf("\nload %.3f s (map, validate, bind, tokenizer, repack); %.1f%% of the file was in the page cache "
                "before loading; %.1f%% mapped in 2 MiB pages after the run; kernels %s; %d repetitions, mean ± "
-               "sample stddev\n%s\n",
+               "sample stddev\nthreads: %d of %d taking part at the end (adaptive count: %llu dropped, %llu tried "
+               "again; %.1f%% of the parallel time spent waiting for other threads)\n%s\n",
                infer_model_load_seconds(m), before.percent,
                after.bytes_total ? 100.0 * (double)after.bytes_huge / (double)after.bytes_total : 0.0,
-               infer_kernel_variant(), tp->reps, infer_model_repack_summary(m));
+               infer_kernel_variant(), tp->reps, th.threads, th.max_threads, (unsigned long long)th.drops,
+               (unsigned long long)th.raises, th.loop_seconds > 0 ? 100.0 * th.stall_seconds / th.loop_seconds : 0.0,
+               infer_model_repack_summary(m));
     tp_free(ps, tp->parallel, pe, s, m);
     return rc;
 }

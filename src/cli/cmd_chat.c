@@ -5,8 +5,13 @@
  * and hands the tokens to the session, which keeps the longest common prefix
  * it already holds: the history is not recomputed, only the new turn.
  * On a terminal, lines are read with libedit (editing, history); otherwise
- * each input line is one user message and each answer is printed on its own
- * line, so the command can be scripted.
+ * each input line is one user message and each answer is printed on one
+ * line, its own newlines written as \n and backslashes as \\ (so a script
+ * reads exactly one line per answer and can undo the escapes).
+ *
+ * An answer stops at the model's end of turn or after -n tokens (default
+ * CHAT_N_PREDICT: a base model never ends its turn, and a new user's first
+ * chat must not run until the context is full); a cut answer says so.
  *
  * A thinking model's reasoning (<think>...</think>) is not its answer: it is
  * hidden (a dim "thinking..." shows on a terminal while it lasts), or with
@@ -24,6 +29,26 @@
 #include <unistd.h>
 
 enum { OPT_SHOW_THINKING = 0x7100 }; /* past cli.h's options */
+
+#define CHAT_N_PREDICT 256 /* tokens per answer unless -n says otherwise */
+
+/* The scripted mode's one line per answer: a stdio stream over stdout that
+ * writes '\n' as "\\n", '\r' as "\\r" and '\\' as "\\\\". */
+static ssize_t escape_write(void *cookie, const char *buf, size_t n)
+{
+    (void)cookie;
+    for (size_t i = 0; i < n; i++) {
+        const char ch = buf[i];
+        if (ch == '\n' || ch == '\r' || ch == '\\') {
+            putchar('\\');
+            putchar(ch == '\n' ? 'n' : ch == '\r' ? 'r' : '\\');
+        } else {
+            putchar(ch);
+        }
+    }
+    fflush(stdout); /* the answer streams, as on a terminal */
+    return (ssize_t)n;
+}
 
 struct convo {
     infer_chat_msg *msgs;
@@ -75,6 +100,7 @@ static void convo_free(struct convo *c)
  * through the reasoning splitter (cli_generate writes to a FILE, so this is
  * a stdio cookie stream). */
 struct think_out {
+    FILE *dst; /* where the answer goes: stdout, or the escaping stream */
     infer_reasoning *r;
     const char *open, *close;
     bool show, tty;
@@ -91,23 +117,23 @@ static void think_emit(struct think_out *t, const char *pr, size_t nr, const cha
     if (nr && !t->in_reasoning) {
         t->in_reasoning = true;
         if (t->show)
-            fputs(t->tty ? DIM : t->open, stdout);
+            fputs(t->tty ? DIM : t->open, t->dst);
         else if (t->tty)
-            fputs(DIM "thinking..." UNDIM, stdout);
+            fputs(DIM "thinking..." UNDIM, t->dst);
     }
     if (nr && t->show)
-        fwrite(pr, 1, nr, stdout);
+        fwrite(pr, 1, nr, t->dst);
     if (nc && t->in_reasoning) {
         t->in_reasoning = false;
         if (t->show)
-            fputs(t->tty ? UNDIM "\n\n" : t->close, stdout);
+            fputs(t->tty ? UNDIM "\n\n" : t->close, t->dst);
         else if (t->tty)
-            fputs("\r\033[K", stdout); /* erase "thinking..." */
+            fputs("\r\033[K", t->dst); /* erase "thinking..." */
         if (t->show && !t->tty)
-            fputs("\n", stdout);
+            fputs("\n", t->dst);
     }
     if (nc) {
-        fwrite(pc, 1, nc, stdout);
+        fwrite(pc, 1, nc, t->dst);
         if (t->len + nc + 1 > t->cap) {
             size_t cap = (t->len + nc + 1) * 2;
             char *p = realloc(t->answer, cap);
@@ -120,7 +146,7 @@ static void think_emit(struct think_out *t, const char *pr, size_t nr, const cha
         t->len += nc;
         t->answer[t->len] = '\0';
     }
-    fflush(stdout);
+    fflush(t->dst);
 }
 
 static ssize_t think_write(void *cookie, const char *buf, size_t n)
@@ -141,12 +167,17 @@ static void think_finish(struct think_out *t)
     if (infer_reasoning_push(t->r, "", 0, true, &pr, &nr, &pc, &nc) == INFER_OK)
         think_emit(t, pr, nr, pc, nc);
     if (t->in_reasoning)
-        fputs(t->show ? (t->tty ? UNDIM : t->close) : (t->tty ? "\r\033[K" : ""), stdout);
-    fflush(stdout);
+        fputs(t->show ? (t->tty ? UNDIM : t->close) : (t->tty ? "\r\033[K" : ""), t->dst);
+    fflush(t->dst);
 }
 
-static void print_help(void)
+static void print_help(int n_predict)
 {
+    if (n_predict > 0)
+        printf("answers stop at the model's end of turn or after %d tokens (-n N sets it, -n -1: no limit)\n",
+               n_predict);
+    else
+        printf("answers stop at the model's end of turn (no token limit: -n -1)\n");
     printf("commands:\n"
            "  /help           this help\n"
            "  /reset          forget the conversation (keeps the system prompt)\n"
@@ -169,6 +200,11 @@ static void print_stats(infer_session *s)
            st.decode_seconds > 0 ? (double)st.n_decode_tokens / st.decode_seconds : 0.0);
     printf("last turn: %lld prompt tokens, %lld reused, first token after %.3f s\n",
            (long long)st.last_prompt_tokens, (long long)st.last_reused_tokens, st.last_ttft);
+    infer_thread_stats th;
+    infer_get_thread_stats(&th);
+    printf("threads: %d of %d taking part (%llu dropped, %llu tried again when others kept them waiting; "
+           "%.1f%% of parallel time waiting)\n", th.threads, th.max_threads, (unsigned long long)th.drops,
+           (unsigned long long)th.raises, th.loop_seconds > 0 ? 100.0 * th.stall_seconds / th.loop_seconds : 0.0);
     infer_cache_metrics cm;
     infer_engine_get_metrics(infer_session_engine(s), &cm);
     cli_print_cache_metrics(stdout, &cm);
@@ -216,13 +252,19 @@ static int turn(infer_model *m, infer_session *s, infer_sampler *smp, infer_chat
         free(answer); /* the raw text, reasoning included */
         answer = t.answer ? t.answer : strdup("");
     } else {
-        n_gen = cli_generate(m, s, smp, n_predict, stdout, &answer, NULL);
+        n_gen = cli_generate(m, s, smp, n_predict, t.dst, &answer, NULL);
     }
     infer_reasoning_free(t.r);
+    fflush(t.dst);
+    const bool cut = n_gen >= 0 && n_predict > 0 && n_gen >= n_predict && !cli_interrupted;
     if (cli_interrupted && tty)
         printf(" [stopped]");
+    else if (cut && tty)
+        printf(DIM " [cut at %d tokens: -n N sets the limit]" UNDIM, n_predict);
     printf("\n");
     fflush(stdout);
+    if (cut && !tty)
+        fprintf(stderr, "note: answer cut at %d tokens (-n N sets the limit, -n -1: none)\n", n_predict);
     convo_add(c, "assistant", answer ? answer : "");
     free(answer);
     return n_gen < 0;
@@ -242,7 +284,7 @@ int cmd_chat(int argc, char **argv)
         {"no-repack", no_argument, 0, OPT_NO_REPACK}, CLI_CACHE_LONGOPTS,
         {"system", required_argument, 0, OPT_SYSTEM}, {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
         {"show-thinking", no_argument, 0, OPT_SHOW_THINKING}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    bool show_thinking = false;
+    bool show_thinking = false, n_given = false;
     struct cli_gen g;
     cli_gen_defaults(&g);
     const char *system = NULL, *tmpl = NULL;
@@ -252,17 +294,27 @@ int cmd_chat(int argc, char **argv)
         if (c == OPT_SYSTEM) system = optarg;
         else if (c == OPT_CHAT_TEMPLATE) tmpl = optarg;
         else if (c == OPT_SHOW_THINKING) show_thinking = true;
+        else if (c == 'n') {
+            n_given = true;
+            if (cli_gen_option(&g, c, optarg))
+                return 2;
+        }
         else if (c == 'h') {
             printf("usage: infer chat [-m MODEL] [--system TEXT] [--chat-template NAME] [options]\n\n%s"
                    "      --system TEXT       system prompt\n"
                    "      --chat-template N   chatml, gemma, llama3, llama2, mistral, phi3, ... (default: "
                    "from the model)\n"
-                   "      --show-thinking     print a thinking model's reasoning (dim; hidden by default)\n",
-                   cli_gen_help());
+                   "      --show-thinking     print a thinking model's reasoning (dim; hidden by default)\n"
+                   "In chat, -n is the limit per answer: default %d tokens, -1 for none.\n"
+                   "With stdin not a terminal, each input line is one message and each answer one line\n"
+                   "(newlines in it written as \\n, backslashes as \\\\).\n",
+                   cli_gen_help(), CHAT_N_PREDICT);
             return 0;
         } else if (cli_gen_option(&g, c, optarg))
             return 2;
     }
+    if (!n_given)
+        g.n_predict = CHAT_N_PREDICT;
     bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     g.quiet = !tty;
     infer_model *m;
@@ -277,7 +329,10 @@ int cmd_chat(int argc, char **argv)
     /* generation also stops on the family's end-of-turn tokens */
     for (const char *const *mk = infer_chat_eot_markers(fam); mk && *mk; mk++)
         infer_model_add_eog(m, *mk);
-    struct think_out think = {.show = show_thinking, .tty = tty};
+    FILE *esc = tty ? NULL : fopencookie(NULL, "w", (cookie_io_functions_t){.write = escape_write});
+    if (esc)
+        setvbuf(esc, NULL, _IONBF, 0);
+    struct think_out think = {.dst = esc ? esc : stdout, .show = show_thinking, .tty = tty};
     infer_chat_reasoning_markers(infer_model_gguf(m), &think.open, &think.close);
     if (tty)
         fprintf(stderr, "chat template: %s%s. Type /help for commands, Ctrl-D to quit.\n",
@@ -315,7 +370,7 @@ int cmd_chat(int argc, char **argv)
                 free(in);
             break;
         } else if (!strcmp(in, "/help")) {
-            print_help();
+            print_help(g.n_predict);
         } else if (!strcmp(in, "/reset")) {
             convo_clear(&conv, system);
             printf("conversation reset\n");
@@ -338,6 +393,8 @@ int cmd_chat(int argc, char **argv)
             free(in);
     }
     free(line);
+    if (esc)
+        fclose(esc);
     convo_free(&conv);
     infer_sampler_free(smp);
     infer_session_free(s);

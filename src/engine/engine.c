@@ -13,6 +13,7 @@
  */
 #include "engine.h"
 
+#include "../../kernels/pool.h"
 #include "../../kernels/types.h"
 
 #include <omp.h>
@@ -151,7 +152,8 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
     if (p.cache_high && p.cache_low > p.cache_high)
         return infer_error(INFER_ERR_INVALID, "the low watermark (%llu bytes) exceeds the high one (%llu bytes)",
                            (unsigned long long)p.cache_low, (unsigned long long)p.cache_high);
-    omp_set_num_threads(p.n_threads);
+    omp_set_num_threads(p.n_threads); /* OpenBLAS path, perplexity */
+    pool_set_threads(p.n_threads);    /* the forward pass */
 
     infer_engine *e = calloc(1, sizeof(*e));
     if (!e)
@@ -517,6 +519,15 @@ infer_status infer_engine_step(infer_engine *e, infer_session *const *ss, int n,
         *n_tokens = nb;
     free(take);
     return INFER_OK;
+}
+
+void infer_get_thread_stats(infer_thread_stats *out)
+{
+    struct pool_stats st;
+    pool_get_stats(&st);
+    *out = (infer_thread_stats){.max_threads = pool_max_threads(), .threads = pool_threads(), .drops = st.drops,
+                                .raises = st.raises, .loops = st.loops, .loop_seconds = st.loop_seconds,
+                                .stall_seconds = st.stall_seconds};
 }
 
 void infer_engine_get_metrics(const infer_engine *e, infer_cache_metrics *out)

@@ -37,6 +37,7 @@
 #include "../../kernels/attention.h"
 #include "../../kernels/matmul.h"
 #include "../../kernels/ops.h"
+#include "../../kernels/pool.h"
 #include "../../kernels/types.h"
 
 #include <math.h>
@@ -142,43 +143,79 @@ static inline void prof_mark(bool on, double *t, int k)
  * bits do not depend on the batch around it. */
 #define PAR_ROWS 16
 
+/* A row-by-row operation over n_tok rows, spread over the thread pool from
+ * PAR_ROWS rows on: op(l, t) does row t with the loop's arguments. */
+struct row_loop {
+    void (*op)(const struct row_loop *l, int64_t t);
+    float *x, *z;
+    const float *y, *w;
+    int64_t n;
+    float f;
+    bool flag;
+    const void *arg, *arg2; /* anything else the op needs */
+};
+
+static void row_loop_run(void *ctx, int64_t t0, int64_t t1)
+{
+    const struct row_loop *l = ctx;
+    for (int64_t t = t0; t < t1; t++)
+        l->op(l, t);
+}
+
+static void rows_for(const struct row_loop *l, int64_t n_tok)
+{
+    if (n_tok >= PAR_ROWS)
+        pool_for(n_tok, pool_grain(n_tok, 4, 1), row_loop_run, (void *)l);
+    else
+        row_loop_run((void *)l, 0, n_tok);
+}
+
+static void rmsnorm_row(const struct row_loop *l, int64_t t)
+{
+    rmsnorm(l->x + t * l->n, l->y + t * l->n, l->w, l->n, l->f);
+}
+
 /* out[t] = rmsnorm(in[t]) * w for each of n_tok rows of n elements */
 static void rmsnorm_rows(float *out, const float *in, const float *w, int64_t n_tok, int64_t n, float eps)
 {
-#pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
-    for (int64_t t = 0; t < n_tok; t++)
-        rmsnorm(out + t * n, in + t * n, w, n, eps);
+    rows_for(&(struct row_loop){.op = rmsnorm_row, .x = out, .y = in, .w = w, .n = n, .f = eps}, n_tok);
+}
+
+static void add_row(const struct row_loop *l, int64_t t)
+{
+    vec_add(l->x + t * l->n, l->x + t * l->n, l->y + t * l->n, l->n);
 }
 
 /* x[t] += y[t] (residual), row by row */
 static void add_rows(float *x, const float *y, int64_t n_tok, int64_t n)
 {
-#pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
-    for (int64_t t = 0; t < n_tok; t++)
-        vec_add(x + t * n, x + t * n, y + t * n, n);
+    rows_for(&(struct row_loop){.op = add_row, .x = x, .y = y, .n = n}, n_tok);
+}
+
+static void gate_row(const struct row_loop *l, int64_t t)
+{
+    float *h = l->x + t * l->n;
+    if (l->flag)
+        gelu(h, l->n);
+    else
+        silu(h, l->n);
+    vec_mul(h, h, l->y + t * l->n, l->n);
 }
 
 /* h[t] = act(h[t]) * u[t], row by row (gated feed-forward) */
 static void gate_rows(float *h, const float *u, int64_t n_tok, int64_t n, bool use_gelu)
 {
-#pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
-    for (int64_t t = 0; t < n_tok; t++) {
-        if (use_gelu)
-            gelu(h + t * n, n);
-        else
-            silu(h + t * n, n);
-        vec_mul(h + t * n, h + t * n, u + t * n, n);
-    }
+    rows_for(&(struct row_loop){.op = gate_row, .x = h, .y = u, .n = n, .flag = use_gelu}, n_tok);
 }
+
+static void scale_row(const struct row_loop *l, int64_t t) { vec_scale(l->x + t * l->n, l->n, l->f); }
 
 /* x[t] *= f row by row (f == 0: no multiplier) */
 static void scale_rows(float *x, float f, int64_t n_tok, int64_t n)
 {
     if (f == 0.0f)
         return;
-#pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
-    for (int64_t t = 0; t < n_tok; t++)
-        vec_scale(x + t * n, n, f);
+    rows_for(&(struct row_loop){.op = scale_row, .x = x, .n = n, .f = f}, n_tok);
 }
 
 /* x += post-norm(y) * residual_mult: a sub-layer's output joins the residual
@@ -189,6 +226,11 @@ static void residual_add(const struct model_config *c, float *x, float *y, const
         rmsnorm_rows(y, y, post_norm, n_tok, c->n_embd, c->rms_eps);
     scale_rows(y, c->residual_mult, n_tok, c->n_embd);
     add_rows(x, y, n_tok, c->n_embd);
+}
+
+static void rope_angles_row(const struct row_loop *l, int64_t t)
+{
+    rope_angles(l->x + t * l->n, l->arg, ((const struct batch *)l->arg2)->pos[t]);
 }
 
 /* The RoPE angles of every token of the batch, once per pass for each layer
@@ -203,9 +245,8 @@ static void rope_angles_rows(struct run_state *s, const struct model_config *c, 
         struct rope_params rp = kind ? c->rope_swa : c->rope;
         rp.freq_factors = s->rope_factors;
         float *cs = s->rope_cs + (size_t)kind * (size_t)b->n * (size_t)c->n_rot;
-#pragma omp parallel for schedule(static) if (b->n >= PAR_ROWS)
-        for (int64_t t = 0; t < b->n; t++)
-            rope_angles(cs + t * c->n_rot, &rp, b->pos[t]);
+        rows_for(&(struct row_loop){.op = rope_angles_row, .x = cs, .n = c->n_rot, .arg = &rp, .arg2 = b},
+                 b->n);
     }
 }
 
@@ -271,24 +312,52 @@ static void store_row(uint8_t *dst, uint32_t type, const float *src, int head_di
     kern.types[GGML_TYPE_F16].from_float(src, dst, head_dim); /* fp32_to_fp16's bits, vectorized */
 }
 
+/* Rotate token t's queries (l->x) and keys (l->z) by its
+ * angles in l->w; l->arg is the model config. */
+static void rope_row(const struct row_loop *l, int64_t t)
+{
+    const struct model_config *c = l->arg;
+    const float *ct = l->w + t * c->n_rot;
+    float *q = l->x + t * (int64_t)c->n_head * c->head_dim, *k = l->z + t * (int64_t)c->n_head_kv * c->head_dim;
+    if (c->rope_neox) {
+        rope_neox(q, c->n_head, c->head_dim, c->n_rot, ct);
+        rope_neox(k, c->n_head_kv, c->head_dim, c->n_rot, ct);
+    } else {
+        rope_norm(q, c->n_head, c->head_dim, c->n_rot, ct);
+        rope_norm(k, c->n_head_kv, c->head_dim, c->n_rot, ct);
+    }
+}
+
 /* Store the batch's new keys and values (F16 or Q8_0) at their sequences' positions. */
+struct kv_store_args {
+    struct kv_arena *a;
+    const struct batch *batch;
+    int il, n_head_kv, head_dim;
+    const float *k, *v;
+};
+
+static void kv_store_row(const struct row_loop *l, int64_t t) /* each token writes its own rows */
+{
+    const struct kv_store_args *s = l->arg;
+    struct kv_arena *a = s->a;
+    const int bt = a->s.block_tokens;
+    const int64_t pos = s->batch->pos[t];
+    const int32_t b = s->batch->seq[t]->blocks[pos / bt];
+    for (int h = 0; h < s->n_head_kv; h++) {
+        uint8_t *kd = (uint8_t *)kv_k(a, b, s->il, h) + (size_t)(pos % bt) * a->row_k;
+        uint8_t *vd = (uint8_t *)kv_v(a, b, s->il, h) + (size_t)(pos % bt) * a->row_v;
+        const float *ks = s->k + ((size_t)t * s->n_head_kv + h) * s->head_dim;
+        const float *vs = s->v + ((size_t)t * s->n_head_kv + h) * s->head_dim;
+        store_row(kd, a->s.type_k, ks, s->head_dim);
+        store_row(vd, a->s.type_v, vs, s->head_dim);
+    }
+}
+
 static void kv_store(struct kv_arena *a, const struct batch *batch, int il, const float *k, const float *v,
                      int n_head_kv, int head_dim)
 {
-    const int bt = a->s.block_tokens;
-#pragma omp parallel for schedule(static) if (batch->n >= 16) /* each token writes its own rows */
-    for (int64_t t = 0; t < batch->n; t++) {
-        int64_t pos = batch->pos[t];
-        int32_t b = batch->seq[t]->blocks[pos / bt];
-        for (int h = 0; h < n_head_kv; h++) {
-            uint8_t *kd = (uint8_t *)kv_k(a, b, il, h) + (size_t)(pos % bt) * a->row_k;
-            uint8_t *vd = (uint8_t *)kv_v(a, b, il, h) + (size_t)(pos % bt) * a->row_v;
-            const float *ks = k + ((size_t)t * n_head_kv + h) * head_dim;
-            const float *vs = v + ((size_t)t * n_head_kv + h) * head_dim;
-            store_row(kd, a->s.type_k, ks, head_dim);
-            store_row(vd, a->s.type_v, vs, head_dim);
-        }
-    }
+    const struct kv_store_args args = {a, batch, il, n_head_kv, head_dim, k, v};
+    rows_for(&(struct row_loop){.op = kv_store_row, .arg = &args}, batch->n);
 }
 
 infer_status forward_batch(const struct infer_model *m, struct run_state *s, struct kv_arena *a,
@@ -347,17 +416,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
         }
         if (model_layer_has_rope(c, il)) {
             const float *cs = s->rope_cs + (swa ? n_tok * c->n_rot : 0);
-#pragma omp parallel for schedule(static) if (n_tok >= PAR_ROWS)
-            for (int64_t t = 0; t < n_tok; t++) {
-                const float *ct = cs + t * c->n_rot;
-                if (c->rope_neox) {
-                    rope_neox(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, ct);
-                    rope_neox(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, ct);
-                } else {
-                    rope_norm(s->q + t * q_dim, c->n_head, head_dim, c->n_rot, ct);
-                    rope_norm(s->k + t * kv_dim, c->n_head_kv, head_dim, c->n_rot, ct);
-                }
-            }
+            rows_for(&(struct row_loop){.op = rope_row, .x = s->q, .w = cs, .arg = c, .z = s->k}, n_tok);
         }
         if (c->attn_temp_scale != 0.0f)
             for (int64_t t = 0; t < n_tok; t++) {

@@ -174,6 +174,15 @@ char *metrics_render(const struct server_metrics *m, const struct server_gauges 
         fprintf(f, "infer_kv_arena_info{page_mode=\"%s\",block_tokens=\"%d\"} 1\n", c->page_mode, c->block_tokens);
     }
 
+    infer_thread_stats th;
+    infer_get_thread_stats(&th);
+    gauge(f, "infer_threads", "Threads taking part in the forward passes now (adaptive count).", (double)th.threads);
+    gauge(f, "infer_threads_max", "Threads requested (-t).", (double)th.max_threads);
+    counter(f, "infer_thread_drops_total", "Threads dropped because the others waited for them.", (double)th.drops);
+    counter(f, "infer_thread_raises_total", "Dropped threads tried again.", (double)th.raises);
+    counter(f, "infer_thread_stall_seconds_total", "Time the forward passes waited for other threads' work.",
+            th.stall_seconds);
+
     head(f, "infer_model_state", "gauge", "1 for the model's current state.");
     static const char *states[] = {"unloaded", "loading", "loaded", "failed"};
     for (int i = 0; i < 4; i++)

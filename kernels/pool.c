@@ -1,0 +1,362 @@
+/* kernels/pool.c - chunked parallel loops that never wait for a thread that
+ * is not running; see pool.h for why and how.
+ *
+ * One loop at a time: the caller publishes fn/ctx/n/grain, then the claim
+ * word (the loop's 32-bit tag << 32 | next item), then the loop tag in
+ * `gen`, which workers wait on.  A thread claims a chunk by a CAS on the
+ * claim word that also checks the tag, so a worker that wakes late for an
+ * old loop can never take a chunk of a newer one; the fields it read before
+ * the CAS belong to the loop it claimed from, because the caller rewrites
+ * them only after every chunk of that loop is done.  `done` counts finished
+ * items; the thread that finishes the last one wakes the caller if it sleeps.
+ */
+#include "pool.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+#define CACHELINE 64
+
+static struct {
+    /* written by the caller per loop */
+    _Alignas(CACHELINE) _Atomic(pool_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int64_t n, grain;
+    /* claimed chunks */
+    _Alignas(CACHELINE) _Atomic uint64_t claim;
+    /* finished items of the current loop */
+    _Alignas(CACHELINE) _Atomic int64_t done;
+    _Atomic uint32_t done_tag;   /* futex word: the tag of the last finished loop */
+    _Atomic int caller_sleeping;
+    /* the loop workers wait for */
+    _Alignas(CACHELINE) _Atomic uint32_t gen; /* futex word */
+    _Atomic int sleepers;
+    _Atomic int active;      /* threads taking part, caller included */
+    _Atomic uint64_t chunks_worker;
+    _Alignas(CACHELINE) pthread_mutex_t lock; /* one loop at a time; guards the rest */
+    int max;
+    int n_workers;
+    pthread_t tid[POOL_MAX_THREADS];
+    long spin_ns;
+    bool adaptive;
+    struct pool_adapt adapt;
+    struct pool_stats st;
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .max = 0, .active = 1, .spin_ns = -1, .adaptive = true};
+
+static _Atomic(void (*)(int, uint32_t)) test_hook;
+static _Thread_local int thread_index;   /* 0: caller or outside, 1..: worker */
+static _Thread_local bool in_loop;       /* inside a pool loop's item function */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val)
+{
+    return syscall(SYS_futex, (uint32_t *)addr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
+}
+
+static long spin_budget_ns(void)
+{
+    if (P.spin_ns < 0) {
+        const char *e = getenv("INFER_POOL_SPIN_US");
+        long us = e && *e ? strtol(e, NULL, 10) : POOL_SPIN_US_DEFAULT;
+        P.spin_ns = us < 0 ? 0 : us > 1000000 ? 1000000000L : us * 1000L;
+    }
+    return P.spin_ns;
+}
+
+/* Claim and run chunks of loop `tag` until none is left; returns the number
+ * of chunks this thread ran. */
+static uint64_t run_chunks(uint32_t tag)
+{
+    const pool_fn fn = atomic_load_explicit(&P.fn, memory_order_relaxed);
+    void *ctx = atomic_load_explicit(&P.ctx, memory_order_relaxed);
+    const int64_t n = atomic_load_explicit(&P.n, memory_order_relaxed);
+    const int64_t grain = atomic_load_explicit(&P.grain, memory_order_relaxed);
+    uint64_t ran = 0;
+    uint64_t c = atomic_load_explicit(&P.claim, memory_order_acquire);
+    for (;;) {
+        if ((uint32_t)(c >> 32) != tag)
+            break;
+        const int64_t i0 = (int64_t)(uint32_t)c;
+        if (i0 >= n)
+            break;
+        const int64_t i1 = n - i0 < grain ? n : i0 + grain;
+        if (!atomic_compare_exchange_weak_explicit(&P.claim, &c, ((uint64_t)tag << 32) | (uint64_t)i1,
+                                                   memory_order_acq_rel, memory_order_acquire))
+            continue; /* c holds the new value */
+        in_loop = true;
+        fn(ctx, i0, i1);
+        in_loop = false;
+        ran++;
+        if (atomic_fetch_add_explicit(&P.done, i1 - i0, memory_order_acq_rel) + (i1 - i0) == n) {
+            atomic_store(&P.done_tag, tag);
+            if (atomic_load(&P.caller_sleeping))
+                futex(&P.done_tag, FUTEX_WAKE, INT_MAX);
+        }
+        c = atomic_load_explicit(&P.claim, memory_order_acquire);
+    }
+    return ran;
+}
+
+static void *worker_main(void *arg)
+{
+    const int me = (int)(intptr_t)arg;
+    thread_index = me;
+    uint32_t seen = atomic_load(&P.gen);
+    for (;;) {
+        uint32_t g = atomic_load_explicit(&P.gen, memory_order_acquire);
+        if (g == seen) {
+            const long budget = spin_budget_ns();
+            const double t0 = budget > 0 ? now_s() : 0.0;
+            for (int i = 0; budget > 0; i++) {
+                cpu_relax();
+                if ((g = atomic_load_explicit(&P.gen, memory_order_acquire)) != seen)
+                    break;
+                if ((i & 255) == 255 && (now_s() - t0) * 1e9 > (double)budget)
+                    break;
+            }
+            if (g == seen) {
+                atomic_fetch_add(&P.sleepers, 1);
+                futex(&P.gen, FUTEX_WAIT, seen); /* returns at once if gen moved on */
+                atomic_fetch_sub(&P.sleepers, 1);
+                continue;
+            }
+        }
+        seen = g;
+        if (me >= atomic_load_explicit(&P.active, memory_order_relaxed))
+            continue;
+        void (*hook)(int, uint32_t) = atomic_load(&test_hook);
+        if (hook)
+            hook(me, g);
+        const uint64_t ran = run_chunks(g);
+        if (ran)
+            atomic_fetch_add_explicit(&P.chunks_worker, ran, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+/* Start workers up to P.max - 1 (under the lock).  Returns the number running. */
+static int start_workers(void)
+{
+    while (P.n_workers < P.max - 1) {
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        const int rc = pthread_create(&P.tid[P.n_workers], &at, worker_main, (void *)(intptr_t)(P.n_workers + 1));
+        pthread_attr_destroy(&at);
+        if (rc != 0)
+            break;
+        P.n_workers++;
+    }
+    return P.n_workers;
+}
+
+int pool_set_threads(int n)
+{
+    n = n < 1 ? 1 : n > POOL_MAX_THREADS ? POOL_MAX_THREADS : n;
+    pthread_mutex_lock(&P.lock);
+    P.max = n;
+    const char *e = getenv("INFER_THREADS_ADAPT");
+    if (e && strcmp(e, "0") == 0)
+        P.adaptive = false;
+    pool_adapt_init(&P.adapt, n, now_s());
+    atomic_store(&P.active, n);
+    pthread_mutex_unlock(&P.lock);
+    return n;
+}
+
+/* Before any pool_set_threads: OpenMP's count (OMP_NUM_THREADS, else the
+ * CPUs), so that kernels called without an engine still use the machine. */
+static void ensure_max(void)
+{
+    if (P.max > 0)
+        return;
+#ifdef _OPENMP
+    pool_set_threads(omp_get_max_threads());
+#else
+    pool_set_threads(1);
+#endif
+}
+
+int pool_max_threads(void)
+{
+    ensure_max();
+    return P.max;
+}
+
+int pool_threads(void)
+{
+    ensure_max();
+    return atomic_load_explicit(&P.active, memory_order_relaxed);
+}
+
+int pool_thread_index(void) { return thread_index; }
+
+int64_t pool_grain(int64_t n, int per_thread, int64_t min_grain)
+{
+    const int64_t chunks = (int64_t)pool_threads() * (per_thread > 0 ? per_thread : 1);
+    int64_t g = (n + chunks - 1) / chunks;
+    return g < min_grain ? min_grain : g < 1 ? 1 : g;
+}
+
+bool pool_set_adaptive(bool on)
+{
+    pthread_mutex_lock(&P.lock);
+    const bool was = P.adaptive;
+    P.adaptive = on;
+    pool_adapt_init(&P.adapt, P.max, now_s());
+    atomic_store(&P.active, P.max);
+    pthread_mutex_unlock(&P.lock);
+    return was;
+}
+
+void pool_set_test_hook(void (*hook)(int worker, uint32_t loop)) { atomic_store(&test_hook, hook); }
+
+void pool_get_stats(struct pool_stats *st)
+{
+    pthread_mutex_lock(&P.lock);
+    *st = P.st;
+    st->chunks_worker = atomic_load_explicit(&P.chunks_worker, memory_order_relaxed);
+    st->workers = P.n_workers;
+    st->sleeping = atomic_load(&P.sleepers);
+    pthread_mutex_unlock(&P.lock);
+}
+
+/* Feed one loop to the adaptive count and apply its answer (under the lock). */
+static void adapt_update(double loop_s, double stall_s, double now)
+{
+    const int before = P.adapt.active;
+    const int after = pool_adapt_observe(&P.adapt, loop_s, stall_s, now);
+    if (after == before)
+        return;
+    atomic_store(&P.active, after);
+    if (after < before)
+        P.st.drops++;
+    else
+        P.st.raises++;
+}
+
+void pool_for(int64_t n, int64_t grain, pool_fn fn, void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (grain < 1)
+        grain = 1;
+    ensure_max();
+    if ((uint64_t)n > UINT32_MAX - (uint64_t)grain || in_loop || thread_index != 0 || P.max < 2 || n <= grain ||
+        pthread_mutex_trylock(&P.lock) != 0) {
+        fn(ctx, 0, n);
+        return;
+    }
+    if (P.adapt.active < 2 || start_workers() == 0) { /* one thread: in the caller */
+        fn(ctx, 0, n);
+        if (P.adaptive && P.adapt.active < P.max) /* time to try a dropped thread again? */
+            adapt_update(0.0, 0.0, now_s());
+        pthread_mutex_unlock(&P.lock);
+        return;
+    }
+    const double t0 = now_s();
+    const uint32_t tag = atomic_load_explicit(&P.gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&P.fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&P.ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&P.n, n, memory_order_relaxed);
+    atomic_store_explicit(&P.grain, grain, memory_order_relaxed);
+    atomic_store_explicit(&P.done, 0, memory_order_relaxed);
+    atomic_store_explicit(&P.claim, (uint64_t)tag << 32, memory_order_release);
+    atomic_store(&P.gen, tag); /* seq_cst: pairs with the sleepers' increment */
+    if (atomic_load(&P.sleepers) > 0)
+        futex(&P.gen, FUTEX_WAKE, INT_MAX);
+
+    P.st.chunks_caller += run_chunks(tag);
+
+    /* Wait for the chunks other threads hold: spin, then sleep. */
+    const double t_out = now_s();
+    if (atomic_load_explicit(&P.done, memory_order_acquire) != n) {
+        const long budget = spin_budget_ns();
+        for (int i = 0; atomic_load_explicit(&P.done, memory_order_acquire) != n; i++) {
+            cpu_relax();
+            if ((i & 255) == 255 && (now_s() - t_out) * 1e9 > (double)budget) {
+                atomic_store(&P.caller_sleeping, 1);
+                for (uint32_t cur; (cur = atomic_load(&P.done_tag)) != tag;)
+                    futex(&P.done_tag, FUTEX_WAIT, cur); /* returns at once if it moved on */
+                atomic_store(&P.caller_sleeping, 0);
+            }
+        }
+    }
+    const double t1 = now_s();
+    P.st.loops++;
+    P.st.loop_seconds += t1 - t0;
+    P.st.stall_seconds += t1 - t_out;
+    if (P.adaptive)
+        adapt_update(t1 - t0, t1 - t_out, t1);
+    pthread_mutex_unlock(&P.lock);
+}
+
+/* ------------------------- adaptive thread count ------------------------- */
+
+void pool_adapt_init(struct pool_adapt *a, int max, double now)
+{
+    memset(a, 0, sizeof(*a));
+    a->max = a->active = max < 1 ? 1 : max;
+    a->backoff = POOL_ADAPT_BACKOFF_MIN;
+    a->next_probe = now;
+}
+
+int pool_adapt_observe(struct pool_adapt *a, double loop_s, double stall_s, double now)
+{
+    if (a->active < a->max && !a->probing && now >= a->next_probe) {
+        a->active++; /* try the dropped thread again */
+        a->probing = true;
+        a->win_loop = a->win_stall = 0.0;
+        return a->active;
+    }
+    if (a->active < 2)
+        return a->active;
+    a->win_loop += loop_s;
+    a->win_stall += stall_s;
+    if (a->win_loop < POOL_ADAPT_WINDOW)
+        return a->active;
+    const bool stalled = a->win_stall > POOL_ADAPT_STALL_HIGH * a->win_loop;
+    a->win_loop = a->win_stall = 0.0;
+    if (stalled) {
+        a->active--;
+        if (a->probing) /* the try failed: wait longer before the next */
+            a->backoff = a->backoff * 2 > POOL_ADAPT_BACKOFF_MAX ? POOL_ADAPT_BACKOFF_MAX : a->backoff * 2;
+        else
+            a->backoff = POOL_ADAPT_BACKOFF_MIN;
+        a->probing = false;
+        a->next_probe = now + a->backoff;
+    } else if (a->probing) {
+        a->probing = false; /* kept */
+        a->backoff = POOL_ADAPT_BACKOFF_MIN;
+        a->next_probe = now;
+    }
+    return a->active;
+}

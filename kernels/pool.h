@@ -1,0 +1,102 @@
+/* kernels/pool.h - the threads that run the forward pass's parallel loops.
+ *
+ * A home server's cores are shared: Home Assistant, a media server, a backup
+ * job.  With OpenMP every parallel region ends in a barrier that waits for
+ * every thread of the team, so when another program holds one core, each of
+ * the ~150 regions of a decode step waits for a descheduled thread's next
+ * time slice (1.5 tok/s instead of 52 with -t 1 on this machine).  This pool
+ * hands a loop out in chunks that the threads claim from a shared counter;
+ * the caller takes part, and a call returns when every chunk is done, not
+ * when every thread has arrived: a thread that is not running only delays
+ * the chunk it already holds, and never one it did not claim.
+ *
+ * Waiting: a worker spins for a bounded time (INFER_POOL_SPIN_US, default
+ * POOL_SPIN_US_DEFAULT) for the next loop, then sleeps on a futex; the
+ * caller wakes sleepers only when there are any.
+ *
+ * Adaptive thread count: the caller measures, per loop, how long it waited
+ * for chunks that other threads held after it had run out of chunks to
+ * claim (the stall).  When the stall is a large share of the loops' time
+ * over a window, one thread is dropped; after a back-off the thread is tried
+ * again and kept if the stall stays small (pool_adapt_observe, a pure
+ * function, tested on its own).  INFER_THREADS_ADAPT=0 turns this off.
+ *
+ * Which thread runs which chunk varies from run to run; the loops given to
+ * the pool must compute each item the same way whoever runs it (they do:
+ * every output element is written by one chunk only).
+ */
+#ifndef INFER_KERNELS_POOL_H
+#define INFER_KERNELS_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Run items [i0, i1) of a loop. */
+typedef void (*pool_fn)(void *ctx, int64_t i0, int64_t i1);
+
+#define POOL_MAX_THREADS 256
+#define POOL_SPIN_US_DEFAULT 200
+
+/* Use up to n threads (the caller included) from the next loop on; workers
+ * are started the first time a loop needs them.  n < 1 is taken as 1.
+ * Returns the new maximum. */
+int pool_set_threads(int n);
+
+/* The maximum set by pool_set_threads, and the number that currently take
+ * part (the maximum unless the adaptive count dropped some). */
+int pool_max_threads(void);
+int pool_threads(void);
+
+/* Run fn over items [0, n) in chunks of `grain` items (the last may be
+ * shorter), spread over the pool's threads; returns when all are done.  A
+ * call from inside a pool loop, or while another thread's loop runs, runs
+ * the items in the calling thread. */
+void pool_for(int64_t n, int64_t grain, pool_fn fn, void *ctx);
+
+/* A grain that gives each taking-part thread about `per_thread` chunks of
+ * n items, at least `min_grain`. */
+int64_t pool_grain(int64_t n, int per_thread, int64_t min_grain);
+
+/* Index of the calling thread in the pool: 0 for the caller of pool_for
+ * (and any thread outside the pool), 1.. for workers. */
+int pool_thread_index(void);
+
+/* Counters since the start, for reports and tests. */
+struct pool_stats {
+    uint64_t loops;        /* pool_for calls spread over threads */
+    uint64_t chunks_caller; /* chunks run by the calling thread */
+    uint64_t chunks_worker; /* chunks run by workers */
+    double loop_seconds;    /* wall time of those calls */
+    double stall_seconds;   /* of which the caller waited for others' chunks */
+    uint64_t drops, raises; /* adaptive thread-count changes */
+    int workers;            /* worker threads started */
+    int sleeping;           /* workers asleep on the futex now */
+};
+void pool_get_stats(struct pool_stats *st);
+
+/* The adaptive thread count as a pure state machine: feed it each loop's
+ * time and stall at time `now` (seconds, monotonic); it returns the number
+ * of threads to use from the next loop on. */
+struct pool_adapt {
+    int max, active;
+    double win_loop, win_stall; /* the window being accumulated */
+    double next_probe;          /* when a dropped thread is tried again */
+    double backoff;             /* seconds until the next try */
+    bool probing;               /* the last raise is on trial */
+};
+#define POOL_ADAPT_WINDOW 0.020     /* seconds of loop time per decision */
+#define POOL_ADAPT_STALL_HIGH 0.30  /* stall share that drops a thread */
+#define POOL_ADAPT_BACKOFF_MIN 1.0  /* seconds before a dropped thread is tried again */
+#define POOL_ADAPT_BACKOFF_MAX 16.0 /* ... doubling after each failed try, up to this */
+void pool_adapt_init(struct pool_adapt *a, int max, double now);
+int pool_adapt_observe(struct pool_adapt *a, double loop_s, double stall_s, double now);
+
+/* Turn the adaptive count on or off (on by default unless
+ * INFER_THREADS_ADAPT=0); off restores the maximum.  Returns the old state. */
+bool pool_set_adaptive(bool on);
+
+/* Tests only: called by a worker when it picks up a loop, before it claims
+ * a chunk (NULL: none). */
+void pool_set_test_hook(void (*hook)(int worker, uint32_t loop));
+
+#endif

@@ -1,0 +1,299 @@
+/*
+ * test-pool.c - the thread pool that runs the forward pass's loops
+ * (kernels/pool.h): every item runs exactly once whatever the thread count
+ * and grain, a thread that is not running is never waited for unless it
+ * holds a chunk, idle workers go to sleep and wake for the next loop, and
+ * the adaptive thread count drops a thread that holds the others back and
+ * tries it again after its back-off.  Nothing here asserts a speed: the
+ * forced slow thread is a test hook that blocks, or an item function that
+ * sleeps only on workers.
+ */
+#include "test-common.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../kernels/pool.h"
+
+#define MAX_ITEMS 5000
+static _Atomic int hits[MAX_ITEMS];
+
+static void count_items(void *ctx, int64_t i0, int64_t i1)
+{
+    (void)ctx;
+    for (int64_t i = i0; i < i1; i++)
+        atomic_fetch_add(&hits[i], 1);
+}
+
+static void check_each_once(int64_t n, int64_t grain)
+{
+    for (int64_t i = 0; i < MAX_ITEMS; i++)
+        atomic_store(&hits[i], 0);
+    pool_for(n, grain, count_items, NULL);
+    for (int64_t i = 0; i < n; i++)
+        if (atomic_load(&hits[i]) != 1)
+            fail_msg("n %lld grain %lld: item %lld ran %d times", (long long)n, (long long)grain, (long long)i,
+                     atomic_load(&hits[i]));
+    for (int64_t i = n; i < MAX_ITEMS; i++)
+        assert_int_equal(atomic_load(&hits[i]), 0);
+}
+
+static void each_item_once(void **state)
+{
+    (void)state;
+    pool_set_adaptive(false);
+    const int threads[] = {1, 2, 3, 4, 8};
+    const int64_t ns[] = {1, 2, 7, 100, 1000, MAX_ITEMS};
+    const int64_t grains[] = {1, 3, 64, 10000};
+    for (size_t a = 0; a < sizeof(threads) / sizeof(*threads); a++) {
+        assert_int_equal(pool_set_threads(threads[a]), threads[a]);
+        assert_int_equal(pool_threads(), threads[a]);
+        for (size_t b = 0; b < sizeof(ns) / sizeof(*ns); b++)
+            for (size_t c = 0; c < sizeof(grains) / sizeof(*grains); c++)
+                for (int rep = 0; rep < 20; rep++)
+                    check_each_once(ns[b], grains[c]);
+    }
+    pool_for(0, 1, count_items, NULL); /* nothing to do: returns */
+    pool_for(-5, 1, count_items, NULL);
+}
+
+/* A loop started from inside a loop runs in the calling thread. */
+static _Atomic int nested_outer;
+static void nested_inner(void *ctx, int64_t i0, int64_t i1)
+{
+    int *who = ctx;
+    for (int64_t i = i0; i < i1; i++)
+        who[i] = pool_thread_index();
+}
+
+static void nested_items(void *ctx, int64_t i0, int64_t i1)
+{
+    (void)ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        int who[16];
+        pool_for(16, 1, nested_inner, who);
+        for (int k = 0; k < 16; k++)
+            assert_int_equal(who[k], pool_thread_index());
+        atomic_fetch_add(&nested_outer, 1);
+    }
+}
+
+static void nested_loops_run_inline(void **state)
+{
+    (void)state;
+    pool_set_threads(2);
+    atomic_store(&nested_outer, 0);
+    pool_for(64, 1, nested_items, NULL);
+    assert_int_equal(atomic_load(&nested_outer), 64);
+}
+
+/* The forced late thread: worker 1 blocks when it picks up the armed loop,
+ * before it claims anything, until the test releases it (or 20 s pass,
+ * which only a pool that waits for it would need). */
+static pthread_mutex_t late_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t late_cv = PTHREAD_COND_INITIALIZER;
+static bool late_armed, late_blocked, late_released, late_timed_out;
+
+static void late_hook(int worker, uint32_t loop)
+{
+    (void)loop;
+    pthread_mutex_lock(&late_mu);
+    if (worker == 1 && late_armed) {
+        late_armed = false;
+        late_blocked = true;
+        pthread_cond_broadcast(&late_cv);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 20;
+        while (!late_released)
+            if (pthread_cond_timedwait(&late_cv, &late_mu, &until) != 0) {
+                late_timed_out = true;
+                break;
+            }
+        late_blocked = false;
+    }
+    pthread_mutex_unlock(&late_mu);
+}
+
+static void late_thread_is_not_waited_for(void **state)
+{
+    (void)state;
+    pool_set_adaptive(false);
+    pool_set_threads(2);
+    check_each_once(100, 1); /* the worker exists and has run */
+    pthread_mutex_lock(&late_mu);
+    late_armed = true;
+    late_released = late_timed_out = false;
+    pthread_mutex_unlock(&late_mu);
+    pool_set_test_hook(late_hook);
+
+    struct pool_stats before, after;
+    pool_get_stats(&before);
+    check_each_once(1000, 1); /* returns with the worker held in the hook (or not yet woken) */
+    pool_get_stats(&after);
+    pthread_mutex_lock(&late_mu);
+    assert_false(late_released);
+    assert_false(late_timed_out);
+    /* every chunk of that loop ran in the caller */
+    assert_int_equal(after.chunks_caller - before.chunks_caller, 1000);
+    /* wait until the worker is in the hook, then run more loops while it is held */
+    while (!late_blocked && !late_timed_out) {
+        pthread_mutex_unlock(&late_mu);
+        check_each_once(10, 1);
+        usleep(1000);
+        pthread_mutex_lock(&late_mu);
+    }
+    pthread_mutex_unlock(&late_mu);
+    for (int rep = 0; rep < 50; rep++)
+        check_each_once(MAX_ITEMS, 7);
+
+    /* released, it wakes into an old loop: it must not run or corrupt a new one */
+    pthread_mutex_lock(&late_mu);
+    late_released = true;
+    pthread_cond_broadcast(&late_cv);
+    pthread_mutex_unlock(&late_mu);
+    for (int rep = 0; rep < 200; rep++)
+        check_each_once(MAX_ITEMS, 5);
+    pool_set_test_hook(NULL);
+    assert_false(late_timed_out);
+}
+
+/* Idle workers sleep after the spin budget, and a loop wakes them. */
+static void idle_workers_sleep_and_wake(void **state)
+{
+    (void)state;
+    pool_set_adaptive(false);
+    pool_set_threads(4);
+    check_each_once(1000, 1); /* all three workers started */
+    struct pool_stats st;
+    for (int i = 0; i < 5000; i++) { /* up to 5 s; the budget is 200 us */
+        pool_get_stats(&st);
+        if (st.sleeping == st.workers)
+            break;
+        usleep(1000);
+    }
+    assert_true(st.workers >= 3);
+    assert_int_equal(st.sleeping, st.workers);
+    struct pool_stats before;
+    pool_get_stats(&before);
+    for (int rep = 0; rep < 100; rep++) {
+        check_each_once(MAX_ITEMS, 1);
+        usleep(rep % 10 == 0 ? 2000 : 0); /* some loops find the workers asleep */
+    }
+    pool_get_stats(&st);
+    assert_true(st.loops >= before.loops + 100);
+}
+
+/* Items that are slow only on workers: the caller waits for a worker's
+ * chunk after every loop, so the adaptive count must drop the worker. */
+static void slow_on_workers(void *ctx, int64_t i0, int64_t i1)
+{
+    (void)ctx;
+    if (pool_thread_index() != 0)
+        usleep(2000);
+    count_items(NULL, i0, i1);
+}
+
+static void adaptive_drops_a_slow_thread(void **state)
+{
+    (void)state;
+    pool_set_threads(2);
+    pool_set_adaptive(true);
+    assert_int_equal(pool_threads(), 2);
+    struct pool_stats before, st;
+    pool_get_stats(&before);
+    int loops = 0;
+    for (; loops < 2000 && pool_threads() == 2; loops++)
+        pool_for(64, 1, slow_on_workers, NULL);
+    pool_get_stats(&st);
+    assert_int_equal(pool_threads(), 1);
+    assert_int_equal(st.drops, before.drops + 1);
+    /* with one thread taking part everything runs in the caller */
+    pool_get_stats(&before);
+    check_each_once(1000, 1);
+    pool_get_stats(&st);
+    assert_int_equal(st.chunks_worker, before.chunks_worker);
+    pool_set_adaptive(false); /* back to the maximum */
+    assert_int_equal(pool_threads(), 2);
+}
+
+/* The decision logic alone, on made-up loop times. */
+static void adaptive_state_machine(void **state)
+{
+    (void)state;
+    struct pool_adapt a;
+    double t = 100.0;
+    pool_adapt_init(&a, 2, t);
+    /* quiet: small stalls keep both threads */
+    for (int i = 0; i < 1000; i++, t += 0.001)
+        assert_int_equal(pool_adapt_observe(&a, 0.001, 0.0001, t), 2);
+    /* a window of large stalls drops one */
+    int n = 2;
+    for (int i = 0; i < 100 && n == 2; i++, t += 0.001)
+        n = pool_adapt_observe(&a, 0.001, 0.0008, t);
+    assert_int_equal(n, 1);
+    assert_false(a.probing);
+    /* before the back-off it stays at one, whatever it sees */
+    const double dropped = t;
+    for (; t < dropped + POOL_ADAPT_BACKOFF_MIN - 0.01; t += 0.01)
+        assert_int_equal(pool_adapt_observe(&a, 0.0, 0.0, t), 1);
+    /* then the thread is tried again ... */
+    t = dropped + POOL_ADAPT_BACKOFF_MIN + 0.001;
+    assert_int_equal(pool_adapt_observe(&a, 0.0, 0.0, t), 2);
+    assert_true(a.probing);
+    /* ... still stalled: dropped, and the next try waits twice as long */
+    n = 2;
+    for (int i = 0; i < 100 && n == 2; i++, t += 0.001)
+        n = pool_adapt_observe(&a, 0.001, 0.0009, t);
+    assert_int_equal(n, 1);
+    assert_true(a.backoff == 2 * POOL_ADAPT_BACKOFF_MIN);
+    assert_int_equal(pool_adapt_observe(&a, 0.0, 0.0, t + POOL_ADAPT_BACKOFF_MIN + 0.01), 1);
+    t += 2 * POOL_ADAPT_BACKOFF_MIN + 0.01;
+    assert_int_equal(pool_adapt_observe(&a, 0.0, 0.0, t), 2);
+    /* the machine is quiet again: the try succeeds and the back-off resets */
+    for (int i = 0; i < 100; i++, t += 0.001)
+        assert_int_equal(pool_adapt_observe(&a, 0.001, 0.00005, t), 2);
+    assert_false(a.probing);
+    assert_true(a.backoff == POOL_ADAPT_BACKOFF_MIN);
+    /* repeated failures never wait more than the maximum */
+    for (int k = 0; k < 10; k++) {
+        n = 2;
+        for (int i = 0; i < 100 && n == 2; i++, t += 0.001)
+            n = pool_adapt_observe(&a, 0.001, 0.0009, t);
+        assert_int_equal(n, 1);
+        assert_true(a.backoff <= POOL_ADAPT_BACKOFF_MAX);
+        t += a.backoff + 0.001;
+        assert_int_equal(pool_adapt_observe(&a, 0.0, 0.0, t), 2);
+    }
+    assert_true(a.backoff == POOL_ADAPT_BACKOFF_MAX);
+    /* with four threads it goes down one at a time, never below one */
+    pool_adapt_init(&a, 4, t);
+    for (int expect = 3; expect >= 1; expect--) {
+        n = expect + 1;
+        for (int i = 0; i < 100 && n == expect + 1; i++, t += 0.001)
+            n = pool_adapt_observe(&a, 0.001, 0.0009, t);
+        assert_int_equal(n, expect);
+        t += a.backoff + 0.001;
+        n = pool_adapt_observe(&a, 0.0, 0.0, t); /* the try */
+        for (int i = 0; i < 100 && n == expect + 1; i++, t += 0.001)
+            n = pool_adapt_observe(&a, 0.001, 0.0009, t);
+        assert_int_equal(n, expect);
+    }
+    for (int i = 0; i < 100; i++, t += 0.001)
+        assert_true(pool_adapt_observe(&a, 0.001, 0.0009, t) >= 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(adaptive_state_machine),
+        cmocka_unit_test(each_item_once),
+        cmocka_unit_test(nested_loops_run_inline),
+        cmocka_unit_test(late_thread_is_not_waited_for),
+        cmocka_unit_test(idle_workers_sleep_and_wake),
+        cmocka_unit_test(adaptive_drops_a_slow_thread),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
