@@ -49,6 +49,8 @@ static struct {
     /* finished items of the current loop */
     _Alignas(CACHELINE) _Atomic int64_t done;
     _Atomic uint32_t done_tag;   /* futex word: the tag of the last finished loop */
+    _Atomic int64_t last_ran;    /* chunks run by the thread that finished the loop (0: the caller) */
+    _Atomic int64_t finish_ns;   /* when it finished (CLOCK_MONOTONIC) */
     _Atomic int caller_sleeping;
     /* the loop workers wait for */
     _Alignas(CACHELINE) _Atomic uint32_t gen; /* futex word */
@@ -116,6 +118,8 @@ static uint64_t run_chunks(uint32_t tag)
         in_loop = false;
         ran++;
         if (atomic_fetch_add_explicit(&P.done, i1 - i0, memory_order_acq_rel) + (i1 - i0) == n) {
+            atomic_store_explicit(&P.last_ran, thread_index ? (int64_t)ran : 0, memory_order_relaxed);
+            atomic_store_explicit(&P.finish_ns, (int64_t)(now_s() * 1e9), memory_order_relaxed);
             atomic_store(&P.done_tag, tag);
             if (atomic_load(&P.caller_sleeping))
                 futex(&P.done_tag, FUTEX_WAKE, INT_MAX);
@@ -250,10 +254,10 @@ void pool_get_stats(struct pool_stats *st)
 }
 
 /* Feed one loop to the adaptive count and apply its answer (under the lock). */
-static void adapt_update(double loop_s, double stall_s, double now)
+static void adapt_update(double work_s, double stall_s, int64_t lag, int64_t n_chunks, double now)
 {
     const int before = P.adapt.active;
-    const int after = pool_adapt_observe(&P.adapt, loop_s, stall_s, now);
+    const int after = pool_adapt_observe(&P.adapt, work_s, stall_s, lag, n_chunks, now);
     if (after == before)
         return;
     atomic_store(&P.active, after);
@@ -278,7 +282,7 @@ void pool_for(int64_t n, int64_t grain, pool_fn fn, void *ctx)
     if (P.adapt.active < 2 || start_workers() == 0) { /* one thread: in the caller */
         fn(ctx, 0, n);
         if (P.adaptive && P.adapt.active < P.max) /* time to try a dropped thread again? */
-            adapt_update(0.0, 0.0, now_s());
+            adapt_update(0.0, 0.0, 0, 0, now_s());
         pthread_mutex_unlock(&P.lock);
         return;
     }
@@ -298,9 +302,9 @@ void pool_for(int64_t n, int64_t grain, pool_fn fn, void *ctx)
 
     /* Wait for the chunks other threads hold: spin, then sleep. */
     const double t_out = now_s();
-    if (atomic_load_explicit(&P.done, memory_order_acquire) != n) {
+    if (atomic_load(&P.done_tag) != tag) { /* done_tag is stored last by the finisher, after last_ran */
         const long budget = spin_budget_ns();
-        for (int i = 0; atomic_load_explicit(&P.done, memory_order_acquire) != n; i++) {
+        for (int i = 0; atomic_load(&P.done_tag) != tag; i++) {
             cpu_relax();
             if ((i & 255) == 255 && (now_s() - t_out) * 1e9 > (double)budget) {
                 atomic_store(&P.caller_sleeping, 1);
@@ -311,11 +315,16 @@ void pool_for(int64_t n, int64_t grain, pool_fn fn, void *ctx)
         }
     }
     const double t1 = now_s();
+    /* the stall ends when the last chunk was done, not when this thread ran again */
+    double t_done = (double)atomic_load_explicit(&P.finish_ns, memory_order_relaxed) * 1e-9;
+    t_done = t_done < t_out ? t_out : t_done > t1 ? t1 : t_done;
     P.st.loops++;
     P.st.loop_seconds += t1 - t0;
-    P.st.stall_seconds += t1 - t_out;
-    if (P.adaptive)
-        adapt_update(t1 - t0, t1 - t_out, t1);
+    P.st.stall_seconds += t_done - t_out;
+    if (P.adaptive) {
+        const int64_t n_chunks = (n + grain - 1) / grain;
+        adapt_update(t_out - t0, t_done - t_out, atomic_load_explicit(&P.last_ran, memory_order_relaxed), n_chunks, t1);
+    }
     pthread_mutex_unlock(&P.lock);
 }
 
@@ -329,23 +338,28 @@ void pool_adapt_init(struct pool_adapt *a, int max, double now)
     a->next_probe = now;
 }
 
-int pool_adapt_observe(struct pool_adapt *a, double loop_s, double stall_s, double now)
+int pool_adapt_observe(struct pool_adapt *a, double work_s, double stall_s, int64_t lag_chunks, int64_t n_chunks,
+                       double now)
 {
     if (a->active < a->max && !a->probing && now >= a->next_probe) {
         a->active++; /* try the dropped thread again */
         a->probing = true;
-        a->win_loop = a->win_stall = 0.0;
+        a->win_with = a->win_without = 0.0;
         return a->active;
     }
     if (a->active < 2)
         return a->active;
-    a->win_loop += loop_s;
-    a->win_stall += stall_s;
-    if (a->win_loop < POOL_ADAPT_WINDOW)
+    /* this loop as it ran, and without the thread that finished last: the
+     * others' chunks at the caller's pace (a loop the caller took no part
+     * in, or finished itself, counts the same both ways) */
+    const int64_t others = n_chunks - lag_chunks;
+    a->win_with += work_s + stall_s;
+    a->win_without += lag_chunks > 0 && others > 0 ? work_s * (double)n_chunks / (double)others : work_s + stall_s;
+    if (a->win_with < POOL_ADAPT_WINDOW)
         return a->active;
-    const bool stalled = a->win_stall > POOL_ADAPT_STALL_HIGH * a->win_loop;
-    a->win_loop = a->win_stall = 0.0;
-    if (stalled) {
+    const bool slower = a->win_with > POOL_ADAPT_MARGIN * a->win_without;
+    a->win_with = a->win_without = 0.0;
+    if (slower) {
         a->active--;
         if (a->probing) /* the try failed: wait longer before the next */
             a->backoff = a->backoff * 2 > POOL_ADAPT_BACKOFF_MAX ? POOL_ADAPT_BACKOFF_MAX : a->backoff * 2;

@@ -14,12 +14,17 @@
  * POOL_SPIN_US_DEFAULT) for the next loop, then sleeps on a futex; the
  * caller wakes sleepers only when there are any.
  *
- * Adaptive thread count: the caller measures, per loop, how long it waited
- * for chunks that other threads held after it had run out of chunks to
- * claim (the stall).  When the stall is a large share of the loops' time
- * over a window, one thread is dropped; after a back-off the thread is tried
- * again and kept if the stall stays small (pool_adapt_observe, a pure
- * function, tested on its own).  INFER_THREADS_ADAPT=0 turns this off.
+ * Adaptive thread count: per loop the caller measures its own working time W,
+ * the time S it then waited for chunks other threads held (the stall, up to
+ * when the last chunk was done), and how many of the N chunks the thread
+ * that finished last had run (c).  Without that thread the loop would have
+ * taken about W * N / (N - c) (the rest at the caller's pace).  When, summed
+ * over a window, the loops took longer than that (with a margin), the thread
+ * holds the others back and one thread is dropped; after a back-off it is
+ * tried again and kept if the loops are not slower with it
+ * (pool_adapt_observe, a pure function, tested on its own).  A board whose
+ * every core is busy keeps its threads: each still adds work.
+ * INFER_THREADS_ADAPT=0 turns this off.
  *
  * Which thread runs which chunk varies from run to run; the loops given to
  * the pool must compute each item the same way whoever runs it (they do:
@@ -35,7 +40,7 @@
 typedef void (*pool_fn)(void *ctx, int64_t i0, int64_t i1);
 
 #define POOL_MAX_THREADS 256
-#define POOL_SPIN_US_DEFAULT 200
+#define POOL_SPIN_US_DEFAULT 50
 
 /* Use up to n threads (the caller included) from the next loop on; workers
  * are started the first time a loop needs them.  n < 1 is taken as 1.
@@ -75,21 +80,25 @@ struct pool_stats {
 void pool_get_stats(struct pool_stats *st);
 
 /* The adaptive thread count as a pure state machine: feed it each loop's
- * time and stall at time `now` (seconds, monotonic); it returns the number
- * of threads to use from the next loop on. */
+ * working and stall time of the caller, the chunks run by the thread that
+ * finished last (0: the caller) and the loop's chunks, at time `now`
+ * (seconds, monotonic); it returns the number of threads to use from the
+ * next loop on. */
 struct pool_adapt {
     int max, active;
-    double win_loop, win_stall; /* the window being accumulated */
+    double win_with;    /* the window's loops: their time as they ran */
+    double win_without; /* ... and as estimated without their last finisher */
     double next_probe;          /* when a dropped thread is tried again */
     double backoff;             /* seconds until the next try */
     bool probing;               /* the last raise is on trial */
 };
 #define POOL_ADAPT_WINDOW 0.020     /* seconds of loop time per decision */
-#define POOL_ADAPT_STALL_HIGH 0.30  /* stall share that drops a thread */
+#define POOL_ADAPT_MARGIN 1.25      /* how much slower than without the thread counts as slower */
 #define POOL_ADAPT_BACKOFF_MIN 1.0  /* seconds before a dropped thread is tried again */
 #define POOL_ADAPT_BACKOFF_MAX 16.0 /* ... doubling after each failed try, up to this */
 void pool_adapt_init(struct pool_adapt *a, int max, double now);
-int pool_adapt_observe(struct pool_adapt *a, double loop_s, double stall_s, double now);
+int pool_adapt_observe(struct pool_adapt *a, double work_s, double stall_s, int64_t lag_chunks, int64_t n_chunks,
+                       double now);
 
 /* Turn the adaptive count on or off (on by default unless
  * INFER_THREADS_ADAPT=0); off restores the maximum.  Returns the old state. */

@@ -186,11 +186,22 @@ static void idle_workers_sleep_and_wake(void **state)
     assert_true(st.loops >= before.loops + 100);
 }
 
-/* Items that are slow only on workers: the caller waits for a worker's
- * chunk after every loop, so the adaptive count must drop the worker. */
+/* Items of 10 us that take a worker 2 ms more (it is "descheduled"): the
+ * worker joins each loop of 64 items (640 us) and then holds the caller
+ * back, so the adaptive count must drop it. */
+static void busy_us(double us)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) * 1e-3 < us);
+}
+
 static void slow_on_workers(void *ctx, int64_t i0, int64_t i1)
 {
     (void)ctx;
+    busy_us(10.0 * (double)(i1 - i0));
     if (pool_thread_index() != 0)
         usleep(2000);
     count_items(NULL, i0, i1);
@@ -208,7 +219,11 @@ static void adaptive_drops_a_slow_thread(void **state)
     for (; loops < 2000 && pool_threads() == 2; loops++)
         pool_for(64, 1, slow_on_workers, NULL);
     pool_get_stats(&st);
-    assert_int_equal(pool_threads(), 1);
+    if (pool_threads() != 1)
+        fail_msg("after %d loops: %llu drops, %llu raises, stall %.3f of %.3f s, worker chunks %llu", loops,
+                 (unsigned long long)(st.drops - before.drops), (unsigned long long)(st.raises - before.raises),
+                 st.stall_seconds - before.stall_seconds, st.loop_seconds - before.loop_seconds,
+                 (unsigned long long)(st.chunks_worker - before.chunks_worker));
     assert_int_equal(st.drops, before.drops + 1);
     /* with one thread taking part everything runs in the caller */
     pool_get_stats(&before);
@@ -219,53 +234,64 @@ static void adaptive_drops_a_slow_thread(void **state)
     assert_int_equal(pool_threads(), 2);
 }
 
-/* The decision logic alone, on made-up loop times. */
+/* The decision logic alone, on made-up loops: 16 chunks of which the last
+ * finisher ran c, the caller working W seconds and then waiting S. */
+static int quiet(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.001, 0.0001, 8, 16, t); }
+/* a thread that ran 4 chunks and kept the caller waiting twice its work:
+ * 3 ms, where the caller alone would have needed 1 ms * 16 / 12 */
+static int stalled(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.001, 0.002, 4, 16, t); }
+/* every core busy: threads equally slow, each doing its half */
+static int evenly_slow(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.002, 0.0008, 8, 16, t); }
+static int idle(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.0, 0.0, 0, 0, t); }
+
 static void adaptive_state_machine(void **state)
 {
     (void)state;
     struct pool_adapt a;
     double t = 100.0;
     pool_adapt_init(&a, 2, t);
-    /* quiet: small stalls keep both threads */
+    /* quiet, and all cores evenly busy: both threads stay */
     for (int i = 0; i < 1000; i++, t += 0.001)
-        assert_int_equal(pool_adapt_observe(&a, 0.001, 0.0001, t), 2);
-    /* a window of large stalls drops one */
+        assert_int_equal(quiet(&a, t), 2);
+    for (int i = 0; i < 1000; i++, t += 0.001)
+        assert_int_equal(evenly_slow(&a, t), 2);
+    /* a window of a thread holding the caller back drops it */
     int n = 2;
     for (int i = 0; i < 100 && n == 2; i++, t += 0.001)
-        n = pool_adapt_observe(&a, 0.001, 0.0008, t);
+        n = stalled(&a, t);
     assert_int_equal(n, 1);
     assert_false(a.probing);
     /* before the back-off it stays at one, whatever it sees */
     const double dropped = t;
     for (; t < dropped + POOL_ADAPT_BACKOFF_MIN - 0.01; t += 0.01)
-        assert_int_equal(pool_adapt_observe(&a, 0.0, 0.0, t), 1);
+        assert_int_equal(idle(&a, t), 1);
     /* then the thread is tried again ... */
     t = dropped + POOL_ADAPT_BACKOFF_MIN + 0.001;
-    assert_int_equal(pool_adapt_observe(&a, 0.0, 0.0, t), 2);
+    assert_int_equal(idle(&a, t), 2);
     assert_true(a.probing);
-    /* ... still stalled: dropped, and the next try waits twice as long */
+    /* ... still holding back: dropped, and the next try waits twice as long */
     n = 2;
     for (int i = 0; i < 100 && n == 2; i++, t += 0.001)
-        n = pool_adapt_observe(&a, 0.001, 0.0009, t);
+        n = stalled(&a, t);
     assert_int_equal(n, 1);
     assert_true(a.backoff == 2 * POOL_ADAPT_BACKOFF_MIN);
-    assert_int_equal(pool_adapt_observe(&a, 0.0, 0.0, t + POOL_ADAPT_BACKOFF_MIN + 0.01), 1);
+    assert_int_equal(idle(&a, t + POOL_ADAPT_BACKOFF_MIN + 0.01), 1);
     t += 2 * POOL_ADAPT_BACKOFF_MIN + 0.01;
-    assert_int_equal(pool_adapt_observe(&a, 0.0, 0.0, t), 2);
+    assert_int_equal(idle(&a, t), 2);
     /* the machine is quiet again: the try succeeds and the back-off resets */
     for (int i = 0; i < 100; i++, t += 0.001)
-        assert_int_equal(pool_adapt_observe(&a, 0.001, 0.00005, t), 2);
+        assert_int_equal(quiet(&a, t), 2);
     assert_false(a.probing);
     assert_true(a.backoff == POOL_ADAPT_BACKOFF_MIN);
     /* repeated failures never wait more than the maximum */
     for (int k = 0; k < 10; k++) {
         n = 2;
         for (int i = 0; i < 100 && n == 2; i++, t += 0.001)
-            n = pool_adapt_observe(&a, 0.001, 0.0009, t);
+            n = stalled(&a, t);
         assert_int_equal(n, 1);
         assert_true(a.backoff <= POOL_ADAPT_BACKOFF_MAX);
         t += a.backoff + 0.001;
-        assert_int_equal(pool_adapt_observe(&a, 0.0, 0.0, t), 2);
+        assert_int_equal(idle(&a, t), 2);
     }
     assert_true(a.backoff == POOL_ADAPT_BACKOFF_MAX);
     /* with four threads it goes down one at a time, never below one */
@@ -273,16 +299,17 @@ static void adaptive_state_machine(void **state)
     for (int expect = 3; expect >= 1; expect--) {
         n = expect + 1;
         for (int i = 0; i < 100 && n == expect + 1; i++, t += 0.001)
-            n = pool_adapt_observe(&a, 0.001, 0.0009, t);
+            n = stalled(&a, t);
         assert_int_equal(n, expect);
         t += a.backoff + 0.001;
-        n = pool_adapt_observe(&a, 0.0, 0.0, t); /* the try */
+        n = idle(&a, t); /* the try */
+        assert_int_equal(n, expect + 1);
         for (int i = 0; i < 100 && n == expect + 1; i++, t += 0.001)
-            n = pool_adapt_observe(&a, 0.001, 0.0009, t);
+            n = stalled(&a, t);
         assert_int_equal(n, expect);
     }
     for (int i = 0; i < 100; i++, t += 0.001)
-        assert_true(pool_adapt_observe(&a, 0.001, 0.0009, t) >= 1);
+        assert_true(stalled(&a, t) >= 1);
 }
 
 int main(void)
