@@ -275,7 +275,7 @@ static void mm_run(const struct mm *m, bool parallel)
         it.toks = MATMUL_MANY_TOK;
     } else if (m->n_tok == 1) { /* GEMV: runs of whole tiles */
         const int64_t n_tiles = (m->n_out + GEMM_ROWS - 1) / GEMM_ROWS;
-        int64_t runs = (int64_t)nth * (nth > 1 ? MM_ITEMS_PER_THREAD : 1);
+        int64_t runs = (int64_t)nth * (nth > 1 ? MM_ITEMS_PER_THREAD / 2 : 1); /* a claim costs a cache-line trip */
         runs = runs < n_tiles ? runs : n_tiles;
         it.rows = (n_tiles + runs - 1) / runs * GEMM_ROWS;
     } else {
