@@ -285,7 +285,7 @@ static void mm_run(const struct mm *m, bool parallel)
     }
     it.n_tb = (m->n_tok + it.toks - 1) / it.toks;
     const int64_t n_items = (m->n_out + it.rows - 1) / it.rows * it.n_tb;
-    if (nth > 1)
+    if (parallel) /* also with one thread taking part: the pool may try a second again */
         pool_for(n_items, 1, mm_items_run, &it);
     else
         mm_items_run(&it, 0, n_items);

@@ -13,6 +13,7 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -51,6 +52,8 @@ static struct {
     _Atomic uint32_t done_tag;   /* futex word: the tag of the last finished loop */
     _Atomic int64_t last_ran;    /* chunks run by the thread that finished the loop (0: the caller) */
     _Atomic int64_t finish_ns;   /* when it finished (CLOCK_MONOTONIC) */
+    _Atomic int64_t worker_out_ns; /* the latest time a worker that ran chunks found none left */
+    _Atomic int worker_delay_ppm[POOL_MAX_THREADS]; /* each worker's runqueue wait share, -1: not known */
     _Atomic int caller_sleeping;
     /* the loop workers wait for */
     _Alignas(CACHELINE) _Atomic uint32_t gen; /* futex word */
@@ -68,6 +71,36 @@ static struct {
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER, .max = 0, .active = 1, .spin_ns = -1, .adaptive = true};
 
 static _Atomic(void (*)(int, uint32_t)) test_hook;
+
+/* Of the time this thread wanted a core since the last call (running or
+ * runnable), the share it waited for one (held by another program): from
+ * /proc/thread-self/schedstat (run ns, runqueue wait ns, slices), at most
+ * every POOL_DELAY_PERIOD seconds; -1 when unknown (no schedstat, too soon). */
+#define POOL_DELAY_PERIOD 0.05
+struct delay_probe {
+    double t;
+    unsigned long long run_ns, wait_ns;
+    double share;
+};
+
+static double delay_share(struct delay_probe *d, double now)
+{
+    if (d->t > 0 && now - d->t < POOL_DELAY_PERIOD)
+        return d->share;
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long run = 0, wait = 0;
+    const int ok = f && fscanf(f, "%llu %llu", &run, &wait) == 2;
+    if (f)
+        fclose(f);
+    if (!ok)
+        return d->share = -1.0;
+    const double dw = (double)(wait - d->wait_ns), dr = (double)(run - d->run_ns);
+    d->share = d->t > 0 && dw + dr > 0 ? dw / (dw + dr) : -1.0;
+    d->t = now;
+    d->run_ns = run;
+    d->wait_ns = wait;
+    return d->share;
+}
 static _Thread_local int thread_index;   /* 0: caller or outside, 1..: worker */
 static _Thread_local bool in_loop;       /* inside a pool loop's item function */
 
@@ -126,6 +159,13 @@ static uint64_t run_chunks(uint32_t tag)
         }
         c = atomic_load_explicit(&P.claim, memory_order_acquire);
     }
+    if (thread_index && ran && (uint32_t)(c >> 32) == tag) { /* out of chunks of this loop */
+        const int64_t t = (int64_t)(now_s() * 1e9);
+        int64_t prev = atomic_load_explicit(&P.worker_out_ns, memory_order_relaxed);
+        while (prev < t && !atomic_compare_exchange_weak_explicit(&P.worker_out_ns, &prev, t, memory_order_relaxed,
+                                                                  memory_order_relaxed))
+            ;
+    }
     return ran;
 }
 
@@ -133,6 +173,7 @@ static void *worker_main(void *arg)
 {
     const int me = (int)(intptr_t)arg;
     thread_index = me;
+    struct delay_probe probe = {0};
     uint32_t seen = atomic_load(&P.gen);
     for (;;) {
         uint32_t g = atomic_load_explicit(&P.gen, memory_order_acquire);
@@ -160,6 +201,10 @@ static void *worker_main(void *arg)
         if (hook)
             hook(me, g);
         const uint64_t ran = run_chunks(g);
+        if (P.adaptive) {
+            const double share = delay_share(&probe, now_s());
+            atomic_store_explicit(&P.worker_delay_ppm[me], share < 0 ? -1 : (int)(share * 1e6), memory_order_relaxed);
+        }
         if (ran)
             atomic_fetch_add_explicit(&P.chunks_worker, ran, memory_order_relaxed);
     }
@@ -254,10 +299,18 @@ void pool_get_stats(struct pool_stats *st)
 }
 
 /* Feed one loop to the adaptive count and apply its answer (under the lock). */
-static void adapt_update(double work_s, double stall_s, int64_t lag, int64_t n_chunks, double now)
+static void adapt_update(double with_s, double without_s, double now)
 {
+    static _Thread_local struct delay_probe caller_probe; /* of the thread that runs the loops */
+    const double caller = delay_share(&caller_probe, now);
+    double least = -1.0; /* the least delayed worker taking part */
+    for (int w = 1; w < P.adapt.active && w <= P.n_workers; w++) {
+        const int ppm = atomic_load_explicit(&P.worker_delay_ppm[w], memory_order_relaxed);
+        if (ppm >= 0 && (least < 0 || ppm * 1e-6 < least))
+            least = ppm * 1e-6;
+    }
     const int before = P.adapt.active;
-    const int after = pool_adapt_observe(&P.adapt, work_s, stall_s, lag, n_chunks, now);
+    const int after = pool_adapt_observe(&P.adapt, with_s, without_s, caller, least, now);
     if (after == before)
         return;
     atomic_store(&P.active, after);
@@ -274,15 +327,15 @@ void pool_for(int64_t n, int64_t grain, pool_fn fn, void *ctx)
     if (grain < 1)
         grain = 1;
     ensure_max();
-    if ((uint64_t)n > UINT32_MAX - (uint64_t)grain || in_loop || thread_index != 0 || P.max < 2 || n <= grain ||
+    if ((uint64_t)n > UINT32_MAX - (uint64_t)grain || in_loop || thread_index != 0 || P.max < 2 ||
         pthread_mutex_trylock(&P.lock) != 0) {
         fn(ctx, 0, n);
         return;
     }
-    if (P.adapt.active < 2 || start_workers() == 0) { /* one thread: in the caller */
+    if (P.adapt.active < 2 || n <= grain || start_workers() == 0) { /* one thread: in the caller */
         fn(ctx, 0, n);
         if (P.adaptive && P.adapt.active < P.max) /* time to try a dropped thread again? */
-            adapt_update(0.0, 0.0, 0, 0, now_s());
+            adapt_update(0.0, 0.0, now_s());
         pthread_mutex_unlock(&P.lock);
         return;
     }
@@ -293,12 +346,14 @@ void pool_for(int64_t n, int64_t grain, pool_fn fn, void *ctx)
     atomic_store_explicit(&P.n, n, memory_order_relaxed);
     atomic_store_explicit(&P.grain, grain, memory_order_relaxed);
     atomic_store_explicit(&P.done, 0, memory_order_relaxed);
+    atomic_store_explicit(&P.worker_out_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&P.claim, (uint64_t)tag << 32, memory_order_release);
     atomic_store(&P.gen, tag); /* seq_cst: pairs with the sleepers' increment */
     if (atomic_load(&P.sleepers) > 0)
         futex(&P.gen, FUTEX_WAKE, INT_MAX);
 
-    P.st.chunks_caller += run_chunks(tag);
+    const uint64_t caller_ran = run_chunks(tag);
+    P.st.chunks_caller += caller_ran;
 
     /* Wait for the chunks other threads hold: spin, then sleep. */
     const double t_out = now_s();
@@ -322,8 +377,22 @@ void pool_for(int64_t n, int64_t grain, pool_fn fn, void *ctx)
     P.st.loop_seconds += t1 - t0;
     P.st.stall_seconds += t_done - t_out;
     if (P.adaptive) {
+        /* The loop as it ran, and estimated without the thread that finished
+         * it last (L, which ran c of the N chunks): the others' N - c chunks
+         * took them until they ran out, so all N would have taken
+         * N / (N - c) times that.  When L is the caller, a worker is what
+         * gets dropped: the caller then moves to the core that worker
+         * leaves, which is what -t 1 does on a board with a busy core. */
         const int64_t n_chunks = (n + grain - 1) / grain;
-        adapt_update(t_out - t0, t_done - t_out, atomic_load_explicit(&P.last_ran, memory_order_relaxed), n_chunks, t1);
+        const int64_t lag = atomic_load_explicit(&P.last_ran, memory_order_relaxed);
+        const double w_out = (double)atomic_load_explicit(&P.worker_out_ns, memory_order_relaxed) * 1e-9;
+        const double others_out = lag > 0 ? t_out : w_out;
+        const int64_t c = lag > 0 ? lag : (int64_t)caller_ran;
+        const double with = t_done - t0;
+        const double without = others_out > t0 && c < n_chunks ? (others_out - t0) * (double)n_chunks /
+                                                                    (double)(n_chunks - c)
+                                                              : with;
+        adapt_update(with, without, t1);
     }
     pthread_mutex_unlock(&P.lock);
 }
@@ -338,8 +407,8 @@ void pool_adapt_init(struct pool_adapt *a, int max, double now)
     a->next_probe = now;
 }
 
-int pool_adapt_observe(struct pool_adapt *a, double work_s, double stall_s, int64_t lag_chunks, int64_t n_chunks,
-                       double now)
+int pool_adapt_observe(struct pool_adapt *a, double with_s, double without_s, double caller_delay,
+                       double worker_delay, double now)
 {
     if (a->active < a->max && !a->probing && now >= a->next_probe) {
         a->active++; /* try the dropped thread again */
@@ -349,15 +418,16 @@ int pool_adapt_observe(struct pool_adapt *a, double work_s, double stall_s, int6
     }
     if (a->active < 2)
         return a->active;
-    /* this loop as it ran, and without the thread that finished last: the
-     * others' chunks at the caller's pace (a loop the caller took no part
-     * in, or finished itself, counts the same both ways) */
-    const int64_t others = n_chunks - lag_chunks;
-    a->win_with += work_s + stall_s;
-    a->win_without += lag_chunks > 0 && others > 0 ? work_s * (double)n_chunks / (double)others : work_s + stall_s;
+    a->win_with += with_s;
+    a->win_without += without_s;
     if (a->win_with < POOL_ADAPT_WINDOW)
         return a->active;
-    const bool slower = a->win_with > POOL_ADAPT_MARGIN * a->win_without;
+    /* slower than without the last finisher, or the caller waits for its
+     * core while a worker does not: dropping that worker lets the caller
+     * move to its core */
+    const bool slower = a->win_with > POOL_ADAPT_MARGIN * a->win_without ||
+                        (caller_delay > POOL_ADAPT_DELAY_HIGH && worker_delay >= 0 &&
+                         worker_delay < POOL_ADAPT_DELAY_LOW);
     a->win_with = a->win_without = 0.0;
     if (slower) {
         a->active--;

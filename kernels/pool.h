@@ -14,16 +14,21 @@
  * POOL_SPIN_US_DEFAULT) for the next loop, then sleeps on a futex; the
  * caller wakes sleepers only when there are any.
  *
- * Adaptive thread count: per loop the caller measures its own working time W,
- * the time S it then waited for chunks other threads held (the stall, up to
- * when the last chunk was done), and how many of the N chunks the thread
- * that finished last had run (c).  Without that thread the loop would have
- * taken about W * N / (N - c) (the rest at the caller's pace).  When, summed
- * over a window, the loops took longer than that (with a margin), the thread
- * holds the others back and one thread is dropped; after a back-off it is
+ * Adaptive thread count: per loop the caller notes how long the loop took
+ * (until its last chunk was done), which thread finished it last and how
+ * many of the N chunks that thread ran (c), and when the others ran out of
+ * chunks: without the last finisher the loop would have taken about that
+ * time * N / (N - c).  When, summed over a window, the loops took longer
+ * than that (with a margin), a thread holds the others back (one whose core
+ * another program uses) and one thread is dropped; after a back-off it is
  * tried again and kept if the loops are not slower with it
- * (pool_adapt_observe, a pure function, tested on its own).  A board whose
- * every core is busy keeps its threads: each still adds work.
+ * (pool_adapt_observe, a pure function, tested on its own).  The loops do
+ * not show a caller that another program slows between them (the serial
+ * work of a step runs in it), so the same happens when the caller spends a
+ * quarter of its time waiting for its core (/proc/thread-self/schedstat)
+ * while a worker does not: without that worker the caller moves to its
+ * core.  A board whose every core is busy keeps its threads: each still
+ * adds work.
  * INFER_THREADS_ADAPT=0 turns this off.
  *
  * Which thread runs which chunk varies from run to run; the loops given to
@@ -80,10 +85,10 @@ struct pool_stats {
 void pool_get_stats(struct pool_stats *st);
 
 /* The adaptive thread count as a pure state machine: feed it each loop's
- * working and stall time of the caller, the chunks run by the thread that
- * finished last (0: the caller) and the loop's chunks, at time `now`
- * (seconds, monotonic); it returns the number of threads to use from the
- * next loop on. */
+ * time as it ran and as estimated without its last finisher, the share of
+ * recent time the caller and the least delayed worker spent waiting for a
+ * core (-1: unknown), at time `now` (seconds, monotonic); it returns the
+ * number of threads to use from the next loop on. */
 struct pool_adapt {
     int max, active;
     double win_with;    /* the window's loops: their time as they ran */
@@ -94,11 +99,13 @@ struct pool_adapt {
 };
 #define POOL_ADAPT_WINDOW 0.020     /* seconds of loop time per decision */
 #define POOL_ADAPT_MARGIN 1.25      /* how much slower than without the thread counts as slower */
+#define POOL_ADAPT_DELAY_HIGH 0.25  /* caller waiting for its core this share of the time ... */
+#define POOL_ADAPT_DELAY_LOW 0.10   /* ... while a worker waits less than this: drop a worker */
 #define POOL_ADAPT_BACKOFF_MIN 1.0  /* seconds before a dropped thread is tried again */
 #define POOL_ADAPT_BACKOFF_MAX 16.0 /* ... doubling after each failed try, up to this */
 void pool_adapt_init(struct pool_adapt *a, int max, double now);
-int pool_adapt_observe(struct pool_adapt *a, double work_s, double stall_s, int64_t lag_chunks, int64_t n_chunks,
-                       double now);
+int pool_adapt_observe(struct pool_adapt *a, double with_s, double without_s, double caller_delay,
+                       double worker_delay, double now);
 
 /* Turn the adaptive count on or off (on by default unless
  * INFER_THREADS_ADAPT=0); off restores the maximum.  Returns the old state. */

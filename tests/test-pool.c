@@ -234,29 +234,45 @@ static void adaptive_drops_a_slow_thread(void **state)
     assert_int_equal(pool_threads(), 2);
 }
 
-/* The decision logic alone, on made-up loops: 16 chunks of which the last
- * finisher ran c, the caller working W seconds and then waiting S. */
-static int quiet(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.001, 0.0001, 8, 16, t); }
-/* a thread that ran 4 chunks and kept the caller waiting twice its work:
- * 3 ms, where the caller alone would have needed 1 ms * 16 / 12 */
-static int stalled(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.001, 0.002, 4, 16, t); }
+/* The decision logic alone, on made-up loops (time as run, time estimated
+ * without the last finisher).  Quiet: 1.1 ms, where one thread fewer would
+ * have needed 2 ms. */
+static int quiet(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.0011, 0.002, 0.02, 0.03, t); }
+/* a thread that ran 4 of 16 chunks and kept the others waiting: 3 ms, where
+ * the others would have needed 1 ms * 16 / 12 */
+static int stalled(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.003, 0.00133, 0.02, 0.5, t); }
 /* every core busy: threads equally slow, each doing its half */
-static int evenly_slow(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.002, 0.0008, 8, 16, t); }
-static int idle(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.0, 0.0, 0, 0, t); }
+static int evenly_slow(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.0028, 0.004, 0.5, 0.5, t); }
+/* the caller shares its core with another program, the worker has one to itself */
+static int caller_delayed(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.0011, 0.002, 0.5, 0.02, t); }
+static int idle(struct pool_adapt *a, double t) { return pool_adapt_observe(a, 0.0, 0.0, -1.0, -1.0, t); }
 
 static void adaptive_state_machine(void **state)
 {
     (void)state;
     struct pool_adapt a;
     double t = 100.0;
+    int n;
     pool_adapt_init(&a, 2, t);
     /* quiet, and all cores evenly busy: both threads stay */
     for (int i = 0; i < 1000; i++, t += 0.001)
         assert_int_equal(quiet(&a, t), 2);
     for (int i = 0; i < 1000; i++, t += 0.001)
         assert_int_equal(evenly_slow(&a, t), 2);
+    /* unknown delays never drop a thread */
+    for (int i = 0; i < 1000; i++, t += 0.001)
+        assert_int_equal(pool_adapt_observe(&a, 0.0011, 0.002, -1.0, -1.0, t), 2);
+    /* a caller waiting for its core while the worker runs freely drops the worker */
+    n = 2;
+    for (int i = 0; i < 100 && n == 2; i++, t += 0.001)
+        n = caller_delayed(&a, t);
+    assert_int_equal(n, 1);
+    t += POOL_ADAPT_BACKOFF_MIN + 0.001;
+    assert_int_equal(idle(&a, t), 2); /* tried again, kept once it is quiet */
+    for (int i = 0; i < 100; i++, t += 0.001)
+        assert_int_equal(quiet(&a, t), 2);
     /* a window of a thread holding the caller back drops it */
-    int n = 2;
+    n = 2;
     for (int i = 0; i < 100 && n == 2; i++, t += 0.001)
         n = stalled(&a, t);
     assert_int_equal(n, 1);
