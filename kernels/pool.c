@@ -424,10 +424,13 @@ int pool_adapt_observe(struct pool_adapt *a, double with_s, double without_s, do
         return a->active;
     /* slower than without the last finisher, or the caller waits for its
      * core while a worker does not: dropping that worker lets the caller
-     * move to its core */
-    const bool slower = a->win_with > POOL_ADAPT_MARGIN * a->win_without ||
-                        (caller_delay > POOL_ADAPT_DELAY_HIGH && worker_delay >= 0 &&
-                         worker_delay < POOL_ADAPT_DELAY_LOW);
+     * move to its core.  When every thread waits for its core (all cores
+     * busy) the estimate is wrong (the caller would wait alone too) and each
+     * thread still adds work: keep them. */
+    const bool all_waiting = caller_delay > POOL_ADAPT_DELAY_HIGH && worker_delay > POOL_ADAPT_DELAY_HIGH;
+    const bool slower = !all_waiting && (a->win_with > POOL_ADAPT_MARGIN * a->win_without ||
+                                         (caller_delay > POOL_ADAPT_DELAY_HIGH && worker_delay >= 0 &&
+                                          worker_delay < POOL_ADAPT_DELAY_LOW));
     a->win_with = a->win_without = 0.0;
     if (slower) {
         a->active--;

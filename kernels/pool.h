@@ -27,8 +27,9 @@
  * work of a step runs in it), so the same happens when the caller spends a
  * quarter of its time waiting for its core (/proc/thread-self/schedstat)
  * while a worker does not: without that worker the caller moves to its
- * core.  A board whose every core is busy keeps its threads: each still
- * adds work.
+ * core.  When every thread waits for its core a quarter of the time (all
+ * cores busy) the threads are kept: each still adds work (the estimate
+ * above then misleads: the caller alone would wait too).
  * INFER_THREADS_ADAPT=0 turns this off.
  *
  * Which thread runs which chunk varies from run to run; the loops given to

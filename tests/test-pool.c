@@ -259,6 +259,9 @@ static void adaptive_state_machine(void **state)
         assert_int_equal(quiet(&a, t), 2);
     for (int i = 0; i < 1000; i++, t += 0.001)
         assert_int_equal(evenly_slow(&a, t), 2);
+    /* every thread waiting for its core: kept even when the loops look held back */
+    for (int i = 0; i < 1000; i++, t += 0.001)
+        assert_int_equal(pool_adapt_observe(&a, 0.003, 0.00133, 0.5, 0.45, t), 2);
     /* unknown delays never drop a thread */
     for (int i = 0; i < 1000; i++, t += 0.001)
         assert_int_equal(pool_adapt_observe(&a, 0.0011, 0.002, -1.0, -1.0, t), 2);
