@@ -341,13 +341,13 @@ static void test_kld(void **state)
 
 int main(void)
 {
-    static struct model_case cases[64];
-    static struct CMUnitTest tests[70];
+    static struct model_case cases[96];
+    static struct CMUnitTest tests[104];
     int n = 0;
     const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
     FILE *f = fopen(test_path(test_srcdir(), "tests/golden/models.txt"), "r");
     char line[1024];
-    while (f && n < 63 && fgets(line, sizeof(line), f)) {
+    while (f && n < 95 && fgets(line, sizeof(line), f)) {
         char name[128];
         if (line[0] == '#' || sscanf(line, "%127s", name) != 1)
             continue;
