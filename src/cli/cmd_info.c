@@ -16,6 +16,73 @@ struct group {
     uint64_t elements, bytes, resident;
 };
 
+/* Expert residency of a mixture-of-experts file: per layer, the page-cache
+ * share of each expert's bytes over its 3-D blk.N.ffn_*_exps tensors (gate,
+ * up or gate_up, down), which the router reads at random. */
+struct expert_layer {
+    int layer, n_expert;
+    uint64_t bytes_per_expert;
+    double *percent; /* (n_expert) */
+};
+
+static int expert_residency(const infer_gguf *g, struct expert_layer **out)
+{
+    static const char *const kinds[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_gate_up_exps", "ffn_down_exps"};
+    struct expert_layer *ls = NULL;
+    int n = 0;
+    char key[160];
+    snprintf(key, sizeof(key), "%s.block_count", infer_gguf_get_str(g, "general.architecture", "?"));
+    const int64_t n_layer = infer_gguf_get_int(g, key, 0);
+    for (int il = 0; il < n_layer && il < 4096; il++) {
+        uint64_t *res = NULL, per = 0;
+        int n_exp = 0, found = 0;
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+            char name[96];
+            snprintf(name, sizeof(name), "blk.%d.%s.weight", il, kinds[k]);
+            const int64_t ti = infer_gguf_find_tensor(g, name);
+            infer_tensor_info t;
+            if (ti < 0 || infer_gguf_tensor(g, ti, &t) != INFER_OK || t.n_dims != 3 || t.ne[2] < 1 || !t.nbytes)
+                continue;
+            if (!res) {
+                n_exp = (int)t.ne[2];
+                res = calloc((size_t)n_exp, sizeof(*res));
+                if (!res)
+                    break;
+            } else if (t.ne[2] != n_exp) {
+                continue; /* inconsistent: the loader refuses it, info shows what agrees */
+            }
+            const uint64_t slice = t.nbytes / (uint64_t)n_exp;
+            per += slice;
+            for (int e = 0; e < n_exp; e++) {
+                infer_residency r = {0};
+                infer_gguf_range_residency(g, t.offset + (uint64_t)e * slice, slice, &r);
+                res[e] += r.bytes_resident;
+            }
+            found++;
+        }
+        if (!found) {
+            free(res);
+            continue;
+        }
+        struct expert_layer *nl = realloc(ls, (size_t)(n + 1) * sizeof(*ls));
+        double *pc = calloc((size_t)n_exp, sizeof(double));
+        if (!nl || !pc) {
+            free(pc);
+            free(res);
+            if (nl)
+                ls = nl;
+            break;
+        }
+        ls = nl;
+        for (int e = 0; e < n_exp; e++)
+            pc[e] = per ? 100.0 * (double)res[e] / (double)per : 0.0;
+        ls[n++] = (struct expert_layer){il, n_exp, per, pc};
+        free(res);
+    }
+    *out = ls;
+    return n;
+}
+
 static void json_str(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -96,6 +163,8 @@ int cmd_info(int argc, char **argv)
         groups[k].bytes += t.nbytes;
         groups[k].resident += tr.bytes_resident;
     }
+    struct expert_layer *exl = NULL;
+    const int n_exl = expert_residency(g, &exl);
     char hex[65] = "";
     if (sha && infer_file_sha256(path, hex) != INFER_OK) {
         infer_gguf_close(g);
@@ -134,6 +203,14 @@ int cmd_info(int argc, char **argv)
                    k ? ", " : "", groups[k].type_name, groups[k].n, (unsigned long long)groups[k].elements,
                    (unsigned long long)groups[k].bytes,
                    groups[k].bytes ? 100.0 * (double)groups[k].resident / (double)groups[k].bytes : 0.0);
+        printf("], \"experts\": [");
+        for (int i = 0; i < n_exl; i++) {
+            printf("%s{\"layer\": %d, \"n_expert\": %d, \"bytes_per_expert\": %llu, \"resident_percent\": [",
+                   i ? ", " : "", exl[i].layer, exl[i].n_expert, (unsigned long long)exl[i].bytes_per_expert);
+            for (int e = 0; e < exl[i].n_expert; e++)
+                printf("%s%.2f", e ? ", " : "", exl[i].percent[e]);
+            printf("]}");
+        }
         printf("], \"metadata\": {");
         for (int64_t i = 0; i < infer_gguf_n_kv(g); i++) {
             char val[512];
@@ -164,6 +241,22 @@ int cmd_info(int argc, char **argv)
             printf("  %-8s %7d %14llu %12.2f %8.1f%%\n", groups[k].type_name, groups[k].n,
                    (unsigned long long)groups[k].elements, mib(groups[k].bytes),
                    groups[k].bytes ? 100.0 * (double)groups[k].resident / (double)groups[k].bytes : 0.0);
+        if (n_exl > 0) {
+            printf("\nexperts in the page cache (per layer: fully / partly / not resident, of %d):\n",
+                   exl[0].n_expert);
+            for (int i = 0; i < n_exl; i++) {
+                int full = 0, part = 0;
+                double sum = 0;
+                for (int e = 0; e < exl[i].n_expert; e++) {
+                    full += exl[i].percent[e] >= 99.995;
+                    part += exl[i].percent[e] > 0 && exl[i].percent[e] < 99.995;
+                    sum += exl[i].percent[e];
+                }
+                printf("  blk.%-4d %4d / %4d / %4d   %5.1f%% of %.2f MiB\n", exl[i].layer, full, part,
+                       exl[i].n_expert - full - part, sum / exl[i].n_expert,
+                       mib(exl[i].bytes_per_expert * (uint64_t)exl[i].n_expert));
+            }
+        }
         printf("\nmetadata: %lld keys\n", (long long)infer_gguf_n_kv(g));
         for (int64_t i = 0; i < infer_gguf_n_kv(g); i++) {
             char val[160];
@@ -172,6 +265,9 @@ int cmd_info(int argc, char **argv)
     }
     for (int k = 0; k < n_groups; k++)
         free((void *)groups[k].type_name);
+    for (int i = 0; i < n_exl; i++)
+        free(exl[i].percent);
+    free(exl);
     infer_gguf_close(g);
     return 0;
 }
