@@ -220,6 +220,11 @@ const infer_gguf *infer_model_gguf(const infer_model *m);
 const char *infer_model_arch(const infer_model *m);
 int infer_model_n_vocab(const infer_model *m);
 int infer_model_n_ctx_train(const infer_model *m);
+int infer_model_n_layers(const infer_model *m);
+/* Mixture-of-experts models: experts per layer and experts each token uses
+ * (0 and 0 for a dense model). */
+int infer_model_n_experts(const infer_model *m);
+int infer_model_n_experts_used(const infer_model *m);
 /* Seconds to map, validate and bind (tokenizer and repacking included). */
 double infer_model_load_seconds(const infer_model *m);
 
@@ -354,6 +359,12 @@ infer_status infer_engine_save(infer_engine *e);
 void infer_engine_clear_cache(infer_engine *e);
 /* Model fingerprint keying the cache: 32 hex digits. */
 const char *infer_engine_fingerprint(const infer_engine *e);
+/* Mixture-of-experts models: how many tokens the engine's forward passes
+ * have routed to each expert since it was created (a token counts once for
+ * each of its experts), layer-major: counts[layer * n_experts + expert].
+ * Writes min(n, total) entries; returns total = n_layers * n_experts (0 for
+ * a dense model). */
+size_t infer_engine_expert_counts(const infer_engine *e, uint64_t *counts, size_t n);
 
 typedef struct infer_session_params {
     int n_ctx;      /* context length in tokens (0: the engine's; private engine: min(model's, 4096)) */

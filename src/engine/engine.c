@@ -286,6 +286,16 @@ void infer_engine_clear_cache(infer_engine *e)
 
 const char *infer_engine_fingerprint(const infer_engine *e) { return e->fp_hex; }
 
+size_t infer_engine_expert_counts(const infer_engine *e, uint64_t *counts, size_t n)
+{
+    const size_t total = (size_t)e->m->c.n_layer * (size_t)e->m->c.n_expert;
+    if (!e->rs.expert_counts)
+        return 0;
+    if (counts && n > 0)
+        memcpy(counts, e->rs.expert_counts, (n < total ? n : total) * sizeof(*counts));
+    return total;
+}
+
 /* Shrink the marks while MemAvailable is below the floor (checked at most
  * once a second). */
 static void check_memory(infer_engine *e)
