@@ -172,6 +172,11 @@ infer_status infer_gguf_range_residency(const infer_gguf *g, uint64_t offset, ui
  * and file system allow it: run infer_file_cold first to re-read a file the
  * cache holds in small pages. */
 infer_status infer_gguf_warm(const infer_gguf *g, int n_threads, uint64_t *bytes, double *seconds);
+/* Bring bytes [offset, offset + size) of the file into the page cache and
+ * nothing else (readahead off while it reads: the pages around the range
+ * stay as they were, up to the two partly covered pages at its ends).
+ * INFER_ERR_INVALID for a range outside the file. */
+infer_status infer_gguf_warm_range(const infer_gguf *g, uint64_t offset, uint64_t size);
 /* Residency with bytes_huge filled in without reading the file: touches
  * one byte of each 2 MiB stretch whose first page is already in memory, so
  * that the kernel maps what it holds in 2 MiB folios as such.  Used to tell
