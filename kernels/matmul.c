@@ -288,6 +288,56 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
     return INFER_OK;
 }
 
+int matmul_q_batch(const struct matmul_q_job *jobs, int n_jobs)
+{
+    enum { MAX_JOBS = 4096 };
+    if (n_jobs < 0 || n_jobs > MAX_JOBS)
+        return infer_error(INFER_ERR_INVALID, "matmul_q_batch: %d jobs", n_jobs);
+    struct mm *ms = malloc((size_t)(n_jobs > 0 ? n_jobs : 1) * sizeof(*ms));
+    if (!ms)
+        return infer_error(INFER_ERR_NOMEM, "matmul_q_batch: out of memory");
+    const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
+    double work = 0;
+    int n = 0;
+    for (int i = 0; i < n_jobs; i++) {
+        const struct matmul_q_job *j = &jobs[i];
+        uint32_t at;
+        size_t w_row, act_row;
+        int st = matmul_check(j->wtype, j->n_in, j->n_out, j->n_tok, j->w, &at, &w_row, &act_row);
+        if (!st && j->n_out > 0 && j->n_tok > 0 && (!j->y || !j->w || !j->xq))
+            st = infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
+        if (st) {
+            free(ms);
+            return st;
+        }
+        if (j->n_out == 0 || j->n_tok == 0)
+            continue;
+        ms[n++] = (struct mm){
+            .w = j->w, .a = j->xq, .y = j->y, .n_in = j->n_in, .n_out = j->n_out, .n_tok = j->n_tok,
+            .w_row = w_row, .a_row = act_row, .dot = kern.types[j->wtype].vec_dot, .gemm = kern.types[j->wtype].gemm,
+            .many = j->n_tok >= many_min ? kern.types[j->wtype].gemm_many : NULL,
+        };
+        work += (double)j->n_in * (double)j->n_out * (double)j->n_tok;
+    }
+#ifdef _OPENMP
+    if (work >= MATMUL_PARALLEL_MIN && !omp_in_parallel()) {
+#pragma omp parallel
+        {
+            const int ith = omp_get_thread_num(), nth = omp_get_num_threads();
+            for (int i = 0; i < n; i++)
+                mm_thread(&ms[i], ith, nth);
+        }
+        free(ms);
+        return INFER_OK;
+    }
+#endif
+    (void)work;
+    for (int i = 0; i < n; i++)
+        mm_thread(&ms[i], 0, 1);
+    free(ms);
+    return INFER_OK;
+}
+
 /* -1: not decided yet (INFER_BLAS is read on first use), 0 off, 1 on. */
 static int blas_on = -1;
 
