@@ -14,9 +14,11 @@
  * are grouped by expert; each expert with tokens runs its gate and up
  * projections over the converted rows of all its tokens at once, so its
  * weights are read once per batch, not once per token (a merged
- * ffn_gate_up_exps is one pass over 2 n_ff_exp rows); its down projection's
- * output is scaled by each token's weight and added into the token's output
- * row right away.  Experts are visited in index order, so a token's sum is
+ * ffn_gate_up_exps is one pass over 2 n_ff_exp rows).  The gate/up matrices
+ * of all active experts run in one parallel region (matmul_q_batch), the
+ * down matrices in a second: in decode a region per matrix would cost about
+ * as much as the matrix.  The down outputs, scaled by each pair's weight,
+ * are then added into the tokens' output rows.  Experts are visited in index order, so a token's sum is
  * always over its experts in ascending index order, whatever the batch (llama.cpp
  * adds in slot order: a rounding difference only).  Each matmul gives the
  * bits of single-token vec_dot (matmul.h), so a token's output does not
@@ -141,7 +143,9 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     const int64_t D = c->n_embd, F = c->n_ff_exp;
     const uint32_t tg = l->ffn_gate_exps.m.type, tu = l->ffn_up_exps.m.type, td = l->ffn_down_exps.m.type;
     const bool merged = l->gate_up_merged;
+    const int64_t FG = merged ? 2 * F : F; /* gate output row: gate (and up) of one pair */
     const uint32_t ag = kern.types[tg].vec_dot_type, au = kern.types[tu].vec_dot_type;
+    const bool two_act = !merged && ag != au; /* up needs its own activation rows */
     const size_t row_g = matmul_act_size(tg, D, 1), row_u = matmul_act_size(tu, D, 1);
     const size_t row_d = matmul_act_size(td, F, 1);
     const size_t nt = (size_t)n_tok, nk = nt * (size_t)K;
@@ -151,22 +155,25 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
                            ggml_type_traits_get(tg)->name, ggml_type_traits_get(tu)->name,
                            ggml_type_traits_get(td)->name);
 
+    /* (token, slot) pairs are numbered in expert order: pair p = off[e] + j */
     float *logits = malloc(nt * (size_t)E * sizeof(float));
     int32_t *sel = malloc(nk * sizeof(int32_t));
     float *wts = malloc(nk * sizeof(float));
     int64_t *off = calloc((size_t)E + 1, sizeof(int64_t));
     int64_t *fill = calloc((size_t)E, sizeof(int64_t));
-    int32_t *ltok = malloc(nk * sizeof(int32_t)); /* tokens grouped by expert */
-    float *lw = malloc(nk * sizeof(float));
-    void *xq_g = malloc(nt * row_g);                            /* x converted for gate (and up) */
-    void *xq_u = ag == au ? xq_g : malloc(nt * row_u);          /* ... for up when it differs */
-    void *xg = malloc(nt * (row_g > row_u ? row_g : row_u));    /* one expert's gathered rows */
-    float *hg = malloc(nt * (size_t)(merged ? 2 * F : F) * sizeof(float));
-    float *hu = malloc(nt * (size_t)F * sizeof(float));
-    void *hq = malloc(nt * row_d);
-    float *yd = malloc(nt * (size_t)D * sizeof(float));
-    if (!logits || !sel || !wts || !off || !fill || !ltok || !lw || !xq_g || !xq_u || !xg || !hg || !hu || !hq ||
-        !yd) {
+    int32_t *ltok = malloc(nk * sizeof(int32_t)); /* pair -> token */
+    float *lw = malloc(nk * sizeof(float));       /* pair -> routing weight */
+    void *xq_g = malloc(nt * row_g);              /* x converted for gate (and up) */
+    void *xq_u = two_act ? malloc(nt * row_u) : xq_g;
+    void *xg = malloc(nk * row_g);                /* converted rows of every pair */
+    void *xu = two_act ? malloc(nk * row_u) : xg;
+    float *hg = malloc(nk * (size_t)FG * sizeof(float));
+    float *hu = malloc(nk * (size_t)F * sizeof(float));
+    void *hq = malloc(nk * row_d);
+    float *yd = malloc(nk * (size_t)D * sizeof(float));
+    struct matmul_q_job *jobs = malloc(2 * (size_t)E * sizeof(*jobs));
+    if (!logits || !sel || !wts || !off || !fill || !ltok || !lw || !xq_g || !xq_u || !xg || !xu || !hg || !hu ||
+        !hq || !yd || !jobs) {
         st = infer_error(INFER_ERR_NOMEM, "out of memory for the experts of %lld tokens", (long long)n_tok);
         goto done;
     }
@@ -179,72 +186,83 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     for (int64_t t = 0; t < n_tok; t++)
         moe_route(c, logits + t * E, sel + t * K, wts + t * K);
 
-    /* group the (token, slot) pairs by expert, tokens in batch order */
+    /* group the pairs by expert, tokens in batch order within an expert */
     for (size_t i = 0; i < nk; i++)
         off[sel[i] + 1]++;
     for (int e = 0; e < E; e++)
         off[e + 1] += off[e];
     for (size_t i = 0; i < nk; i++) {
         const int e = sel[i];
-        const int64_t j = off[e] + fill[e]++;
-        ltok[j] = (int32_t)(i / (size_t)K);
-        lw[j] = wts[i];
+        const int64_t p = off[e] + fill[e]++;
+        ltok[p] = (int32_t)(i / (size_t)K);
+        lw[p] = wts[i];
     }
     if (counts)
         for (int e = 0; e < E; e++)
             counts[e] += (uint64_t)(off[e + 1] - off[e]);
 
-    /* the activations, converted once for all experts */
-    if (matmul_act_quantize(xq_g, tg, x, D, n_tok) || (xq_u != xq_g && matmul_act_quantize(xq_u, tu, x, D, n_tok))) {
+    /* the activations, converted once for all experts, then each pair's row */
+    if (matmul_act_quantize(xq_g, tg, x, D, n_tok) || (two_act && matmul_act_quantize(xq_u, tu, x, D, n_tok))) {
         st = INFER_ERR_UNSUPPORTED;
         goto done;
     }
-    memset(out, 0, nt * (size_t)D * sizeof(float));
-    for (int e = 0; e < E && !st; e++) {
+    for (size_t p = 0; p < nk; p++) {
+        memcpy((char *)xg + p * row_g, (const char *)xq_g + (size_t)ltok[p] * row_g, row_g);
+        if (two_act)
+            memcpy((char *)xu + p * row_u, (const char *)xq_u + (size_t)ltok[p] * row_u, row_u);
+    }
+
+    /* gate and up of every expert with tokens, in one parallel pass: each
+     * expert's rows run over all of its tokens (a merged gate_up tensor is
+     * one matrix of 2F rows: gate then up in each output row) */
+    int n_jobs = 0;
+    for (int e = 0; e < E; e++) {
         const int64_t n = off[e + 1] - off[e];
         if (n == 0)
             continue;
-        const int32_t *toks = ltok + off[e];
         const struct mat wg = mat_expert(&l->ffn_gate_exps, e), wu = mat_expert(&l->ffn_up_exps, e);
-        const struct mat wd = mat_expert(&l->ffn_down_exps, e);
-        for (int64_t j = 0; j < n; j++)
-            memcpy((char *)xg + (size_t)j * row_g, (const char *)xq_g + (size_t)toks[j] * row_g, row_g);
-        if (merged) {
-            /* one pass over the expert's 2F rows: gate then up of each token */
-            if (matmul_q(hg, wg.data, tg, xg, D, 2 * F, n)) {
-                st = INFER_ERR_UNSUPPORTED;
-                break;
-            }
-            swiglu_rows(hu, hg, hg + F, n, F, 2 * F, 2 * F);
-        } else {
-            if (matmul_q(hg, wg.data, tg, xg, D, F, n)) {
-                st = INFER_ERR_UNSUPPORTED;
-                break;
-            }
-            if (xq_u != xq_g)
-                for (int64_t j = 0; j < n; j++)
-                    memcpy((char *)xg + (size_t)j * row_u, (const char *)xq_u + (size_t)toks[j] * row_u, row_u);
-            if (matmul_q(hu, wu.data, tu, xg, D, F, n)) {
-                st = INFER_ERR_UNSUPPORTED;
-                break;
-            }
-            swiglu_rows(hg, hg, hu, n, F, F, F);
-        }
-        const float *h = merged ? hu : hg; /* (n, F) silu(gate) * up */
-        /* down, and each token's weighted share straight into its output row */
-        if (matmul_act_quantize(hq, td, h, F, n) || matmul_q(yd, wd.data, td, hq, F, D, n)) {
-            st = INFER_ERR_UNSUPPORTED;
-            break;
-        }
-        const float *w = lw + off[e];
-        for (int64_t j = 0; j < n; j++) {
-            float *o = out + (size_t)toks[j] * (size_t)D;
-            const float *y = yd + (size_t)j * (size_t)D;
-            for (int64_t i = 0; i < D; i++)
-                o[i] += y[i] * w[j];
-        }
+        jobs[n_jobs++] = (struct matmul_q_job){hg + off[e] * FG, wg.data, tg, (const char *)xg + off[e] * row_g,
+                                               D, FG, n};
+        if (!merged)
+            jobs[n_jobs++] = (struct matmul_q_job){hu + off[e] * F, wu.data, tu, (const char *)xu + off[e] * row_u,
+                                                   D, F, n};
     }
-    if (!st && c->n_ff_shexp > 0)
+    if (matmul_q_batch(jobs, n_jobs)) {
+        st = INFER_ERR_UNSUPPORTED;
+        goto done;
+    }
+    /* h = silu(gate) * up for every pair, into hu (merged) or hg */
+    float *h = merged ? hu : hg;
+    swiglu_rows(h, hg, merged ? hg + F : hu, (int64_t)nk, F, FG, merged ? FG : F);
+
+    /* down of every expert with tokens, in one parallel pass */
+    if (matmul_act_quantize(hq, td, h, F, (int64_t)nk)) {
+        st = INFER_ERR_UNSUPPORTED;
+        goto done;
+    }
+    n_jobs = 0;
+    for (int e = 0; e < E; e++) {
+        const int64_t n = off[e + 1] - off[e];
+        if (n == 0)
+            continue;
+        const struct mat wd = mat_expert(&l->ffn_down_exps, e);
+        jobs[n_jobs++] = (struct matmul_q_job){yd + off[e] * D, wd.data, td, (const char *)hq + off[e] * row_d,
+                                               F, D, n};
+    }
+    if (matmul_q_batch(jobs, n_jobs)) {
+        st = INFER_ERR_UNSUPPORTED;
+        goto done;
+    }
+    /* each pair's weighted share into its token's row, experts in index order */
+    memset(out, 0, nt * (size_t)D * sizeof(float));
+    for (size_t p = 0; p < nk; p++) {
+        float *o = out + (size_t)ltok[p] * (size_t)D;
+        const float *y = yd + p * (size_t)D;
+        const float w = lw[p];
+        for (int64_t i = 0; i < D; i++)
+            o[i] += y[i] * w;
+    }
+    if (c->n_ff_shexp > 0)
         st = shared_expert(c, l, x, n_tok, out);
 done:
     free(logits);
@@ -257,11 +275,14 @@ done:
     if (xq_u != xq_g)
         free(xq_u);
     free(xq_g);
+    if (xu != xg)
+        free(xu);
     free(xg);
     free(hg);
     free(hu);
     free(hq);
     free(yd);
+    free(jobs);
     return st;
 }
 
