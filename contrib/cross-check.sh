@@ -27,10 +27,11 @@ set -euo pipefail
 ARM64_PACKAGES="libopenblas-dev:arm64 libsleef-dev:arm64 libmimalloc-dev:arm64 libcmocka-dev:arm64
   libedit-dev:arm64 libmicrohttpd-dev:arm64 libjansson-dev:arm64 libgomp1:arm64 pkgconf:arm64"
 HOST_PACKAGES="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
-# The kernel test programs, run when the build defines them: test-kernels once per variant
+# The kernel test programs, run when the build defines them: test-kernels and test-moe (the
+# grouped expert FFN against its reference path) once per variant
 # (INFER_KERNELS), the others once per CPU (they compare every variant the CPU runs to ref).
-KERNEL_TESTS="test-kernels test-kernels-arm test-kernels-simd"
-PER_VARIANT_TESTS="test-kernels"
+KERNEL_TESTS="test-kernels test-kernels-arm test-kernels-simd test-moe"
+PER_VARIANT_TESTS="test-kernels test-moe"
 
 srcdir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 say() { printf 'cross-check: %s\n' "$*"; }

@@ -3,7 +3,8 @@
 
 The test suite and the benchmarks need models of any shape, in every weight type the engine
 supports, without downloading anything.  This script writes one: architecture `llama`, `qwen2`,
-`gemma3`, `qwen3`, `phi3`, `gemma2`, `granite`, `smollm3` or `mistral3`, weights F32, F16, Q8_0, Q4_0,
+`gemma3`, `qwen3`, `phi3`, `gemma2`, `granite`, `smollm3`, `mistral3` or the mixture-of-experts
+`qwen2moe`, `qwen3moe`, `olmoe`, `granitemoe`, weights F32, F16, Q8_0, Q4_0,
 a Q4_K_M-like mix or llama.cpp's Q3_K_M, Q2_K, IQ4_XS and IQ4_NL mixes, and the vocabulary (every
 `tokenizer.*` key) copied from a vocab-only GGUF such as the fixtures in
 ../shared/fixtures/tokenizer/.  The hyper-parameter keys and tensor names are the ones
@@ -14,7 +15,8 @@ llama.cpp can load the file and compute reference outputs from the very same byt
 Usage:
   mkmodel.py --arch ARCH --type {f32,f16,q8_0,q4_0,q4_k_m,q3_k_m,q2_k,iq4_xs,iq4_nl} --vocab VOCAB.gguf
              --dim D --layers L --heads H --kv-heads KVH --ffn F [--head-dim HD] [--ctx 2048]
-             [--sliding-window W] [--rope-base B] [--seed S] [--tied] -o OUT.gguf
+             [--sliding-window W] [--rope-base B] [--seed S] [--tied]
+             [--experts E --experts-used K --ffn-exp F --shexp S --merged-gate-up] -o OUT.gguf
 
 Needs the PyPI packages `gguf` and `numpy`.  The output is a pure function of the arguments
 (same arguments, same numpy -> byte-identical file; the sha256 is printed).
@@ -50,6 +52,23 @@ scale, so greedy runs would diverge for no fault of the code.  So the model is b
   dominates the hidden state, so greedy decoding mostly repeats the last token.  Fine for
   benchmarks and loader tests; the golden test models are untied (the default Gemma 3 model
   covers the tied path).
+
+Mixture of experts
+------------------
+  Every layer's FFN is a router ffn_gate_inp (E, D), 3-D ffn_gate_exps / ffn_up_exps (E, F, D)
+  or one ffn_gate_up_exps (E, 2F, D, gate rows first; same values as the split pair) and
+  ffn_down_exps (E, D, F), plus the shared expert ffn_{gate,up,down}_shexp (qwen2moe always,
+  with the gate vector ffn_gate_inp_shexp; granitemoe with --shexp > 0).  Keys: expert_count,
+  expert_used_count, expert_feed_forward_length (qwen2moe, qwen3moe; olmoe and granitemoe read
+  the expert width from feed_forward_length), expert_shared_feed_forward_length.
+  A random router would leave near-ties among the thousands of top-k decisions of the
+  reference prompts, and activation-quantization noise flips them (measured: logits off by up
+  to 1.9 on Q4_K_M with nothing wrong).  So routing is part of the skeleton: E coordinates of
+  every token embedding carry +ROUTE_S for K random experts of that token and -ROUTE_S K/(E-K)
+  for the others, and each layer's router reads them (its own permutation) with gain
+  ROUTER_GAIN plus a dense random part; the top-k is then decided by the current token with a
+  gap of several units.  Routers are F32 in every type (llama-quant keeps ffn_gate_inp F32);
+  ffn_down_exps/_shexp take ffn_down's type in the mixes that name it.
 
 Weight types
 ------------
@@ -120,7 +139,21 @@ ARCH_DEFAULTS = {
     "granite":  (1e-5,    10000.0),
     "smollm3":  (1e-6,    2000000.0),
     "mistral3": (1e-5,    1000000.0),
+    "qwen2moe": (1e-6,    1000000.0),
+    "qwen3moe": (1e-6,    1000000.0),
+    "olmoe":    (1e-5,    10000.0),
+    "granitemoe": (1e-6,  10000.0),
 }
+MOE_ARCHS = ("qwen2moe", "qwen3moe", "olmoe", "granitemoe")
+# Routers with clear top-k margins (see build_plan's route_embd): every token's embedding
+# carries +ROUTE_S on the route coordinates of its K experts and -ROUTE_S K/(E-K) on the
+# others (zero mean over the tokens, so that two tokens' embeddings stay uncorrelated);
+# layer l's router reads those coordinates (in its own expert order) with gain ROUTER_GAIN,
+# plus a dense random part of standard deviation ROUTER_NOISE (a real matmul over every
+# input dimension, and the weights among the chosen experts vary with the context).
+ROUTE_S = 3.0
+ROUTER_GAIN = 1.5
+ROUTER_NOISE = 0.3
 # Granite's multipliers in the synthetic files (the weights are divided by them, so the
 # skeleton's magnitudes hold): embedding, residual, logit scale; attention.scale 1/hd.
 GRANITE_EMBD, GRANITE_RESID, GRANITE_LOGIT = 12.0, 0.25, 8.0
@@ -406,6 +439,8 @@ NEW_QUANTIZERS = {
 
 def encode(w, qtype):
     """Returns the on-disk array of float32 tensor w in type qtype (numpy order, rows last)."""
+    if w.ndim > 2:  # 3-D expert tensors: the same rows, one after the other
+        w = w.reshape(-1, w.shape[-1])
     if qtype == QT.F32:
         return np.ascontiguousarray(w, dtype=np.float32)
     if qtype == QT.F16:
@@ -482,7 +517,7 @@ def pick_type_mix(name, row, a):
 
 def pick_type(name, shape, wtype, tied, a=None):
     """The GGML type of tensor `name` (numpy shape) for the requested weight type."""
-    if len(shape) == 1:
+    if len(shape) == 1 or "ffn_gate_inp" in name:  # llama-quant never quantizes the router
         return QT.F32
     row = shape[-1]
     if wtype in MIX_DEFAULT:
@@ -497,7 +532,7 @@ def pick_type(name, shape, wtype, tied, a=None):
         t = QT.Q4_0
     else:  # q4_k_m
         big = (name == "output.weight" or (tied and name == "token_embd.weight") or
-               name.endswith(".attn_v.weight") or name.endswith(".ffn_down.weight"))
+               name.endswith(".attn_v.weight") or ".ffn_down" in name)
         t = QT.Q6_K if big else QT.Q4_K
         if row % QK_K != 0:
             t = QT.Q8_0 if t == QT.Q6_K else QT.Q5_0
@@ -624,12 +659,39 @@ def build_plan(a, n_vocab, types, rng):
     D, L, H, KV, F = a.dim, a.layers, a.heads, a.kv_heads, a.ffn
     hd = a.head_dim
     gemma = a.arch in ("gemma3", "gemma2")
-    granite = a.arch == "granite"
+    granite = a.arch in ("granite", "granitemoe")
     state = {}
+
+    def route_embd(u):
+        # MoE: E route coordinates; token t gets +ROUTE_S on those of a random set of K
+        # experts, -ROUTE_S K/(E-K) on the rest, so that each router's top-k is decided by the
+        # current token with a gap of ROUTE_S E/(E-K) against a context term of RMS < 1 per
+        # coordinate
+        # (a random router would put near-ties, gaps ~1e-3, among a few thousand decisions,
+        # and the Q8 activation noise of two correct implementations flips those)
+        E, K = a.experts, a.experts_used
+        dims = rng.choice(D, size=E, replace=False)
+        pick = np.argsort(rng.random((n_vocab, E)), axis=1)[:, :K]
+        want = np.full((n_vocab, E), -ROUTE_S * K / max(E - K, 1), dtype=np.float32)
+        np.put_along_axis(want, pick, np.float32(ROUTE_S), axis=1)
+        u[:, dims] = want
+        u *= (1.0 / np.sqrt(np.mean(u * u, axis=1, keepdims=True, dtype=np.float64))).astype(np.float32)
+        state["route_dims"] = dims
+        return u
+
+    def router():
+        # this layer's router: expert e reads route coordinate perm[e], plus a dense part
+        E = a.experts
+        perm = rng.permutation(E)
+        w = gauss(rng, (E, D), ROUTER_NOISE / np.sqrt(D))
+        w[np.arange(E), state["route_dims"][perm]] += np.float32(ROUTER_GAIN)
+        return w
 
     def embd():
         # unit-RMS directions; gemma3 scales the input by sqrt(D) in the graph
         u = unit_rows(rng, n_vocab, D, 1.0)
+        if a.arch in MOE_ARCHS:
+            u = route_embd(u)
         state["u"] = u
         if granite:
             return u * np.float32(1.0 / GRANITE_EMBD)
@@ -677,6 +739,28 @@ def build_plan(a, n_vocab, types, rng):
         k = np.arange(a.n_rot // 2, dtype=np.float32) / max(a.n_rot // 2 - 1, 1)
         add("rope_factors_long.weight", (a.n_rot // 2,), lambda: (1.0 + 7.0 * k * k).astype(np.float32))
         add("rope_factors_short.weight", (a.n_rot // 2,), lambda: (1.0 + 0.5 * k).astype(np.float32))
+    E, FE, S = a.experts, a.ffn_exp, a.shexp
+
+    def moe_layer(p):
+        # router (F32); experts as the dense FFN, each of output RMS ~gain, so that the
+        # weighted sum is at most that; the shared expert likewise
+        add(p + "ffn_gate_inp.weight", (E, D), router)
+        if a.merged_gate_up:  # per expert: the gate rows, then the up rows
+            # drawn as the split tensors are (gate, then up): the same values either way
+            add(p + "ffn_gate_up_exps.weight", (E, 2 * FE, D),
+                lambda: np.concatenate([gauss(rng, (E, FE, D), 1.0 / np.sqrt(D)),
+                                        gauss(rng, (E, FE, D), 1.0 / np.sqrt(D))], axis=1))
+        else:
+            add(p + "ffn_gate_exps.weight", (E, FE, D), lambda: gauss(rng, (E, FE, D), 1.0 / np.sqrt(D)))
+            add(p + "ffn_up_exps.weight", (E, FE, D), lambda: gauss(rng, (E, FE, D), 1.0 / np.sqrt(D)))
+        add(p + "ffn_down_exps.weight", (E, D, FE), lambda: gauss(rng, (E, D, FE), gain / 0.6 / np.sqrt(FE)))
+        if S > 0:
+            if a.arch == "qwen2moe":
+                add(p + "ffn_gate_inp_shexp.weight", (D,), lambda: gauss(rng, (D,), 1.0 / np.sqrt(D)))
+            add(p + "ffn_gate_shexp.weight", (S, D), lambda: gauss(rng, (S, D), 1.0 / np.sqrt(D)))
+            add(p + "ffn_up_shexp.weight", (S, D), lambda: gauss(rng, (S, D), 1.0 / np.sqrt(D)))
+            add(p + "ffn_down_shexp.weight", (D, S), lambda: gauss(rng, (D, S), gain / 0.6 / np.sqrt(S)))
+
     for i in range(L):
         p = f"blk.{i}."
         add(p + "attn_norm.weight", (D,), lambda: norm(D, 1.0))
@@ -691,11 +775,15 @@ def build_plan(a, n_vocab, types, rng):
             add(p + "attn_q.weight", (H * hd, D), lambda: gauss(rng, (H * hd, D), qk / np.sqrt(D)))
             add(p + "attn_k.weight", (KV * hd, D), lambda: gauss(rng, (KV * hd, D), qk / np.sqrt(D)))
             add(p + "attn_v.weight", (KV * hd, D), lambda: gauss(rng, (KV * hd, D), 1.0 / np.sqrt(D)))
-        if a.arch == "qwen2":
+        if a.arch in ("qwen2", "qwen2moe"):
             add(p + "attn_q.bias", (H * hd,), lambda: gauss(rng, (H * hd,), 0.3))
             add(p + "attn_k.bias", (KV * hd,), lambda: gauss(rng, (KV * hd,), 0.3))
             add(p + "attn_v.bias", (KV * hd,), lambda: gauss(rng, (KV * hd,), 0.3))
-        if a.arch in ("gemma3", "qwen3"):
+        if a.arch == "olmoe":
+            # q/k norms over the whole projection (llama.cpp: attn_q_norm, attn_k_norm of n_embd)
+            add(p + "attn_q_norm.weight", (H * hd,), lambda: norm(H * hd, qk))
+            add(p + "attn_k_norm.weight", (KV * hd,), lambda: norm(KV * hd, qk))
+        if a.arch in ("gemma3", "qwen3", "qwen3moe"):
             # per-head RMS norm of q and k: gain 1.2 -> score std ~1.4 after 1/sqrt(hd)
             add(p + "attn_q_norm.weight", (hd,), lambda: norm(hd, qk))
             add(p + "attn_k_norm.weight", (hd,), lambda: norm(hd, qk))
@@ -708,6 +796,9 @@ def build_plan(a, n_vocab, types, rng):
             add(p + "attn_output.weight", (D, H * hd),
                 lambda: gauss(rng, (D, H * hd), 2.0 * gain / np.sqrt(H * hd)))
         add(p + "ffn_norm.weight", (D,), lambda: norm(D, 1.0))
+        if a.arch in MOE_ARCHS:
+            moe_layer(p)
+            continue
         if a.arch == "phi3":  # one ffn_up: the gate rows first (ggml_swiglu), then up
             add(p + "ffn_up.weight", (2 * F, D), lambda: gauss(rng, (2 * F, D), 1.0 / np.sqrt(D)))
         else:
@@ -750,7 +841,14 @@ def write_kvs(w, a, n_vocab, vocab_kvs, name):
     if arch == "gemma2":
         w.add_float32(f"{arch}.attn_logit_softcapping", 50.0)
         w.add_float32(f"{arch}.final_logit_softcapping", 30.0)
-    if arch == "granite":
+    if arch in MOE_ARCHS:
+        w.add_uint32(f"{arch}.expert_count", a.experts)
+        w.add_uint32(f"{arch}.expert_used_count", a.experts_used)
+        if arch in ("qwen2moe", "qwen3moe"):  # olmoe, granitemoe: feed_forward_length
+            w.add_uint32(f"{arch}.expert_feed_forward_length", a.ffn_exp)
+        if a.shexp > 0:
+            w.add_uint32(f"{arch}.expert_shared_feed_forward_length", a.shexp)
+    if arch in ("granite", "granitemoe"):
         w.add_float32(f"{arch}.embedding_scale", GRANITE_EMBD)
         w.add_float32(f"{arch}.residual_scale", GRANITE_RESID)
         w.add_float32(f"{arch}.logit_scale", GRANITE_LOGIT)
@@ -793,6 +891,11 @@ def canonical_args(a):
         s.append(f"--rope-scaling {a.rope_scaling} --rope-orig-ctx {a.rope_orig_ctx}")
     if a.tied:
         s.append("--tied")
+    if a.arch in MOE_ARCHS:
+        s.append(f"--experts {a.experts} --experts-used {a.experts_used} --ffn-exp {a.ffn_exp}"
+                 f" --shexp {a.shexp}")
+        if a.merged_gate_up:
+            s.append("--merged-gate-up")
     return s
 
 
@@ -820,6 +923,14 @@ def parse_args(argv):
     p.add_argument("--rms-eps", type=float, default=0.0, help="default per architecture")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tied", action="store_true", help="no output.weight: logits use token_embd")
+    p.add_argument("--experts", type=int, default=8, help="MoE: experts per layer")
+    p.add_argument("--experts-used", type=int, default=2, help="MoE: experts per token (top-k)")
+    p.add_argument("--ffn-exp", type=int, default=0,
+                   help="MoE: width of one expert (default --ffn; olmoe and granitemoe: always --ffn)")
+    p.add_argument("--shexp", type=int, default=-1,
+                   help="MoE: shared expert width (qwen2moe: default --ffn; granitemoe: default 0 = none)")
+    p.add_argument("--merged-gate-up", action="store_true",
+                   help="MoE: one ffn_gate_up_exps tensor (gate rows first) instead of two")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args(argv)
     eps, base = ARCH_DEFAULTS[a.arch]
@@ -841,8 +952,26 @@ def parse_args(argv):
         p.error("--rot must be even and <= head-dim")
     if a.arch == "phi3" and a.head_dim * a.heads != a.dim:
         p.error("phi3 needs heads * head-dim == dim (llama.cpp's loader assumes it)")
-    if a.arch == "qwen2" and a.head_dim * a.heads != a.dim:
-        p.error("qwen2 needs heads * head-dim == dim (llama.cpp's loader assumes it)")
+    if a.arch in ("qwen2", "qwen2moe", "olmoe") and a.head_dim * a.heads != a.dim:
+        p.error(f"{a.arch} needs heads * head-dim == dim (llama.cpp's loader assumes it)")
+    if a.arch == "olmoe" and a.kv_heads != a.heads:
+        p.error("olmoe needs kv-heads == heads (llama.cpp's attn_k_norm has n_embd elements)")
+    if a.arch in MOE_ARCHS:
+        if not 1 <= a.experts_used <= a.experts:
+            p.error("--experts-used must be in 1..--experts")
+        if a.arch in ("olmoe", "granitemoe"):
+            if a.ffn_exp not in (0, a.ffn):
+                p.error(f"{a.arch}: the expert width is --ffn (feed_forward_length)")
+            a.ffn_exp = a.ffn
+        a.ffn_exp = a.ffn_exp or a.ffn
+        if a.shexp < 0:
+            a.shexp = a.ffn if a.arch == "qwen2moe" else 0
+        if a.arch in ("qwen3moe", "olmoe") and a.shexp:
+            p.error(f"{a.arch} has no shared expert")
+        if a.arch == "qwen2moe" and a.shexp == 0:
+            p.error("qwen2moe always has a shared expert")
+    else:
+        a.experts = a.experts_used = a.ffn_exp = a.shexp = 0
     return a
 
 

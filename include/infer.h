@@ -172,6 +172,11 @@ infer_status infer_gguf_range_residency(const infer_gguf *g, uint64_t offset, ui
  * and file system allow it: run infer_file_cold first to re-read a file the
  * cache holds in small pages. */
 infer_status infer_gguf_warm(const infer_gguf *g, int n_threads, uint64_t *bytes, double *seconds);
+/* Bring bytes [offset, offset + size) of the file into the page cache and
+ * nothing else (readahead off while it reads: the pages around the range
+ * stay as they were, up to the two partly covered pages at its ends).
+ * INFER_ERR_INVALID for a range outside the file. */
+infer_status infer_gguf_warm_range(const infer_gguf *g, uint64_t offset, uint64_t size);
 /* Residency with bytes_huge filled in without reading the file: touches
  * one byte of each 2 MiB stretch whose first page is already in memory, so
  * that the kernel maps what it holds in 2 MiB folios as such.  Used to tell
@@ -220,6 +225,11 @@ const infer_gguf *infer_model_gguf(const infer_model *m);
 const char *infer_model_arch(const infer_model *m);
 int infer_model_n_vocab(const infer_model *m);
 int infer_model_n_ctx_train(const infer_model *m);
+int infer_model_n_layers(const infer_model *m);
+/* Mixture-of-experts models: experts per layer and experts each token uses
+ * (0 and 0 for a dense model). */
+int infer_model_n_experts(const infer_model *m);
+int infer_model_n_experts_used(const infer_model *m);
 /* Seconds to map, validate and bind (tokenizer and repacking included). */
 double infer_model_load_seconds(const infer_model *m);
 
@@ -354,6 +364,12 @@ infer_status infer_engine_save(infer_engine *e);
 void infer_engine_clear_cache(infer_engine *e);
 /* Model fingerprint keying the cache: 32 hex digits. */
 const char *infer_engine_fingerprint(const infer_engine *e);
+/* Mixture-of-experts models: how many tokens the engine's forward passes
+ * have routed to each expert since it was created (a token counts once for
+ * each of its experts), layer-major: counts[layer * n_experts + expert].
+ * Writes min(n, total) entries; returns total = n_layers * n_experts (0 for
+ * a dense model). */
+size_t infer_engine_expert_counts(const infer_engine *e, uint64_t *counts, size_t n);
 
 typedef struct infer_session_params {
     int n_ctx;      /* context length in tokens (0: the engine's; private engine: min(model's, 4096)) */

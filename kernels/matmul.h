@@ -52,6 +52,21 @@ size_t matmul_act_size(uint32_t wtype, int64_t n_in, int64_t n_tok);
 int matmul_act_quantize(void *xq, uint32_t wtype, const float *x, int64_t n_in, int64_t n_tok);
 int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok);
 
+/* Several independent matmul_q in one OpenMP parallel region, e.g. the
+ * experts of a mixture-of-experts layer: each matrix is small, and in decode
+ * one region per matrix costs about as much as the matrix.  Each thread
+ * computes its share of every job in turn; every output has the bits
+ * matmul_q gives it.  Same error contract as matmul; when a job is invalid
+ * nothing is computed. */
+struct matmul_q_job {
+    float *y;
+    const void *w;
+    uint32_t wtype;
+    const void *xq; /* from matmul_act_quantize for wtype */
+    int64_t n_in, n_out, n_tok;
+};
+int matmul_q_batch(const struct matmul_q_job *jobs, int n_jobs);
+
 /* OpenBLAS for batches of float (F32, F16, BF16) weights: on (on > 0) or
  * off, returning the previous setting.  Off unless INFER_BLAS is set to
  * something other than 0: faster prefill for float models, but batches then

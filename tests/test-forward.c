@@ -242,6 +242,25 @@ static void test_bad_metadata(void **state)
                       "missing tensor 'blk.1.ffn_up.weight'");
     expect_load_error("phi4-f32", "blk.0.attn_qkv.weight", "blk.0.attn_qkX.weight", 0, 0, 0, INFER_ERR_FORMAT,
                       "missing tensor 'blk.0.attn_q.weight'");
+    /* MoE counts (key, GGUF type u32 = 4, value) that do not fit each other or the tensors */
+    static const char used[] = "qwen3moe.expert_used_count\x04\0\0\0\x02\0\0\0";
+    static const char used9[] = "qwen3moe.expert_used_count\x04\0\0\0\x09\0\0\0";
+    expect_load_error("qwen3moe-f32", used, used9, sizeof(used) - 1, 0, 0, INFER_ERR_FORMAT,
+                      "metadata key 'qwen3moe.expert_used_count' = 9 is out of range [1, 8]");
+    static const char cnt[] = "qwen3moe.expert_count\x04\0\0\0\x08\0\0\0";
+    static const char cnt0[] = "qwen3moe.expert_count\x04\0\0\0\x00\0\0\0";
+    static const char cnt7[] = "qwen3moe.expert_count\x04\0\0\0\x07\0\0\0";
+    expect_load_error("qwen3moe-f32", cnt, cnt0, sizeof(cnt) - 1, 0, 0, INFER_ERR_FORMAT,
+                      "metadata key 'qwen3moe.expert_count' = 0 is out of range [1, 1024]");
+    expect_load_error("qwen3moe-f32", cnt, cnt7, sizeof(cnt) - 1, 0, 0, INFER_ERR_FORMAT,
+                      "tensor 'blk.0.ffn_gate_inp.weight' has shape [256, 8, 1, 1], expected [256, 7]");
+    static const char ff[] = "qwen3moe.expert_feed_forward_length\x04\0\0\0\x00\x01\0\0";
+    static const char ff128[] = "qwen3moe.expert_feed_forward_length\x04\0\0\0\x80\0\0\0";
+    expect_load_error("qwen3moe-f32", ff, ff128, sizeof(ff) - 1, 0, 0, INFER_ERR_FORMAT,
+                      "tensor 'blk.0.ffn_gate_exps.weight' has shape [256, 256, 8, 1], expected [256, 128, 8] "
+                      "(expert_count 8)");
+    expect_load_error("olmoe-f32", "blk.1.ffn_down_exps.weight", "blk.1.ffn_down_expX.weight", 0, 0, 0,
+                      INFER_ERR_FORMAT, "missing tensor 'blk.1.ffn_down_exps.weight'");
     /* a Llama 3 frequency factor that is not a positive number */
     const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
     char path[4096];
@@ -341,13 +360,13 @@ static void test_kld(void **state)
 
 int main(void)
 {
-    static struct model_case cases[64];
-    static struct CMUnitTest tests[70];
+    static struct model_case cases[96];
+    static struct CMUnitTest tests[104];
     int n = 0;
     const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
     FILE *f = fopen(test_path(test_srcdir(), "tests/golden/models.txt"), "r");
     char line[1024];
-    while (f && n < 63 && fgets(line, sizeof(line), f)) {
+    while (f && n < 95 && fgets(line, sizeof(line), f)) {
         char name[128];
         if (line[0] == '#' || sscanf(line, "%127s", name) != 1)
             continue;

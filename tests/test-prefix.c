@@ -764,7 +764,8 @@ static void test_equivalence_families(void **state)
 {
     (void)state;
     static const char *const names[] = {"gemma2-q4_k_m", "smollm3-q4_k_m", "phi4-q4_k_m", "qwen3-q4_k_m",
-                                        "granite-q4_k_m", "mistral3-q4_k_m", "llama3-q4_k_m"};
+                                        "granite-q4_k_m", "mistral3-q4_k_m", "llama3-q4_k_m", "qwen3moe-q4_k_m",
+                                        "qwen2moe-q4_k_m", "olmoe-q4_k_m", "granitemoe-q4_k_m"};
     const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char rel[256];
@@ -917,11 +918,10 @@ static void test_full_hit_cow(void **state)
 
 /* Three sessions stepped together (prefill chunks mixed with decode, two of
  * them sharing a prefix) produce the tokens each produces alone. */
-static void test_step_batched(void **state)
+static void step_batched(infer_model *m)
 {
-    (void)state;
     enum { N = 3, N_GEN = 8 };
-    const int nv = infer_model_n_vocab(gemma);
+    const int nv = infer_model_n_vocab(m);
     int32_t p[N][40];
     int len[N] = {37, 29, 12};
     prompt(p[0], 40, 1);
@@ -931,14 +931,14 @@ static void test_step_batched(void **state)
     prompt(p[2], 40, 3);
     int32_t alone[N][N_GEN];
     for (int i = 0; i < N; i++) {
-        infer_engine *e = engine(gemma, 4, 7, 0, NULL, true);
+        infer_engine *e = engine(m, 4, 7, 0, NULL, true);
         infer_session *s = session(e, NULL);
         run_greedy(s, p[i], len[i], N_GEN - 1, alone[i], NULL, NULL, NULL, NULL);
         alone[i][N_GEN - 1] = argmax_row(infer_session_logits(s), nv);
         infer_session_free(s);
         infer_engine_free(e);
     }
-    infer_engine *e = engine(gemma, 4, 7, 0, NULL, false);
+    infer_engine *e = engine(m, 4, 7, 0, NULL, false);
     infer_session *ss[N];
     int got[N] = {0};
     int32_t out[N][N_GEN];
@@ -981,12 +981,28 @@ static void test_step_batched(void **state)
     /* a session listed twice or from another engine is refused */
     infer_session *dup[2] = {ss[0], ss[0]};
     assert_int_equal(infer_engine_step(e, dup, 2, NULL, NULL), INFER_ERR_INVALID);
-    infer_engine *e2 = engine(gemma, 4, 7, 0, NULL, false);
+    infer_engine *e2 = engine(m, 4, 7, 0, NULL, false);
     assert_int_equal(infer_engine_step(e2, ss, 1, NULL, NULL), INFER_ERR_INVALID);
     infer_engine_free(e2);
     for (int i = 0; i < N; i++)
         infer_session_free(ss[i]);
     infer_engine_free(e);
+}
+
+/* Continuous batching: several sessions in one step give each the tokens it
+ * gets alone (the default model, and a MoE model, whose sessions route their
+ * tokens to experts independently inside one grouped expert pass). */
+static void test_step_batched(void **state)
+{
+    (void)state;
+    step_batched(gemma);
+    const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
+    const char *path = test_path(build, "models/gen/qwen3moe-q4_k_m.gguf");
+    infer_model *moe;
+    if (infer_model_load(&moe, path, NULL) != INFER_OK)
+        fail_msg("%s: %s", path, infer_last_error());
+    step_batched(moe);
+    infer_model_free(moe);
 }
 
 /* Blocks completed while decoding are registered: a conversation's next

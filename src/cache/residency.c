@@ -214,6 +214,38 @@ infer_status infer_gguf_warm(const infer_gguf *g, int n_threads, uint64_t *bytes
     return INFER_OK;
 }
 
+infer_status infer_gguf_warm_range(const infer_gguf *g, uint64_t offset, uint64_t size)
+{
+    if (offset > g->size || size > g->size - offset)
+        return infer_error(INFER_ERR_INVALID, "warm: range %llu + %llu is outside the file (%zu bytes)",
+                           (unsigned long long)offset, (unsigned long long)size, g->size);
+    if (size == 0)
+        return INFER_OK;
+    /* pread through a descriptor of our own with readahead off: touching the
+     * map would fault in whole 2 MiB folios (the map is advised
+     * MADV_HUGEPAGE) and readahead windows, i.e. the neighbours as well */
+    int fd = open(g->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return infer_error(INFER_ERR_IO, "cannot open '%s': %s", g->path, strerror(errno));
+    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    const size_t ps = page_size();
+    enum { CHUNK = 1 << 20 };
+    char *buf = malloc(CHUNK);
+    infer_status st = INFER_OK;
+    if (!buf)
+        st = infer_error(INFER_ERR_NOMEM, "out of memory");
+    for (uint64_t at = offset / ps * ps, end = offset + size; !st && at < end;) {
+        const size_t n = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
+        const ssize_t r = pread(fd, buf, n, (off_t)at);
+        if (r <= 0)
+            st = infer_error(INFER_ERR_IO, "reading '%s': %s", g->path, r < 0 ? strerror(errno) : "end of file");
+        at += r > 0 ? (uint64_t)r : 0;
+    }
+    free(buf);
+    close(fd);
+    return st;
+}
+
 infer_status infer_file_cold(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

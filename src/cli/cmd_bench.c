@@ -845,6 +845,32 @@ static void mean_sd(const double *v, int n, double *mean, double *sd)
  * depth random tokens (evaluated first, untimed), in batches (pp) or one at a
  * time (tg).  Random tokens are drawn anew each time and the prefix cache is
  * off, so nothing is reused. */
+/* Mixture-of-experts models: the engine's routing counts (n_layers x
+ * n_experts, infer_engine_expert_counts), or NULL for a dense model. */
+static uint64_t *expert_counts(const infer_engine *e, size_t *n)
+{
+    *n = infer_engine_expert_counts(e, NULL, 0);
+    uint64_t *c = *n ? malloc(*n * sizeof(*c)) : NULL;
+    if (c)
+        infer_engine_expert_counts(e, c, *n);
+    else
+        *n = 0;
+    return c;
+}
+
+/* ", "expert_counts": [[...layer 0...], ...]": tokens routed to each expert
+ * between two snapshots (after - before). */
+static void print_expert_counts(const uint64_t *before, const uint64_t *after, size_t n, int n_exp)
+{
+    if (!before || !after || n_exp <= 0)
+        return;
+    printf(", \"expert_counts\": [");
+    for (size_t i = 0; i < n; i++)
+        printf("%s%llu%s", i % (size_t)n_exp == 0 ? (i ? ", [" : "[") : ", ",
+               (unsigned long long)(after[i] - before[i]), (i + 1) % (size_t)n_exp == 0 ? "]" : "");
+    printf("]");
+}
+
 static double tp_run(infer_session *s, int n, bool one_by_one, uint32_t *seed, int n_vocab, int depth)
 {
     const int total = depth + n;
@@ -994,6 +1020,9 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         if (tests[k].n <= 0)
             continue;
         double *ts = calloc((size_t)tp->reps, sizeof(double));
+        const infer_engine *te = tests[k].tg && pe ? pe : infer_session_engine(s);
+        size_t n_ec;
+        uint64_t *ec0 = expert_counts(te, &n_ec);
         for (int r = 0; r < tp->reps && ts; r++) {
             ts[r] = tests[k].tg && pe ? tp_run_parallel(pe, ps, tp->parallel, tests[k].n, &seed, n_vocab)
                                       : tp_run(s, tests[k].n, tests[k].tg, &seed, n_vocab, tp->depth);
@@ -1002,8 +1031,12 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
                 break;
             }
         }
+        size_t n_ec1;
+        uint64_t *ec1 = expert_counts(te, &n_ec1);
         if (rc || !ts) {
             free(ts);
+            free(ec0);
+            free(ec1);
             break;
         }
         double mean, sd;
@@ -1035,13 +1068,18 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
             infer_get_thread_stats(&ts_now);
             printf("], \"load_seconds\": %.4f, \"resident_at_load_percent\": %.2f, \"repack\": \"%s\", "
                    "\"repack_tensors\": %d, \"repack_seconds\": %.4f, \"threads_now\": %d, "
-                   "\"thread_drops\": %llu, \"thread_raises\": %llu, \"stall_share\": %.4f}",
+                   "\"thread_drops\": %llu, \"thread_raises\": %llu, \"stall_share\": %.4f",
                    infer_model_load_seconds(m), before.percent, ri.state, ri.n_tensors, ri.seconds, ts_now.threads,
                    (unsigned long long)ts_now.drops, (unsigned long long)ts_now.raises,
                    ts_now.loop_seconds > 0 ? ts_now.stall_seconds / ts_now.loop_seconds : 0.0);
+            if (n_ec1 == n_ec)
+                print_expert_counts(ec0, ec1, n_ec, infer_model_n_experts(m));
+            printf("}");
         }
         printed++;
         free(ts);
+        free(ec0);
+        free(ec1);
     }
     infer_residency after = {0};
     infer_gguf_residency(g, &after);
@@ -1059,6 +1097,26 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
                infer_kernel_variant(), tp->reps, th.threads, th.max_threads, (unsigned long long)th.drops,
                (unsigned long long)th.raises, th.loop_seconds > 0 ? 100.0 * th.stall_seconds / th.loop_seconds : 0.0,
                infer_model_repack_summary(m));
+    if (!b->json && infer_model_n_experts(m) > 0) {
+        /* how evenly the router spread this run's tokens (the private engine's counts) */
+        size_t n_ec;
+        uint64_t *ec = expert_counts(infer_session_engine(s), &n_ec);
+        const int n_exp = infer_model_n_experts(m);
+        uint64_t most = 0, total = 0;
+        size_t unused = 0;
+        for (size_t i = 0; ec && i < n_ec; i++) {
+            most = ec[i] > most ? ec[i] : most;
+            total += ec[i];
+            unused += ec[i] == 0;
+        }
+        if (ec && total)
+            printf("experts: %d layers x %d, %d per token; over the run the busiest expert took %.1f%% of its "
+                   "layer's routings (even: %.1f%%), %zu of %zu never routed to (-o json has the counts)\n",
+                   infer_model_n_layers(m), n_exp, infer_model_n_experts_used(m),
+                   100.0 * (double)most / ((double)total / (double)infer_model_n_layers(m)), 100.0 / n_exp, unused,
+                   n_ec);
+        free(ec);
+    }
     tp_free(ps, tp->parallel, pe, s, m);
     return rc;
 }

@@ -16,6 +16,146 @@ struct group {
     uint64_t elements, bytes, resident;
 };
 
+/* Expert residency of a mixture-of-experts file: per layer, the page-cache
+ * share of each expert's bytes over its 3-D blk.N.ffn_*_exps tensors (gate,
+ * up or gate_up, down), which the router reads at random. */
+struct expert_layer {
+    int layer, n_expert;
+    uint64_t bytes_per_expert;
+    double *percent; /* (n_expert) */
+};
+
+static int expert_residency(const infer_gguf *g, struct expert_layer **out)
+{
+    static const char *const kinds[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_gate_up_exps", "ffn_down_exps"};
+    struct expert_layer *ls = NULL;
+    int n = 0;
+    char key[160];
+    snprintf(key, sizeof(key), "%s.block_count", infer_gguf_get_str(g, "general.architecture", "?"));
+    const int64_t n_layer = infer_gguf_get_int(g, key, 0);
+    for (int il = 0; il < n_layer && il < 4096; il++) {
+        uint64_t *res = NULL, per = 0;
+        int n_exp = 0, found = 0;
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+            char name[96];
+            snprintf(name, sizeof(name), "blk.%d.%s.weight", il, kinds[k]);
+            const int64_t ti = infer_gguf_find_tensor(g, name);
+            infer_tensor_info t;
+            if (ti < 0 || infer_gguf_tensor(g, ti, &t) != INFER_OK || t.n_dims != 3 || t.ne[2] < 1 || !t.nbytes)
+                continue;
+            if (!res) {
+                n_exp = (int)t.ne[2];
+                res = calloc((size_t)n_exp, sizeof(*res));
+                if (!res)
+                    break;
+            } else if (t.ne[2] != n_exp) {
+                continue; /* inconsistent: the loader refuses it, info shows what agrees */
+            }
+            const uint64_t slice = t.nbytes / (uint64_t)n_exp;
+            per += slice;
+            for (int e = 0; e < n_exp; e++) {
+                infer_residency r = {0};
+                infer_gguf_range_residency(g, t.offset + (uint64_t)e * slice, slice, &r);
+                res[e] += r.bytes_resident;
+            }
+            found++;
+        }
+        if (!found) {
+            free(res);
+            continue;
+        }
+        struct expert_layer *nl = realloc(ls, (size_t)(n + 1) * sizeof(*ls));
+        double *pc = calloc((size_t)n_exp, sizeof(double));
+        if (!nl || !pc) {
+            free(pc);
+            free(res);
+            if (nl)
+                ls = nl;
+            break;
+        }
+        ls = nl;
+        for (int e = 0; e < n_exp; e++)
+            pc[e] = per ? 100.0 * (double)res[e] / (double)per : 0.0;
+        ls[n++] = (struct expert_layer){il, n_exp, per, pc};
+        free(res);
+    }
+    *out = ls;
+    return n;
+}
+
+/* The hot (layer, expert) pairs of a usage profile: lines
+ * "infer_expert_routed_tokens_total{layer="L",expert="E"} N" (infer serve's
+ * /metrics as saved) or "L E N"; a pair is hot when N > 0.  Returns the
+ * number of hot pairs written to hot (layer * n_expert + expert), -1 when
+ * the file cannot be read (message printed). */
+static int read_profile(const char *path, int n_layer, int n_expert, bool *hot)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "error: cannot open the expert profile '%s'\n", path);
+        return -1;
+    }
+    char line[512];
+    int n = 0, bad = 0;
+    while (fgets(line, sizeof(line), f)) {
+        int l, e;
+        double c;
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        if (sscanf(line, "infer_expert_routed_tokens_total{layer=\"%d\",expert=\"%d\"} %lf", &l, &e, &c) != 3 &&
+            sscanf(line, "%d %d %lf", &l, &e, &c) != 3) {
+            if (!strncmp(line, "infer_", 6))
+                continue; /* other metrics of a saved /metrics page */
+            bad++;
+            continue;
+        }
+        if (l < 0 || l >= n_layer || e < 0 || e >= n_expert) {
+            bad++;
+            continue;
+        }
+        if (c > 0 && !hot[(size_t)l * n_expert + e]) {
+            hot[(size_t)l * n_expert + e] = true;
+            n++;
+        }
+    }
+    fclose(f);
+    if (bad)
+        fprintf(stderr, "warning: %s: %d lines are not 'LAYER EXPERT COUNT' of this model (ignored)\n", path, bad);
+    return n;
+}
+
+/* Read into the page cache every tensor that is not an expert tensor (each
+ * token reads them) and the hot experts' slices of every blk.N.ffn_*_exps
+ * tensor; the cold experts stay where they are.  *bytes: bytes asked for
+ * (*exp_bytes of them experts). */
+static void warm_experts(const infer_gguf *g, const bool *hot, int n_layer, int n_expert, bool with_rest,
+                         uint64_t *bytes, uint64_t *exp_bytes)
+{
+    static const char *const kinds[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_gate_up_exps", "ffn_down_exps"};
+    *bytes = *exp_bytes = 0;
+    for (int64_t i = 0; with_rest && i < infer_gguf_n_tensors(g); i++) {
+        infer_tensor_info t;
+        if (infer_gguf_tensor(g, i, &t) != INFER_OK || !t.nbytes || (t.n_dims == 3 && strstr(t.name, "_exps.")))
+            continue;
+        if (infer_gguf_warm_range(g, t.offset, t.nbytes) == INFER_OK)
+            *bytes += t.nbytes;
+    }
+    for (int il = 0; il < n_layer; il++)
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+            char name[96];
+            snprintf(name, sizeof(name), "blk.%d.%s.weight", il, kinds[k]);
+            const int64_t ti = infer_gguf_find_tensor(g, name);
+            infer_tensor_info t;
+            if (ti < 0 || infer_gguf_tensor(g, ti, &t) != INFER_OK || t.n_dims != 3 || t.ne[2] != n_expert)
+                continue;
+            const uint64_t slice = t.nbytes / (uint64_t)n_expert;
+            for (int e = 0; e < n_expert; e++)
+                if (hot[(size_t)il * n_expert + e] &&
+                    infer_gguf_warm_range(g, t.offset + (uint64_t)e * slice, slice) == INFER_OK)
+                    *exp_bytes += slice;
+        }
+}
+
 static void json_str(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -96,6 +236,8 @@ int cmd_info(int argc, char **argv)
         groups[k].bytes += t.nbytes;
         groups[k].resident += tr.bytes_resident;
     }
+    struct expert_layer *exl = NULL;
+    const int n_exl = expert_residency(g, &exl);
     char hex[65] = "";
     if (sha && infer_file_sha256(path, hex) != INFER_OK) {
         infer_gguf_close(g);
@@ -134,6 +276,14 @@ int cmd_info(int argc, char **argv)
                    k ? ", " : "", groups[k].type_name, groups[k].n, (unsigned long long)groups[k].elements,
                    (unsigned long long)groups[k].bytes,
                    groups[k].bytes ? 100.0 * (double)groups[k].resident / (double)groups[k].bytes : 0.0);
+        printf("], \"experts\": [");
+        for (int i = 0; i < n_exl; i++) {
+            printf("%s{\"layer\": %d, \"n_expert\": %d, \"bytes_per_expert\": %llu, \"resident_percent\": [",
+                   i ? ", " : "", exl[i].layer, exl[i].n_expert, (unsigned long long)exl[i].bytes_per_expert);
+            for (int e = 0; e < exl[i].n_expert; e++)
+                printf("%s%.2f", e ? ", " : "", exl[i].percent[e]);
+            printf("]}");
+        }
         printf("], \"metadata\": {");
         for (int64_t i = 0; i < infer_gguf_n_kv(g); i++) {
             char val[512];
@@ -164,6 +314,22 @@ int cmd_info(int argc, char **argv)
             printf("  %-8s %7d %14llu %12.2f %8.1f%%\n", groups[k].type_name, groups[k].n,
                    (unsigned long long)groups[k].elements, mib(groups[k].bytes),
                    groups[k].bytes ? 100.0 * (double)groups[k].resident / (double)groups[k].bytes : 0.0);
+        if (n_exl > 0) {
+            printf("\nexperts in the page cache (per layer: fully / partly / not resident, of %d):\n",
+                   exl[0].n_expert);
+            for (int i = 0; i < n_exl; i++) {
+                int full = 0, part = 0;
+                double sum = 0;
+                for (int e = 0; e < exl[i].n_expert; e++) {
+                    full += exl[i].percent[e] >= 99.995;
+                    part += exl[i].percent[e] > 0 && exl[i].percent[e] < 99.995;
+                    sum += exl[i].percent[e];
+                }
+                printf("  blk.%-4d %4d / %4d / %4d   %5.1f%% of %.2f MiB\n", exl[i].layer, full, part,
+                       exl[i].n_expert - full - part, sum / exl[i].n_expert,
+                       mib(exl[i].bytes_per_expert * (uint64_t)exl[i].n_expert));
+            }
+        }
         printf("\nmetadata: %lld keys\n", (long long)infer_gguf_n_kv(g));
         for (int64_t i = 0; i < infer_gguf_n_kv(g); i++) {
             char val[160];
@@ -172,6 +338,9 @@ int cmd_info(int argc, char **argv)
     }
     for (int k = 0; k < n_groups; k++)
         free((void *)groups[k].type_name);
+    for (int i = 0; i < n_exl; i++)
+        free(exl[i].percent);
+    free(exl);
     infer_gguf_close(g);
     return 0;
 }
@@ -198,18 +367,32 @@ static int parse_model_opts(int argc, char **argv, const char *usage_line, const
 
 int cmd_warm(int argc, char **argv)
 {
-    const char *path;
-    int threads = 0, huge = 0;
-    for (int i = 1; i < argc; i++) /* --huge is warm's own; the rest is parse_model_opts' */
+    const char *path, *profile = NULL;
+    int threads = 0, huge = 0, experts_only = 0;
+    for (int i = 1; i < argc; i++) /* --huge, --experts are warm's own; the rest is parse_model_opts' */
         if (!strcmp(argv[i], "--huge")) {
             huge = 1;
             memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof(*argv));
             argc--, i--;
+        } else if (!strcmp(argv[i], "--experts-only")) {
+            experts_only = 1;
+            memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof(*argv));
+            argc--, i--;
+        } else if (!strcmp(argv[i], "--experts") && i + 1 < argc) {
+            profile = argv[i + 1];
+            memmove(argv + i, argv + i + 2, (size_t)(argc - i - 1) * sizeof(*argv));
+            argc -= 2, i--;
         }
     int rc = parse_model_opts(argc, argv,
-                              "usage: infer warm [-m] MODEL [-t THREADS] [--huge]\n"
+                              "usage: infer warm [-m] MODEL [-t THREADS] [--huge] [--experts PROFILE [--experts-only]]\n"
                               "  --huge  drop the file's pages first and read it again, so that the page cache\n"
-                              "          holds it in 2 MiB pages where the kernel can (faster decode)",
+                              "          holds it in 2 MiB pages where the kernel can (faster decode)\n"
+                              "  --experts PROFILE  MoE models: read the tensors every token uses and, of the\n"
+                              "          experts, only those a usage profile routed tokens to (lines 'LAYER EXPERT\n"
+                              "          COUNT', or a saved /metrics page of infer serve), so that a board whose RAM\n"
+                              "          cannot hold every expert keeps the hot ones in the page cache\n"
+                              "  --experts-only  with --experts: the hot experts and nothing else (the kernel's\n"
+                              "          readahead of large reads may bring neighbouring bytes in as well)",
                               &path, &threads);
     if (rc >= 0)
         return rc;
@@ -218,6 +401,38 @@ int cmd_warm(int argc, char **argv)
         return cli_fail(NULL);
     infer_residency before, after;
     infer_gguf_residency(g, &before);
+    if (profile) {
+        char key[160];
+        const char *arch = infer_gguf_get_str(g, "general.architecture", "?");
+        snprintf(key, sizeof(key), "%s.block_count", arch);
+        const int64_t n_layer = infer_gguf_get_int(g, key, 0);
+        snprintf(key, sizeof(key), "%s.expert_count", arch);
+        const int64_t n_expert = infer_gguf_get_int(g, key, 0);
+        if (n_layer <= 0 || n_layer > 4096 || n_expert <= 0 || n_expert > 1024) {
+            fprintf(stderr, "error: %s is not a mixture-of-experts model (no %s)\n", path, key);
+            infer_gguf_close(g);
+            return 1;
+        }
+        bool *hot = calloc((size_t)(n_layer * n_expert), sizeof(bool));
+        const int n_hot = hot ? read_profile(profile, (int)n_layer, (int)n_expert, hot) : -1;
+        if (n_hot < 0) {
+            free(hot);
+            infer_gguf_close(g);
+            return 1;
+        }
+        double t0 = infer_now_seconds();
+        uint64_t bytes, exp_bytes;
+        warm_experts(g, hot, (int)n_layer, (int)n_expert, !experts_only, &bytes, &exp_bytes);
+        const double secs = infer_now_seconds() - t0;
+        infer_gguf_residency(g, &after);
+        printf("warm --experts %s: %d of %lld experts (%lld layers x %lld) hot; %.1f MiB of hot experts and %.1f MiB "
+               "of other tensors touched in %.3f s; the file %.1f%% -> %.1f%% resident\n",
+               profile, n_hot, (long long)(n_layer * n_expert), (long long)n_layer, (long long)n_expert,
+               mib(exp_bytes), mib(bytes), secs, before.percent, after.percent);
+        free(hot);
+        infer_gguf_close(g);
+        return 0;
+    }
     if (huge) { /* pages this map holds cannot be dropped: close it first */
         infer_gguf_close(g);
         if (infer_file_cold(path) != INFER_OK || infer_gguf_open(&g, path, 0) != INFER_OK)

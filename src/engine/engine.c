@@ -209,6 +209,17 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
         engine_destroy(e);
         return st;
     }
+    /* a MoE model larger than the RAM: say what will happen rather than thrash silently */
+    uint64_t mem_total, mem_avail;
+    if (m->c.n_expert > 0 && read_meminfo(&mem_total, &mem_avail) && m->gguf->size > mem_total) {
+        char msg[400];
+        snprintf(msg, sizeof(msg),
+                 "the model (%.0f MiB) is larger than the RAM (%.0f MiB): experts not in the page cache are read "
+                 "from storage whenever a token is routed to them (infer info shows which are resident; infer "
+                 "warm --experts PROFILE keeps the hot ones in)",
+                 (double)m->gguf->size / (1 << 20), (double)mem_total / (1 << 20));
+        e->log(e->log_ctx, msg);
+    }
     e->b_tokens = malloc((size_t)p.n_batch * sizeof(*e->b_tokens));
     e->b_seq = malloc((size_t)p.n_batch * sizeof(*e->b_seq));
     e->b_pos = malloc((size_t)p.n_batch * sizeof(*e->b_pos));
@@ -287,6 +298,16 @@ void infer_engine_clear_cache(infer_engine *e)
 }
 
 const char *infer_engine_fingerprint(const infer_engine *e) { return e->fp_hex; }
+
+size_t infer_engine_expert_counts(const infer_engine *e, uint64_t *counts, size_t n)
+{
+    const size_t total = (size_t)e->m->c.n_layer * (size_t)e->m->c.n_expert;
+    if (!e->rs.expert_counts)
+        return 0;
+    if (counts && n > 0)
+        memcpy(counts, e->rs.expert_counts, (n < total ? n : total) * sizeof(*counts));
+    return total;
+}
 
 /* Shrink the marks while MemAvailable is below the floor (checked at most
  * once a second). */

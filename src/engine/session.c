@@ -63,6 +63,9 @@ void infer_model_free(infer_model *m)
 const infer_gguf *infer_model_gguf(const infer_model *m) { return m->gguf; }
 int infer_model_n_vocab(const infer_model *m) { return m->c.n_vocab; }
 int infer_model_n_ctx_train(const infer_model *m) { return m->c.n_ctx_train; }
+int infer_model_n_layers(const infer_model *m) { return m->c.n_layer; }
+int infer_model_n_experts(const infer_model *m) { return m->c.n_expert; }
+int infer_model_n_experts_used(const infer_model *m) { return m->c.n_expert_used; }
 double infer_model_load_seconds(const infer_model *m) { return m->load_seconds; }
 
 const char *infer_model_arch(const infer_model *m)

@@ -24,6 +24,9 @@
  *                                              are the two halves of one ffn_up
  *                                              (post_norms: rmsnorm(f) * post_ffw_norm)
  *     x = x + f * residual_mult
+ *     mixture of experts (qwen2moe, qwen3moe, olmoe, granitemoe): f is instead the weighted
+ *       sum of the top-k routed experts' FFNs plus a shared expert (moe.c); olmoe's
+ *       q_norm/k_norm span the whole projection
  *   logits = (rmsnorm(x) * output_norm) Wout   (Wout = token embedding when tied)
  *   logits *= logit_mult (granite); logits = cap tanh(logits / cap) (gemma2)
  *
@@ -33,6 +36,7 @@
  * 2025), YaRN (Peng et al. 2023), Phi-3 technical report (LongRoPE, 2024).
  */
 #include "forward.h"
+#include "moe.h"
 
 #include "../../kernels/attention.h"
 #include "../../kernels/matmul.h"
@@ -62,6 +66,11 @@ infer_status run_state_init(struct run_state *s, const struct infer_model *m, in
     s->blocks = malloc(nb * sizeof(*s->blocks));
     s->rope_cs = malloc(2 * nb * (size_t)c->n_rot * sizeof(float));
     s->rope_factors = model_rope_factors(m, n_ctx);
+    if (c->n_expert > 0 &&
+        !(s->expert_counts = calloc((size_t)c->n_layer * (size_t)c->n_expert, sizeof(*s->expert_counts)))) {
+        run_state_free(s);
+        return infer_error(INFER_ERR_NOMEM, "out of memory for expert counts");
+    }
     if (!s->blocks || !s->rope_cs || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->att || !s->hb || !s->hb2) {
         run_state_free(s);
         return infer_error(INFER_ERR_NOMEM, "out of memory for activations of %d tokens", n_batch);
@@ -82,13 +91,14 @@ void run_state_free(struct run_state *s)
     free(s->hb2);
     free(s->blocks);
     free(s->rope_cs);
+    free(s->expert_counts);
     memset(s, 0, sizeof(*s));
 }
 
 /* INFER_PROFILE=1: wall time of each part of the forward pass, summed over
  * the process and printed to stderr at exit, to see where decode or prefill
  * time goes on a given machine.  Off, it costs one test per part. */
-enum { PR_QKV, PR_ATTN, PR_WO, PR_FFN_UP, PR_ACT, PR_FFN_DOWN, PR_OUT, PR_OTHER, PR_N };
+enum { PR_QKV, PR_ATTN, PR_WO, PR_FFN_UP, PR_ACT, PR_FFN_DOWN, PR_MOE, PR_OUT, PR_OTHER, PR_N };
 static struct {
     int on; /* -1: not read yet */
     double t[PR_N];
@@ -99,7 +109,8 @@ static void prof_report(void)
 {
     static const char *const names[PR_N] = {
         "Q/K/V projections", "attention (q/k norms, RoPE, KV store, attention)", "attention output projection",
-        "FFN gate/up projections", "FFN activation", "FFN down projection", "output norm + vocabulary projection",
+        "FFN gate/up projections", "FFN activation", "FFN down projection",
+        "experts (router, grouped expert matmuls, shared expert)", "output norm + vocabulary projection",
         "norms, residual adds, embeddings"};
     double total = 0;
     for (int i = 0; i < PR_N; i++)
@@ -413,6 +424,9 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
         if (c->qk_norm) {
             rmsnorm_rows(s->q, s->q, l->q_norm, n_tok * c->n_head, head_dim, c->rms_eps);
             rmsnorm_rows(s->k, s->k, l->k_norm, n_tok * c->n_head_kv, head_dim, c->rms_eps);
+        } else if (c->qk_norm_full) {
+            rmsnorm_rows(s->q, s->q, l->q_norm, n_tok, q_dim, c->rms_eps);
+            rmsnorm_rows(s->k, s->k, l->k_norm, n_tok, kv_dim, c->rms_eps);
         }
         if (model_layer_has_rope(c, il)) {
             const float *cs = s->rope_cs + (swa ? n_tok * c->n_rot : 0);
@@ -451,6 +465,14 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
         /* feed-forward */
         rmsnorm_rows(s->xb, s->x, l->ffn_norm, n_tok, n_embd, c->rms_eps);
         prof_mark(pon, &pt, PR_OTHER);
+        if (c->n_expert > 0) {
+            if ((st = moe_ffn(c, l, s->xb, n_tok, s->xb2, s->expert_counts + (size_t)il * c->n_expert)))
+                return st;
+            prof_mark(pon, &pt, PR_MOE);
+            residual_add(c, s->x, s->xb2, l->post_ffn_norm, n_tok);
+            prof_mark(pon, &pt, PR_OTHER);
+            continue;
+        }
         if ((st = mat_mul_same_input(s->xb, n_tok, 2, (float *const[]){s->hb, s->hb2},
                                      (const struct mat *const[]){&l->ffn_gate, &l->ffn_up})))
             return st;

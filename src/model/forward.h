@@ -22,6 +22,7 @@ struct run_state {
     float *rope_cs;         /* (2, n_batch, n_rot) RoPE angles of each token, global then
                              * sliding-window layers (rope_angles) */
     const float *rope_factors; /* frequency factors for this context (model_rope_factors) */
+    uint64_t *expert_counts;   /* (n_layer, n_expert) tokens routed to each expert so far, or NULL */
 };
 
 /* Activations for n_batch tokens of a context of up to n_ctx tokens (which

@@ -28,6 +28,15 @@ static const struct arch_row {
     int nope_every;     /* no RoPE on every n-th layer (smollm3) */
     bool mistral3;      /* YaRN beta keys, log multiplier, attention temperature */
     bool tied;          /* the output projection is always token_embd (gemma2) */
+    bool qk_norm_full;  /* Q/K RMSNorm over the whole projection (olmoe) */
+    /* mixture of experts (build_moe_ffn in llama.cpp's llama-graph.cpp) */
+    bool moe;           /* every layer's FFN is routed experts */
+    bool moe_norm_w;    /* top-k weights renormalised (qwen3moe, granitemoe: norm_w = true) */
+    bool ff_exp_key;    /* expert width from expert_feed_forward_length, default n_ff / used
+                         * (qwen2moe, qwen3moe); else feed_forward_length (olmoe, granitemoe) */
+    enum { SHEXP_NONE, SHEXP_GATED, SHEXP_OPTIONAL } shexp; /* shared expert: qwen2moe always,
+                         * sigmoid-gated, width expert_shared_feed_forward_length (default n_ff);
+                         * granitemoe when that key is > 0, ungated */
 } arch_rows[] = {
     [ARCH_LLAMA] = {"llama"},
     [ARCH_QWEN2] = {"qwen2", .neox = true, .qkv_bias = true},
@@ -40,6 +49,11 @@ static const struct arch_row {
     [ARCH_GRANITE] = {"granite", .multipliers = true},
     [ARCH_SMOLLM3] = {"smollm3", .nope_every = 4},
     [ARCH_MISTRAL3] = {"mistral3", .mistral3 = true},
+    [ARCH_QWEN2MOE] = {"qwen2moe", .neox = true, .moe = true, .ff_exp_key = true, .shexp = SHEXP_GATED},
+    [ARCH_QWEN3MOE] = {"qwen3moe", .neox = true, .qk_norm = true, .moe = true, .moe_norm_w = true, .ff_exp_key = true},
+    [ARCH_OLMOE] = {"olmoe", .neox = true, .qk_norm_full = true, .moe = true},
+    [ARCH_GRANITEMOE] = {"granitemoe", .multipliers = true, .moe = true, .moe_norm_w = true,
+                         .shexp = SHEXP_OPTIONAL},
 };
 #define N_ARCH ((int)(sizeof(arch_rows) / sizeof(arch_rows[0])))
 
@@ -97,6 +111,35 @@ static bool hp_has(const struct hp_reader *r, const char *suffix)
     char key[160];
     snprintf(key, sizeof(key), "%s.%s", r->arch, suffix);
     return gguf_get_kv(r->g, key) != NULL;
+}
+
+/* The expert counts and widths, as llama.cpp's loader reads them
+ * (llama-model.cpp load_hparams, src/models/<arch>.cpp load_arch_hparams).
+ * Every count is checked here so that no tensor shape is computed from a
+ * hostile value: 1 <= expert_used_count <= expert_count <= 1024 (llama.cpp's
+ * LLAMA_MAX_EXPERTS). */
+static infer_status read_moe(struct model_config *c, const struct hp_reader *r, const struct arch_row *row)
+{
+    infer_status st;
+    const int64_t BIG = 1 << 20;
+    if ((st = hp_int(r, "expert_count", 0, true, 1, 1024, &c->n_expert)) ||
+        (st = hp_int(r, "expert_used_count", 0, true, 1, c->n_expert, &c->n_expert_used)))
+        return st;
+    c->n_ff_exp = c->n_ff;
+    if (row->ff_exp_key) {
+        const int dflt = c->n_ff / c->n_expert_used;
+        if ((st = hp_int(r, "expert_feed_forward_length", dflt, dflt < 1, 1, BIG, &c->n_ff_exp)))
+            return st;
+    }
+    if (row->shexp == SHEXP_GATED &&
+        (st = hp_int(r, "expert_shared_feed_forward_length", c->n_ff, false, 1, BIG, &c->n_ff_shexp)))
+        return st;
+    if (row->shexp == SHEXP_OPTIONAL &&
+        (st = hp_int(r, "expert_shared_feed_forward_length", 0, false, 0, BIG, &c->n_ff_shexp)))
+        return st;
+    c->shexp_gated = row->shexp == SHEXP_GATED;
+    c->moe_norm_w = row->moe_norm_w;
+    return INFER_OK;
 }
 
 /* RoPE scaling as llama.cpp's loader and context set it up (llama-model.cpp
@@ -175,7 +218,7 @@ static infer_status read_config(struct model_config *c, const infer_gguf *g)
     if (a < 0)
         return infer_error(INFER_ERR_UNSUPPORTED,
                            "unsupported model architecture '%s' (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, "
-                           "granite, smollm3, mistral3)",
+                           "granite, smollm3, mistral3, qwen2moe, qwen3moe, olmoe, granitemoe)",
                            arch);
     const struct arch_row *row = &arch_rows[a];
     memset(c, 0, sizeof(*c));
@@ -248,12 +291,17 @@ static infer_status read_config(struct model_config *c, const infer_gguf *g)
         if (attn != 0.0f)
             c->attn_scale = attn;
         char key[160];
+        /* granite switches RoPE off with rope.scaling.finetuned = false;
+         * llama.cpp's granitemoe does not read the key */
         snprintf(key, sizeof(key), "%s.rope.scaling.finetuned", arch);
-        c->rope_none = !infer_gguf_get_bool(g, key, true);
+        c->rope_none = c->arch == ARCH_GRANITE && !infer_gguf_get_bool(g, key, true);
     }
     if (row->mistral3 &&
         (st = hp_float_in(&r, "attention.temperature_scale", 0.0, -1e6, 1e6, &c->attn_temp_scale)))
         return st;
+    c->qk_norm_full = row->qk_norm_full;
+    if (row->moe)
+        return read_moe(c, &r, row);
     return INFER_OK;
 }
 
@@ -406,6 +454,87 @@ static infer_status bind_gate_up(struct infer_model *m, int il)
     return INFER_OK;
 }
 
+/* n_expert matrices n_in -> n_out in one 3-D tensor, ne = (n_in, n_out,
+ * n_expert).  gguf.c has checked that all n_in * n_out * n_expert elements
+ * lie inside the file, so every expert's rows can be read. */
+static infer_status bind_exps(const infer_gguf *g, const char *name, int64_t n_in, int64_t n_out, int64_t n_expert,
+                              bool required, struct mat_exps *out)
+{
+    const struct gguf_tensor *t;
+    memset(out, 0, sizeof(*out));
+    infer_status st = find_tensor(g, name, required, &t);
+    if (st || !t)
+        return st;
+    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert || t->ne[3] != 1)
+        return infer_error(INFER_ERR_FORMAT,
+                           "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld] "
+                           "(expert_count %lld)",
+                           name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                           (long long)t->ne[3], (long long)n_in, (long long)n_out, (long long)n_expert,
+                           (long long)n_expert);
+    if (!kernels_type_supported(t->type))
+        return infer_error(INFER_ERR_UNSUPPORTED, "tensor '%s': unsupported tensor type %s", name,
+                           ggml_type_traits_get(t->type)->name);
+    out->m.data = t->data;
+    out->m.type = t->type;
+    out->m.n_in = n_in;
+    out->m.n_out = n_out;
+    out->stride = ggml_row_size(t->type, n_in) * (size_t)n_out;
+    return INFER_OK;
+}
+
+/* A mixture-of-experts FFN: the router, the experts' gate and up (two 3-D
+ * tensors or one ffn_gate_up_exps, gate rows first in each expert, as
+ * llama.cpp's create_tensor_gate_up_exps), their down projections, and the
+ * shared expert where the family has one. */
+static infer_status bind_moe(struct infer_model *m, int il)
+{
+    const struct model_config *c = &m->c;
+    struct layer_weights *l = &m->w.layers[il];
+    const infer_gguf *g = m->gguf;
+    const int64_t E = c->n_expert, F = c->n_ff_exp, D = c->n_embd;
+    char name[96];
+    infer_status st;
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", il);
+    if ((st = bind_mat(g, name, D, E, true, &l->ffn_gate_inp)))
+        return st;
+    struct mat_exps gu;
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate_up_exps.weight", il);
+    if ((st = bind_exps(g, name, D, 2 * F, E, false, &gu)))
+        return st;
+    if (gu.m.data) {
+        l->gate_up_merged = true;
+        l->ffn_gate_exps = gu;
+        l->ffn_gate_exps.m.n_out = F;
+        l->ffn_up_exps = l->ffn_gate_exps;
+        l->ffn_up_exps.m.data = (const uint8_t *)gu.m.data + ggml_row_size(gu.m.type, D) * (size_t)F;
+    } else {
+        snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.weight", il);
+        if ((st = bind_exps(g, name, D, F, E, true, &l->ffn_gate_exps)))
+            return st;
+        snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.weight", il);
+        if ((st = bind_exps(g, name, D, F, E, true, &l->ffn_up_exps)))
+            return st;
+    }
+    snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", il);
+    if ((st = bind_exps(g, name, F, D, E, true, &l->ffn_down_exps)))
+        return st;
+    if (c->n_ff_shexp > 0) {
+        const int64_t S = c->n_ff_shexp;
+        const char *const sn[3] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"};
+        struct mat *const out[3] = {&l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp};
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof(name), "blk.%d.%s.weight", il, sn[i]);
+            if ((st = bind_mat(g, name, i < 2 ? D : S, i < 2 ? S : D, true, out[i])))
+                return st;
+        }
+        snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp_shexp.weight", il);
+        if (c->shexp_gated && (st = bind_mat(g, name, D, 1, true, &l->ffn_gate_inp_shexp)))
+            return st;
+    }
+    return INFER_OK;
+}
+
 static infer_status bind_layer(struct infer_model *m, int il)
 {
     const struct model_config *c = &m->c;
@@ -421,11 +550,19 @@ static infer_status bind_layer(struct infer_model *m, int il)
     if ((st = bind_vec(m, n[0], c->n_embd, true, &l->attn_norm)) ||
         (st = bind_qkv(m, il, arch_rows[c->arch].qkv_bias)) ||
         (st = bind_mat(g, n[1], q_dim, c->n_embd, true, &l->wo)) ||
-        (st = bind_vec(m, n[2], c->n_embd, true, &l->ffn_norm)) || (st = bind_gate_up(m, il)) ||
-        (st = bind_mat(g, n[3], c->n_ff, c->n_embd, true, &l->ffn_down)))
+        (st = bind_vec(m, n[2], c->n_embd, true, &l->ffn_norm)))
         return st;
+    if (c->n_expert > 0) {
+        if ((st = bind_moe(m, il)))
+            return st;
+    } else if ((st = bind_gate_up(m, il)) || (st = bind_mat(g, n[3], c->n_ff, c->n_embd, true, &l->ffn_down))) {
+        return st;
+    }
     if (c->qk_norm && ((st = bind_vec(m, n[4], c->head_dim, true, &l->q_norm)) ||
                        (st = bind_vec(m, n[5], c->head_dim, true, &l->k_norm))))
+        return st;
+    if (c->qk_norm_full && ((st = bind_vec(m, n[4], q_dim, true, &l->q_norm)) ||
+                            (st = bind_vec(m, n[5], (int64_t)c->n_head_kv * c->head_dim, true, &l->k_norm))))
         return st;
     if (c->post_norms && ((st = bind_vec(m, n[6], c->n_embd, true, &l->post_attn_norm)) ||
                           (st = bind_vec(m, n[7], c->n_embd, true, &l->post_ffn_norm))))

@@ -24,6 +24,11 @@ enum model_arch {
     ARCH_GRANITE,  /* embedding, residual, attention and logit multipliers */
     ARCH_SMOLLM3,  /* llama without RoPE on every 4th layer */
     ARCH_MISTRAL3, /* llama + YaRN and the attention temperature of long positions */
+    /* mixture of experts: the FFN of every layer is a routed set of experts */
+    ARCH_QWEN2MOE,   /* qwen2 attention, top-k unnormalised, shared expert gated by a sigmoid */
+    ARCH_QWEN3MOE,   /* qwen3 attention, top-k renormalised */
+    ARCH_OLMOE,      /* Q/K RMSNorm over the whole projection, top-k unnormalised */
+    ARCH_GRANITEMOE, /* granite multipliers, top-k renormalised, optional ungated shared expert */
 };
 
 enum ffn_act { FFN_SILU, FFN_GELU };
@@ -58,7 +63,15 @@ struct model_config {
     float logit_mult;    /* logits multiplied by it (granite: 1 / logit_scale); 0 = not */
     bool qk_norm;     /* RMSNorm on q and k per head before RoPE (gemma3, qwen3) */
     bool post_norms;  /* RMSNorm on the attention and FFN outputs (gemma2, gemma3) */
+    bool qk_norm_full; /* q_norm/k_norm span the whole projection, not one head (olmoe) */
     enum ffn_act act;
+    /* mixture of experts (n_expert == 0: a dense FFN) */
+    int n_expert;      /* experts per layer (expert_count) */
+    int n_expert_used; /* experts each token is routed to (expert_used_count), 1..n_expert */
+    int n_ff_exp;      /* hidden width of one expert */
+    int n_ff_shexp;    /* hidden width of the shared expert, 0: none */
+    bool moe_norm_w;   /* the top-k probabilities are renormalised to sum to 1 */
+    bool shexp_gated;  /* the shared expert is scaled by sigmoid(x . gate_inp_shexp) (qwen2moe) */
 };
 
 /* A weight matrix: n_out rows of n_in elements of `type`, inside the map. */
@@ -67,6 +80,22 @@ struct mat {
     uint32_t type;
     int64_t n_in, n_out;
 };
+
+/* n_expert matrices of one shape stored in one 3-D tensor (ne = n_in,
+ * rows, n_expert): expert e's matrix is m with data advanced by e * stride
+ * bytes.  A merged ffn_gate_up_exps is bound as two of these over the same
+ * bytes (gate rows first in each expert, then up rows). */
+struct mat_exps {
+    struct mat m;  /* expert 0 */
+    size_t stride; /* bytes from one expert's matrix to the next */
+};
+
+static inline struct mat mat_expert(const struct mat_exps *x, int e)
+{
+    struct mat m = x->m;
+    m.data = (const uint8_t *)x->m.data + (size_t)e * x->stride;
+    return m;
+}
 
 /* Fused tensors (attn_qkv: Q, K, V rows; phi3's ffn_up: gate, then up rows)
  * are bound as row ranges of the one tensor, so wq, wk, wv, ffn_gate and
@@ -83,6 +112,15 @@ struct layer_weights {
     struct mat ffn_gate, ffn_up;    /* (n_embd) -> (n_ff) */
     struct mat ffn_down;            /* (n_ff) -> (n_embd) */
     const float *post_ffn_norm;     /* (n_embd), gemma3 */
+    /* mixture of experts (model_config.n_expert > 0; ffn_gate/up/down then unbound) */
+    struct mat ffn_gate_inp;        /* router (n_embd) -> (n_expert) */
+    struct mat_exps ffn_gate_exps;  /* per expert (n_embd) -> (n_ff_exp) */
+    struct mat_exps ffn_up_exps;    /* per expert (n_embd) -> (n_ff_exp) */
+    struct mat_exps ffn_down_exps;  /* per expert (n_ff_exp) -> (n_embd) */
+    bool gate_up_merged;            /* gate and up exps are halves of one ffn_gate_up_exps */
+    struct mat ffn_gate_shexp, ffn_up_shexp; /* shared expert (n_embd) -> (n_ff_shexp) */
+    struct mat ffn_down_shexp;      /* (n_ff_shexp) -> (n_embd) */
+    struct mat ffn_gate_inp_shexp;  /* (n_embd) -> (1), qwen2moe's shared-expert gate */
 };
 
 struct model_weights {

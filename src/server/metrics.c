@@ -199,6 +199,14 @@ char *metrics_render(const struct server_metrics *m, const struct server_gauges 
     gauge(f, "infer_model_load_seconds", "Duration of the last load.", m->model_load_seconds);
     gauge(f, "infer_keep_alive_seconds", "Idle time before unloading (-1: never).", g->keep_alive);
     gauge(f, "infer_idle_seconds", "Seconds since the last request finished (0 while busy).", g->idle_seconds);
+    if (g->experts && g->n_experts > 0) {
+        /* the experts' share of the work, to see which are hot (infer info shows which are resident) */
+        head(f, "infer_expert_routed_tokens_total", "counter",
+             "Tokens routed to each expert of a mixture-of-experts model, by layer.");
+        for (size_t i = 0; i < g->n_experts_total; i++)
+            fprintf(f, "infer_expert_routed_tokens_total{layer=\"%zu\",expert=\"%zu\"} %llu\n",
+                    i / (size_t)g->n_experts, i % (size_t)g->n_experts, (unsigned long long)g->experts[i]);
+    }
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

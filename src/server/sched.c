@@ -67,6 +67,11 @@ struct sched {
     infer_cache_metrics cm;    /* engine figures, copied after every step (under mu) */
     infer_cache_metrics base;  /* counters of engines already freed (unloads) */
     uint64_t model_bytes;
+    /* MoE models: tokens routed to each expert (layer-major), base + the
+     * engine's, copied with cm (under mu); experts_base: engines freed */
+    uint64_t *experts, *experts_base;
+    size_t n_experts_total;
+    int n_experts;
 
     /* engine thread only */
     infer_model *model;
@@ -205,6 +210,31 @@ static void metrics_fold(infer_cache_metrics *base, const infer_cache_metrics *m
 
 /* Free the engine (its cache goes to --cache-dir if there is one) and the
  * model (the weights are unmapped).  No slot may be in use. */
+/* s->experts = the freed engines' counts + the current engine's (under mu). */
+static void experts_copy(struct sched *s)
+{
+    const size_t n = s->engine ? infer_engine_expert_counts(s->engine, NULL, 0) : 0;
+    if (n == 0)
+        return;
+    if (n != s->n_experts_total) { /* first load, or another model shape: start over */
+        uint64_t *a = calloc(n, sizeof(*a)), *b = calloc(n, sizeof(*b));
+        if (!a || !b) {
+            free(a);
+            free(b);
+            return;
+        }
+        free(s->experts);
+        free(s->experts_base);
+        s->experts = a;
+        s->experts_base = b;
+        s->n_experts_total = n;
+        s->n_experts = infer_model_n_experts(s->model);
+    }
+    infer_engine_expert_counts(s->engine, s->experts, n);
+    for (size_t i = 0; i < n; i++)
+        s->experts[i] += s->experts_base[i];
+}
+
 static void model_unload(struct sched *s)
 {
     if (s->engine) {
@@ -213,6 +243,9 @@ static void model_unload(struct sched *s)
         pthread_mutex_lock(&s->srv->mu);
         metrics_fold(&s->base, &m);
         memset(&s->cm, 0, sizeof(s->cm));
+        experts_copy(s);
+        if (s->experts)
+            memcpy(s->experts_base, s->experts, s->n_experts_total * sizeof(*s->experts));
         pthread_mutex_unlock(&s->srv->mu);
     }
     infer_engine_free(s->engine);
@@ -286,6 +319,7 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
     s->srv->metrics.model_loads++;
     s->srv->metrics.model_load_seconds = dt;
     infer_engine_get_metrics(s->engine, &s->cm);
+    experts_copy(s);
     pthread_mutex_unlock(&s->srv->mu);
     fprintf(stderr,
             "serve: model %s loaded in %.0f ms (%s, chat template %s, %d sequences of %d tokens, KV %s/%s, prefix "
@@ -638,8 +672,10 @@ static void publish(struct sched *s)
         s->n_running--;
         job_finish(srv, j);
     }
-    if (s->engine)
+    if (s->engine) {
         infer_engine_get_metrics(s->engine, &s->cm);
+        experts_copy(s);
+    }
 }
 
 static void fail_all(struct sched *s, struct job **list, struct job **tail, int *count, int status,
@@ -809,6 +845,8 @@ int sched_start(struct server *srv)
     if (!s->slots || !s->step_sess || !s->step_status || !s->step_slot) {
         free(s->slots);
         free(s->step_sess);
+        free(s->experts);
+        free(s->experts_base);
         free(s->step_status);
         free(s->step_slot);
         free(s);
@@ -822,6 +860,8 @@ int sched_start(struct server *srv)
         srv->sched = NULL;
         free(s->slots);
         free(s->step_sess);
+        free(s->experts);
+        free(s->experts_base);
         free(s->step_status);
         free(s->step_slot);
         free(s);
@@ -855,6 +895,8 @@ void sched_free(struct server *srv)
     }
     free(s->slots);
     free(s->step_sess);
+    free(s->experts);
+    free(s->experts_base);
     free(s->step_status);
     free(s->step_slot);
     pthread_cond_destroy(&s->cv);
@@ -905,6 +947,9 @@ void sched_gauges(struct server *srv, struct server_gauges *g)
     }
     g->cache = s->cm;
     g->cache_base = s->base;
+    g->experts = s->experts;
+    g->n_experts_total = s->n_experts_total;
+    g->n_experts = s->n_experts;
     g->prefix_cache = !srv->cfg->no_prefix_cache;
     g->keep_alive = srv->cfg->keep_alive;
     g->idle_seconds = s->n_running == 0 && s->n_waiting == 0 ? infer_now_seconds() - s->idle_since : 0;

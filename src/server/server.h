@@ -208,6 +208,9 @@ struct server_gauges {
     uint64_t model_bytes, model_resident_bytes;
     infer_cache_metrics cache;      /* the engine's (zero while unloaded) */
     infer_cache_metrics cache_base; /* counters of engines freed by unloads */
+    const uint64_t *experts;        /* MoE: tokens routed per (layer, expert), valid under mu */
+    size_t n_experts_total;
+    int n_experts;
     bool prefix_cache;
     double keep_alive;
     double idle_seconds;

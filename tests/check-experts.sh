@@ -1,0 +1,55 @@
+#!/bin/sh
+# check-experts.sh - the per-expert page-cache and routing figures of a MoE
+# model through the CLI: `infer info --json` shows 0% for every expert of a
+# cold file and 100% after `infer warm`; `infer warm --experts PROFILE
+# --experts-only` brings exactly the profiled experts in; `infer bench -o json` reports, for
+# each layer, exactly n_tokens x experts_used routings per test.
+# Exit status as automake's test driver expects: 0 pass, 77 skip, 1 fail.
+set -u
+builddir=${INFER_BUILDDIR:-.}
+infer="$builddir/infer"
+src="$builddir/models/gen/olmoe-q8_0.gguf" # 2 layers of 16 experts, 4 per token
+py=${PYTHON:-python3}
+if ! test -x "$infer" || ! test -r "$src" || ! "$py" -c 'import json' 2>/dev/null; then
+    echo "SKIP: needs $infer, $src and a python"
+    exit 77
+fi
+# a private copy: no other test maps it, so `infer cold` can drop its pages
+model="$builddir/tests/check-experts.gguf"
+cp "$src" "$model" || exit 1
+trap 'rm -f "$model"' EXIT
+fail=0
+check() { # NAME PYTHON-EXPRESSION-ON-d
+    if ! "$py" -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if ($2) else 1)"; then
+        echo "FAIL: $1"
+        fail=1
+    else
+        echo "PASS: $1"
+    fi
+}
+"$infer" cold "$model" >/dev/null || exit 1
+"$infer" info --json "$model" | check "cold file: every expert 0% resident" \
+    "len(d['experts']) == 2 and all(l['n_expert'] == 16 and len(l['resident_percent']) == 16 and
+     max(l['resident_percent']) == 0 for l in d['experts'])"
+"$infer" warm "$model" >/dev/null || exit 1
+"$infer" info --json "$model" | check "after warm: every expert 100% resident" \
+    "all(min(l['resident_percent']) == 100 for l in d['experts'])"
+# a usage profile (LAYER EXPERT COUNT, or /metrics lines): exactly those experts come in
+"$infer" cold "$model" >/dev/null || exit 1
+profile="$builddir/tests/check-experts.profile"
+printf '# layer expert count\n0 2 5\n0 7 1\ninfer_expert_routed_tokens_total{layer="0",expert="12"} 3\n1 5 9\n1 6 0\n' \
+    >"$profile"
+"$infer" warm --experts "$profile" --experts-only "$model" >/dev/null || exit 1
+rm -f "$profile"
+"$infer" info --json "$model" | check "warm --experts: the profiled experts 100%, those not next to them 0%" \
+    "[l['resident_percent'][e] for l, e in ((d['experts'][0], 2), (d['experts'][0], 7), (d['experts'][0], 12),
+                                           (d['experts'][1], 5))] == [100] * 4 and
+     max(d['experts'][0]['resident_percent'][e] for e in (0, 4, 5, 9, 10, 14, 15)) == 0 and
+     max(d['experts'][1]['resident_percent'][e] for e in (0, 1, 2, 3, 7, 8, 9, 10, 11, 12, 13, 14, 15)) == 0"
+"$infer" info --json "$builddir/models/gen/qwen3-f32.gguf" | check "dense model: no experts" "d['experts'] == []"
+"$infer" bench -m "$model" -p 16 -n 4 -r 2 -t 1 -o json 2>/dev/null | check \
+    "bench -o json: 2 x 16 x 4 routings per layer for pp16 (2 reps), 2 x 4 x 4 for tg4" \
+    "[t['test'] for t in d] == ['pp16', 'tg4'] and
+     [sum(l) for l in d[0]['expert_counts']] == [128, 128] and
+     [sum(l) for l in d[1]['expert_counts']] == [32, 32] and all(len(l) == 16 for l in d[0]['expert_counts'])"
+exit $fail

@@ -1,0 +1,344 @@
+/*
+ * test-moe.c - the mixture-of-experts FFN (src/model/moe.c).
+ *
+ * The grouped path (activations converted once, tokens grouped by expert,
+ * each expert's matmuls over all its tokens, weighted shares added into the
+ * output rows) must give exactly the bits of the token-at-a-time reference
+ * path (moe_ffn_ref), whatever the expert types, with an expert that gets no
+ * token and one that gets every token, with a merged gate_up tensor, and
+ * with a shared expert; and both must be the math of llama.cpp's
+ * build_moe_ffn, checked against a double-precision evaluation of the
+ * dequantized weights.  kernels-variants.sh runs this program once per
+ * kernel variant the CPU has (INFER_KERNELS), so every SIMD tile the
+ * grouped path reaches is checked against the reference math.
+ */
+#include "test-common.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../kernels/dispatch.h"
+#include "../kernels/matmul.h"
+#include "../kernels/quants.h"
+#include "../kernels/types.h"
+#include "model/moe.h"
+
+enum { D = 256, F = 256, E = 6, K = 2, S = 256, NTOK = 37 };
+
+static uint64_t rng_state = 12345;
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+
+/* n_rows rows of D floats (scaled by g) encoded in `type` (F32, Q8_0, Q4_0:
+ * the reference quantizers; Q4_K: random blocks with small scales). */
+static void *make_rows(uint32_t type, int64_t n_rows, int64_t n_in, float g)
+{
+    const size_t row = ggml_row_size(type, n_in);
+    uint8_t *w = malloc(row * (size_t)n_rows);
+    float *f = malloc((size_t)n_in * sizeof(float));
+    assert_non_null(w);
+    assert_non_null(f);
+    for (int64_t r = 0; r < n_rows; r++) {
+        uint8_t *dst = w + (size_t)r * row;
+        for (int64_t i = 0; i < n_in; i++)
+            f[i] = frand() * g;
+        if (type == GGML_TYPE_F32)
+            memcpy(dst, f, (size_t)n_in * sizeof(float));
+        else if (type == GGML_TYPE_Q8_0)
+            quantize_row_q8_0_ref(f, dst, n_in);
+        else if (type == GGML_TYPE_Q4_0)
+            quantize_row_q4_0_ref(f, dst, n_in);
+        else { /* Q4_K: d, dmin (f16), 12 scale bytes, 128 nibble bytes per 256 */
+            assert_int_equal(type, GGML_TYPE_Q4_K);
+            for (size_t b = 0; b < row; b++) {
+                rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+                dst[b] = (uint8_t)(rng_state >> 56);
+            }
+            for (size_t b = 0; b < row; b += 144) {
+                const uint16_t d = fp32_to_fp16(0.02f * g), dm = fp32_to_fp16(0.01f * g);
+                memcpy(dst + b, &d, 2);
+                memcpy(dst + b + 2, &dm, 2);
+            }
+        }
+    }
+    free(f);
+    return w;
+}
+
+static struct mat mat_of(const void *data, uint32_t type, int64_t n_in, int64_t n_out)
+{
+    return (struct mat){.data = data, .type = type, .n_in = n_in, .n_out = n_out};
+}
+
+struct moe_case {
+    struct model_config c;
+    struct layer_weights l;
+    void *bufs[12];
+    int n_bufs;
+};
+
+static void *keep(struct moe_case *mc, void *p)
+{
+    mc->bufs[mc->n_bufs++] = p;
+    return p;
+}
+
+/* Router: x[0] is set to 1 in every token (see make_x), and row 0 reads it
+ * with +40 (expert 0 wins every token), row E-1 with -40 (never chosen);
+ * the rest is random.  Experts of types tg, tu, td; merged: one gate_up
+ * buffer, gate rows first in each expert. */
+static void case_init(struct moe_case *mc, uint32_t tg, uint32_t tu, uint32_t td, bool merged, int shexp,
+                      bool norm_w)
+{
+    memset(mc, 0, sizeof(*mc));
+    struct model_config *c = &mc->c;
+    c->n_embd = D;
+    c->n_expert = E;
+    c->n_expert_used = K;
+    c->n_ff_exp = F;
+    c->moe_norm_w = norm_w;
+    c->n_ff_shexp = shexp ? S : 0;
+    c->shexp_gated = shexp == 2;
+    struct layer_weights *l = &mc->l;
+    float *router = keep(mc, make_rows(GGML_TYPE_F32, E, D, 0.2f));
+    router[0] = 40.0f;
+    router[(E - 1) * D] = -40.0f;
+    l->ffn_gate_inp = mat_of(router, GGML_TYPE_F32, D, E);
+    const size_t rg = ggml_row_size(tg, D), ru = ggml_row_size(tu, D);
+    if (merged) {
+        assert_int_equal(tg, tu);
+        uint8_t *gu = keep(mc, make_rows(tg, (int64_t)E * 2 * F, D, 0.1f));
+        l->gate_up_merged = true;
+        l->ffn_gate_exps = (struct mat_exps){mat_of(gu, tg, D, F), rg * 2 * F};
+        l->ffn_up_exps = (struct mat_exps){mat_of(gu + rg * F, tu, D, F), rg * 2 * F};
+    } else {
+        l->ffn_gate_exps = (struct mat_exps){mat_of(keep(mc, make_rows(tg, (int64_t)E * F, D, 0.1f)), tg, D, F),
+                                             rg * F};
+        l->ffn_up_exps = (struct mat_exps){mat_of(keep(mc, make_rows(tu, (int64_t)E * F, D, 0.1f)), tu, D, F),
+                                           ru * F};
+    }
+    l->ffn_down_exps = (struct mat_exps){mat_of(keep(mc, make_rows(td, (int64_t)E * D, F, 0.1f)), td, F, D),
+                                         ggml_row_size(td, F) * D};
+    if (shexp) {
+        l->ffn_gate_shexp = mat_of(keep(mc, make_rows(GGML_TYPE_Q8_0, S, D, 0.1f)), GGML_TYPE_Q8_0, D, S);
+        l->ffn_up_shexp = mat_of(keep(mc, make_rows(GGML_TYPE_Q8_0, S, D, 0.1f)), GGML_TYPE_Q8_0, D, S);
+        l->ffn_down_shexp = mat_of(keep(mc, make_rows(GGML_TYPE_Q8_0, D, S, 0.1f)), GGML_TYPE_Q8_0, S, D);
+        l->ffn_gate_inp_shexp = mat_of(keep(mc, make_rows(GGML_TYPE_F32, 1, D, 0.2f)), GGML_TYPE_F32, D, 1);
+    }
+}
+
+static void case_free(struct moe_case *mc)
+{
+    for (int i = 0; i < mc->n_bufs; i++)
+        free(mc->bufs[i]);
+}
+
+static float *make_x(int64_t n)
+{
+    float *x = malloc((size_t)n * D * sizeof(float));
+    assert_non_null(x);
+    for (int64_t i = 0; i < n * D; i++)
+        x[i] = frand();
+    for (int64_t t = 0; t < n; t++)
+        x[t * D] = 1.0f;
+    return x;
+}
+
+/* dequantized row r of a matrix */
+static void deq(const struct mat *m, int64_t r, float *out)
+{
+    const uint8_t *p = (const uint8_t *)m->data + (size_t)r * ggml_row_size(m->type, m->n_in);
+    assert_int_equal(dequantize_row(m->type, p, out, m->n_in), 0);
+}
+
+static double dot_row(const struct mat *m, int64_t r, const float *x, float *tmp)
+{
+    deq(m, r, tmp);
+    double s = 0;
+    for (int64_t i = 0; i < m->n_in; i++)
+        s += (double)tmp[i] * x[i];
+    return s;
+}
+
+static double silu_d(double v) { return v / (1.0 + exp(-v)); }
+
+/* build_moe_ffn in double from the dequantized weights, one token. */
+static void moe_double(const struct moe_case *mc, const float *x, double *out)
+{
+    const struct model_config *c = &mc->c;
+    const struct layer_weights *l = &mc->l;
+    float tmp[1024], h[1024];
+    double p[E], sum = 0, mx = -1e300;
+    for (int e = 0; e < E; e++) {
+        p[e] = dot_row(&l->ffn_gate_inp, e, x, tmp);
+        mx = p[e] > mx ? p[e] : mx;
+    }
+    for (int e = 0; e < E; e++)
+        sum += p[e] = exp(p[e] - mx);
+    int sel[K];
+    double w[K], wsum = 0;
+    bool used[E] = {false};
+    for (int k = 0; k < K; k++) {
+        int b = -1;
+        for (int e = 0; e < E; e++)
+            if (!used[e] && (b < 0 || p[e] > p[b]))
+                b = e;
+        used[b] = true;
+        sel[k] = b;
+        wsum += w[k] = p[b] / sum;
+    }
+    memset(out, 0, D * sizeof(double));
+    for (int k = 0; k < K; k++) {
+        const struct mat wg = mat_expert(&l->ffn_gate_exps, sel[k]), wu = mat_expert(&l->ffn_up_exps, sel[k]);
+        const struct mat wd = mat_expert(&l->ffn_down_exps, sel[k]);
+        for (int i = 0; i < F; i++)
+            h[i] = (float)(silu_d(dot_row(&wg, i, x, tmp)) * dot_row(&wu, i, x, tmp));
+        for (int o = 0; o < D; o++)
+            out[o] += (c->moe_norm_w ? w[k] / wsum : w[k]) * dot_row(&wd, o, h, tmp);
+    }
+    if (c->n_ff_shexp) {
+        for (int i = 0; i < S; i++)
+            h[i] = (float)(silu_d(dot_row(&l->ffn_gate_shexp, i, x, tmp)) * dot_row(&l->ffn_up_shexp, i, x, tmp));
+        const double g = c->shexp_gated ? 1.0 / (1.0 + exp(-dot_row(&l->ffn_gate_inp_shexp, 0, x, tmp))) : 1.0;
+        for (int o = 0; o < D; o++)
+            out[o] += g * dot_row(&l->ffn_down_shexp, o, h, tmp);
+    }
+}
+
+/* grouped == reference bit for bit; both close to the double evaluation;
+ * expert 0 got every token, expert E-1 none. */
+static void check_case(struct moe_case *mc, const char *what, double tol)
+{
+    float *x = make_x(NTOK);
+    float *y = malloc(NTOK * D * sizeof(float)), *yr = malloc(NTOK * D * sizeof(float));
+    float *y1 = malloc(D * sizeof(float));
+    uint64_t counts[E] = {0};
+    assert_int_equal(moe_ffn(&mc->c, &mc->l, x, NTOK, y, counts), INFER_OK);
+    assert_int_equal(moe_ffn_ref(&mc->c, &mc->l, x, NTOK, yr), INFER_OK);
+    if (memcmp(y, yr, NTOK * D * sizeof(float)) != 0)
+        fail_msg("%s: the grouped path differs from the token-at-a-time reference", what);
+    /* one token alone: the bits it has in the batch */
+    assert_int_equal(moe_ffn(&mc->c, &mc->l, x + 17 * D, 1, y1, NULL), INFER_OK);
+    assert_memory_equal(y1, y + 17 * D, D * sizeof(float));
+    assert_int_equal(counts[0], NTOK);
+    assert_int_equal(counts[E - 1], 0);
+    uint64_t total = 0;
+    for (int e = 0; e < E; e++)
+        total += counts[e];
+    assert_int_equal(total, (uint64_t)NTOK * K);
+    double num = 0, den = 0;
+    double ref[D];
+    for (int t = 0; t < NTOK; t += 6) {
+        moe_double(mc, x + t * D, ref);
+        for (int o = 0; o < D; o++) {
+            num += (y[t * D + o] - ref[o]) * (y[t * D + o] - ref[o]);
+            den += ref[o] * ref[o];
+        }
+    }
+    const double rel = sqrt(num / den);
+    print_message("%-44s %-8s relative L2 error vs double %.2e\n", what, kern.name, rel);
+    if (!(rel < tol))
+        fail_msg("%s: relative error %.3g against the double evaluation (tolerance %.3g)", what, rel, tol);
+    free(x);
+    free(y);
+    free(yr);
+    free(y1);
+}
+
+static void test_types(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t g, u, d;
+        double tol;
+        const char *name;
+    } cases[] = {
+        {GGML_TYPE_F32, GGML_TYPE_F32, GGML_TYPE_F32, 1e-5, "f32 experts"},
+        {GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, 0.02, "q8_0 experts"},
+        {GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, 0.03, "q4_K gate/up, q8_0 down"},
+        {GGML_TYPE_Q4_K, GGML_TYPE_Q4_0, GGML_TYPE_Q4_0, 0.03, "q4_K gate, q4_0 up/down (two act types)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        for (int norm = 0; norm < 2; norm++) {
+            struct moe_case mc;
+            case_init(&mc, cases[i].g, cases[i].u, cases[i].d, false, 0, norm);
+            char what[96];
+            snprintf(what, sizeof(what), "%s%s", cases[i].name, norm ? ", renormalised" : "");
+            check_case(&mc, what, cases[i].tol);
+            case_free(&mc);
+        }
+    }
+}
+
+/* A merged ffn_gate_up_exps (one pass over 2F rows) gives the bits of the
+ * same rows as two tensors. */
+static void test_merged(void **state)
+{
+    (void)state;
+    struct moe_case mc;
+    case_init(&mc, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, true, 0, true);
+    check_case(&mc, "merged gate_up q8_0", 0.02);
+    float *x = make_x(NTOK);
+    float *ym = malloc(NTOK * D * sizeof(float)), *ys = malloc(NTOK * D * sizeof(float));
+    assert_int_equal(moe_ffn(&mc.c, &mc.l, x, NTOK, ym, NULL), INFER_OK);
+    mc.l.gate_up_merged = false; /* the same bytes read as two strided tensors */
+    assert_int_equal(moe_ffn(&mc.c, &mc.l, x, NTOK, ys, NULL), INFER_OK);
+    assert_memory_equal(ym, ys, NTOK * D * sizeof(float));
+    free(x);
+    free(ym);
+    free(ys);
+    case_free(&mc);
+}
+
+static void test_shared_expert(void **state)
+{
+    (void)state;
+    for (int kind = 1; kind <= 2; kind++) {
+        struct moe_case mc;
+        case_init(&mc, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, false, kind, kind == 1);
+        check_case(&mc, kind == 2 ? "sigmoid-gated shared expert (qwen2moe)" : "shared expert (granitemoe)", 0.02);
+        case_free(&mc);
+    }
+}
+
+/* Ties go to the lower index; renormalised weights sum to 1. */
+static void test_route(void **state)
+{
+    (void)state;
+    struct model_config c = {.n_expert = 8, .n_expert_used = 3};
+    float logits[8] = {0.5f, 1.0f, 1.0f, 0.0f, 1.0f, -2.0f, 1.0f, 0.5f};
+    int32_t sel[3];
+    float w[3];
+    moe_route(&c, logits, sel, w);
+    assert_int_equal(sel[0], 1);
+    assert_int_equal(sel[1], 2);
+    assert_int_equal(sel[2], 4);
+    assert_true(w[0] == w[1] && w[1] == w[2] && w[0] < 0.5f);
+    c.moe_norm_w = true;
+    moe_route(&c, logits, sel, w);
+    assert_true(fabsf(w[0] + w[1] + w[2] - 1.0f) < 1e-6f);
+    float flat[8] = {0};
+    moe_route(&c, flat, sel, w);
+    assert_int_equal(sel[0], 0);
+    assert_int_equal(sel[1], 1);
+    assert_int_equal(sel[2], 2);
+}
+
+int main(void)
+{
+    char err[256];
+    if (kernels_init(err, sizeof(err)) != 0) {
+        fprintf(stderr, "kernels: %s\n", err);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_route),
+        cmocka_unit_test(test_types),
+        cmocka_unit_test(test_merged),
+        cmocka_unit_test(test_shared_expert),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
