@@ -646,7 +646,7 @@ infer_status infer_reasoning_push(infer_reasoning *r, const char *text, size_t n
 /* ------------------------------------------------------------- tokenizer */
 
 /* A model's tokenizer, built from the `tokenizer.ggml.*` metadata: the
- * SentencePiece (`llama`) and byte-level BPE (`gpt2`) families, giving the
+ * SentencePiece (`llama`), byte-level BPE (`gpt2`) and WordPiece (`bert`) families, giving the
  * same ids as llama.cpp.  Self-contained once loaded (the GGUF handle may be
  * closed) and safe to share between threads. */
 typedef struct infer_tokenizer infer_tokenizer;
@@ -663,7 +663,7 @@ int32_t infer_tokenizer_eot(const infer_tokenizer *t); /* -1 if none */
 bool infer_tokenizer_is_eog(const infer_tokenizer *t, int32_t id);
 /* Does tokenizing with add_special prepend BOS? */
 bool infer_tokenizer_add_bos(const infer_tokenizer *t);
-const char *infer_tokenizer_model(const infer_tokenizer *t); /* "llama" or "gpt2" */
+const char *infer_tokenizer_model(const infer_tokenizer *t); /* "llama", "gpt2" or "bert" */
 const char *infer_tokenizer_pre(const infer_tokenizer *t);   /* BPE pre-tokenizer, "" for SPM */
 /* What the loader worked around (unknown pre-tokenizer, ...), or NULL. */
 const char *infer_tokenizer_warning(const infer_tokenizer *t);
@@ -692,6 +692,61 @@ int64_t infer_token_to_text(const infer_tokenizer *t, int32_t id, bool special, 
  * (INFER_ERR_INVALID names a bad id).  For streaming output see infer_detok. */
 int64_t infer_detokenize(const infer_tokenizer *t, const int32_t *ids, size_t n, bool special, char *out,
                          size_t cap);
+
+/* ------------------------------------------------------------ embeddings */
+
+/* A sentence-embedding model (`general.architecture = bert`: all-MiniLM,
+ * bge, ...), run as llama.cpp runs it: WordPiece tokens with [CLS] and
+ * [SEP], the BERT encoder, mean / [CLS] / last-token pooling as
+ * bert.pooling_type says, then L2 normalisation.  Weights stay in the
+ * read-only map.  One embedder may be used from several threads at once.
+ *
+ *     infer_embedder *e;
+ *     if (infer_embedder_open(&e, "all-minilm-l6-v2-f16.gguf", NULL) != INFER_OK) ...
+ *     const char *texts[] = {"will it rain tomorrow?"};
+ *     float v[384];                        (infer_embedder_n_embd(e) floats per input)
+ *     infer_embed(e, texts, NULL, 1, v, NULL);
+ */
+typedef struct infer_embedder infer_embedder;
+
+typedef struct infer_embedder_params {
+    unsigned flags; /* INFER_GGUF_OPEN_MLOCK, INFER_GGUF_OPEN_SMALL_PAGES */
+    /* Most tokens of one input ([CLS] and [SEP] included); longer inputs are
+     * truncated to it.  0: the model's sentence-transformers maximum
+     * (`sentence_transformers.max_seq_length`, 256 for all-MiniLM-L6-v2) when
+     * the file has it, else bert.context_length.  Never above the latter. */
+    int n_ctx;
+    int n_threads; /* threads of each infer_embed call; 0: physical cores */
+} infer_embedder_params;
+
+/* What happened to one input. */
+typedef struct infer_embed_info {
+    int32_t n_tokens;    /* tokens embedded ([CLS] and [SEP] included) */
+    int32_t n_tokens_in; /* tokens of the whole input, before truncation */
+    bool truncated;      /* n_tokens < n_tokens_in: only the first part was embedded */
+} infer_embed_info;
+
+/* Map and bind an embedding model and its tokenizer.  params may be NULL.
+ * Errors name the missing key or tensor; a decoder model is refused with
+ * INFER_ERR_UNSUPPORTED. */
+infer_status infer_embedder_open(infer_embedder **out, const char *path, const infer_embedder_params *params);
+void infer_embedder_close(infer_embedder *e);
+int infer_embedder_n_embd(const infer_embedder *e);     /* floats per embedding */
+int infer_embedder_n_ctx(const infer_embedder *e);      /* truncation limit in tokens */
+const char *infer_embedder_pooling(const infer_embedder *e); /* "mean", "cls" or "last" */
+const char *infer_embedder_name(const infer_embedder *e);    /* general.name, or the file name */
+const infer_gguf *infer_embedder_gguf(const infer_embedder *e);
+const infer_tokenizer *infer_embedder_tokenizer(const infer_embedder *e);
+double infer_embedder_load_seconds(const infer_embedder *e);
+
+/* Embed n texts (texts[i] of lens[i] bytes, or NUL-terminated when lens is
+ * NULL), all in as few encoder batches as fit: out gets n rows of n_embd
+ * floats, unit length.  An input longer than n_ctx tokens is truncated (its
+ * first n_ctx - 1 tokens and [SEP]) and info[i].truncated says so; info may
+ * be NULL.  Errors: INFER_ERR_INVALID (NULL text), INFER_ERR_NOMEM; nothing
+ * about the text itself is an error (empty text is [CLS] [SEP]). */
+infer_status infer_embed(infer_embedder *e, const char *const *texts, const size_t *lens, size_t n, float *out,
+                         infer_embed_info *info);
 
 #ifdef __cplusplus
 }

@@ -856,6 +856,7 @@ int32_t tokenizer_eos(const struct tokenizer *t) { return t->eos; }
 int32_t tokenizer_eot(const struct tokenizer *t) { return t->eot; }
 int32_t tokenizer_pad(const struct tokenizer *t) { return t->pad; }
 int32_t tokenizer_unk(const struct tokenizer *t) { return t->unk; }
+int32_t tokenizer_sep(const struct tokenizer *t) { return t->sep; }
 bool tokenizer_add_bos(const struct tokenizer *t) { return t->add_bos; }
 bool tokenizer_add_eos(const struct tokenizer *t) { return t->add_eos; }
 const char *tokenizer_model(const struct tokenizer *t) { return t->model; }

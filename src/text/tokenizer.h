@@ -113,6 +113,7 @@ int32_t tokenizer_eos(const struct tokenizer *t);
 int32_t tokenizer_eot(const struct tokenizer *t);
 int32_t tokenizer_pad(const struct tokenizer *t);
 int32_t tokenizer_unk(const struct tokenizer *t);
+int32_t tokenizer_sep(const struct tokenizer *t); /* [SEP] of WordPiece */
 /* End of generation: EOS, EOT, EOM and the end-of-turn tokens llama.cpp
  * recognises by their text (<end_of_turn>, <|im_end|>, <|eot_id|>, ...). */
 bool tokenizer_is_eog(const struct tokenizer *t, int32_t id);
