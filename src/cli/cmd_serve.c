@@ -17,13 +17,13 @@
 enum {
     O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
-    O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V,
+    O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V, O_EMBED_MODEL, O_EMBED_CTX,
 };
 
 static const char *help =
     "usage: infer serve [-m MODEL] [options]\n\n"
     "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
-    "GET /v1/models, /health, /metrics.\n\n"
+    "POST /v1/embeddings (with --embedding-model), GET /v1/models, /health, /metrics.\n\n"
     "  -m, --model FILE          GGUF model (default: the default model)\n"
     "      --alias NAME          model id in the API (default: the file name without .gguf)\n"
     "      --host ADDR           numeric IPv4/IPv6 address to bind (default 127.0.0.1)\n"
@@ -42,6 +42,9 @@ static const char *help =
     "                            head size divisible by 32)\n"
     "  -ctv, --cache-type-v T    likewise for values\n"
     "      --chat-template NAME  chatml, gemma, llama3, ... (default: from the model)\n"
+    "      --embedding-model FILE  also serve POST /v1/embeddings with this bert GGUF\n"
+    "                            (e.g. models/all-minilm-l6-v2-f16.gguf from models/fetch-embedder)\n"
+    "      --embedding-ctx N     truncate embedding inputs to N tokens (default: the model's maximum)\n"
     "      --keep-alive D        unload after D idle: 5m, 30s, 1h30m, 0 (after each request),\n"
     "                            -1 (never; the default)\n"
     "      --cache-dir DIR       disk tier of the prefix cache: cached KV survives unloads and restarts\n"
@@ -135,6 +138,8 @@ int cmd_serve(int argc, char **argv)
         {"timeout", required_argument, 0, O_TIMEOUT}, {"max-connections", required_argument, 0, O_MAX_CONN},
         {"cache-type-k", required_argument, 0, O_CACHE_TYPE_K}, {"ctk", required_argument, 0, O_CACHE_TYPE_K},
         {"cache-type-v", required_argument, 0, O_CACHE_TYPE_V}, {"ctv", required_argument, 0, O_CACHE_TYPE_V},
+        {"embedding-model", required_argument, 0, O_EMBED_MODEL},
+        {"embedding-ctx", required_argument, 0, O_EMBED_CTX},
         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     struct server_config c = {
         .host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .n_batch = 256,
@@ -173,6 +178,8 @@ int cmd_serve(int argc, char **argv)
         case O_API_KEY: ok = add_key(&c, optarg); break;
         case O_API_KEY_FILE: ok = read_keys(&c, optarg); break;
         case O_CORS: c.cors_origin = optarg; break;
+        case O_EMBED_MODEL: c.embedding_model_path = optarg; break;
+        case O_EMBED_CTX: ok = parse_int(optarg, 2, 1 << 20, &c.embedding_ctx); break;
         case O_MAX_BODY: ok = parse_size(optarg, &c.max_body); break;
         case O_MAX_PROMPT: ok = parse_int(optarg, 1, 1 << 22, &c.max_prompt_tokens); break;
         case O_MAX_TOKENS: ok = parse_int(optarg, 1, 1 << 22, &c.max_tokens); break;

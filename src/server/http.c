@@ -10,7 +10,9 @@
  *
  * Routes:
  *   POST /v1/chat/completions, /v1/completions   generation (SSE with "stream")
- *   GET  /v1/models, /v1/models/{id}              the one model
+ *   POST /v1/embeddings                           with --embedding-model (api_embed.c), run on the
+ *                                                 connection thread, one batch at a time
+ *   GET  /v1/models, /v1/models/{id}              the model, and the embedding model if any
  *   GET  /health                                  503 while loading, else 200
  *   GET  /metrics                                 Prometheus text
  *   OPTIONS *                                     CORS preflight
@@ -42,7 +44,7 @@
 
 #define SSE_PING_SECONDS 15.0
 
-enum route { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_OPTIONS };
+enum route { R_NONE, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_OPTIONS };
 
 struct conn_ctx {
     struct server *srv;
@@ -214,6 +216,22 @@ static json_t *model_object(struct server *srv)
                      (json_int_t)srv->model_created, "owned_by", "infer");
 }
 
+static json_t *embed_model_object(struct server *srv)
+{
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", srv->embed_id, "object", "model", "created",
+                     (json_int_t)srv->embed_created, "owned_by", "infer");
+}
+
+static bool embed_model_known(struct server *srv, const char *name)
+{
+    if (!srv->embedder)
+        return false;
+    if (!strcmp(name, srv->embed_id))
+        return true;
+    const char *path = srv->cfg->embedding_model_path, *base = strrchr(path, '/');
+    return !strcmp(name, base ? base + 1 : path);
+}
+
 static bool model_known(struct server *srv, const char *name)
 {
     if (!strcmp(name, srv->model_id))
@@ -228,6 +246,8 @@ static enum MHD_Result handle_models(struct conn_ctx *ctx, struct MHD_Connection
     struct server *srv = ctx->srv;
     if (ctx->route == R_MODEL) {
         const char *id = ctx->url + strlen("/v1/models/");
+        if (embed_model_known(srv, id))
+            return respond_json(ctx, c, 200, embed_model_object(srv));
         if (!model_known(srv, id)) {
             struct api_error e;
             api_error_set(&e, 404, "invalid_request_error", "model_not_found", "the model '%.200s' does not exist",
@@ -236,7 +256,75 @@ static enum MHD_Result handle_models(struct conn_ctx *ctx, struct MHD_Connection
         }
         return respond_json(ctx, c, 200, model_object(srv));
     }
-    return respond_json(ctx, c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(srv)));
+    json_t *list = json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(srv));
+    if (list && srv->embedder)
+        json_array_append_new(json_object_get(list, "data"), embed_model_object(srv));
+    return respond_json(ctx, c, 200, list);
+}
+
+/* ------------------------------------------------------------ embeddings */
+
+static enum MHD_Result handle_embeddings(struct conn_ctx *ctx, struct MHD_Connection *c)
+{
+    struct server *srv = ctx->srv;
+    if (!srv->embedder)
+        return fail(ctx, c, 501, "not_supported_error", "not_supported",
+                    "this server has no embedding model: start infer serve with --embedding-model FILE");
+    const int d = infer_embedder_n_embd(srv->embedder);
+    struct embed_request r;
+    struct api_error e = {0};
+    if (!api_parse_embed_request(ctx->body ? ctx->body : "", ctx->len, d, &r, &e))
+        return respond_error(ctx, c, &e);
+    if (r.model && !embed_model_known(srv, r.model)) {
+        api_error_set(&e, 404, "invalid_request_error", "model_not_found",
+                      "the model '%.200s' does not exist (this server embeds with '%s')", r.model, srv->embed_id);
+        embed_request_free(&r);
+        return respond_error(ctx, c, &e);
+    }
+    float *vec = malloc(r.n * (size_t)d * sizeof(float));
+    infer_embed_info *info = malloc(r.n * sizeof(*info));
+    if (!vec || !info) {
+        free(vec);
+        free(info);
+        embed_request_free(&r);
+        return fail(ctx, c, 500, "server_error", NULL, "out of memory");
+    }
+    pthread_mutex_lock(&srv->embed_mu);
+    double t0 = infer_now_seconds();
+    infer_status st = infer_embed(srv->embedder, r.inputs, r.lens, r.n, vec, info);
+    double dt = infer_now_seconds() - t0;
+    pthread_mutex_unlock(&srv->embed_mu);
+    if (st != INFER_OK) {
+        api_error_set(&e, st == INFER_ERR_NOMEM ? 503 : 500, "server_error", NULL, "embedding failed: %s",
+                      infer_last_error());
+        free(vec);
+        free(info);
+        embed_request_free(&r);
+        return respond_error(ctx, c, &e);
+    }
+    uint64_t n_tok = 0, n_trunc = 0;
+    for (size_t i = 0; i < r.n; i++) {
+        n_tok += (uint64_t)info[i].n_tokens;
+        n_trunc += info[i].truncated;
+    }
+    pthread_mutex_lock(&srv->mu);
+    srv->metrics.embed_inputs += r.n;
+    srv->metrics.embed_tokens += n_tok;
+    srv->metrics.embed_truncated += n_trunc;
+    srv->metrics.embed_seconds += dt;
+    pthread_mutex_unlock(&srv->mu);
+    json_t *o = api_embed_response(&r, vec, d, info, srv->embed_id);
+    free(vec);
+    free(info);
+    embed_request_free(&r);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!body)
+        return fail(ctx, c, 500, "server_error", NULL, "out of memory");
+    char count[24];
+    snprintf(count, sizeof(count), "%llu", (unsigned long long)n_trunc);
+    return respond(ctx, c, 200, "application/json", body, strlen(body), n_trunc ? "X-Infer-Truncated" : NULL,
+                   count);
 }
 
 /* ------------------------------------------------------------ generation */
@@ -537,6 +625,8 @@ static enum route route_of(const char *method, const char *url, const char **end
         {"POST", "/chat/completions", "chat", R_CHAT},
         {"POST", "/v1/completions", "completions", R_COMPLETIONS},
         {"POST", "/completions", "completions", R_COMPLETIONS},
+        {"POST", "/v1/embeddings", "embeddings", R_EMBEDDINGS},
+        {"POST", "/embeddings", "embeddings", R_EMBEDDINGS},
         {"GET", "/v1/models", "models", R_MODELS},
         {"GET", "/models", "models", R_MODELS},
         {"GET", "/health", "health", R_HEALTH},
@@ -699,6 +789,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_MODEL: return handle_models(ctx, c);
     case R_CHAT:
     case R_COMPLETIONS: return handle_generate(ctx, c);
+    case R_EMBEDDINGS: return handle_embeddings(ctx, c);
     default: return fail(ctx, c, 404, "invalid_request_error", "not_found", "no such endpoint");
     }
 }
@@ -748,8 +839,29 @@ int server_run(const struct server_config *cfg)
     memset(&srv, 0, sizeof(srv));
     srv.cfg = cfg;
     pthread_mutex_init(&srv.mu, NULL);
+    pthread_mutex_init(&srv.embed_mu, NULL);
     metrics_init(&srv.metrics);
     set_model_id(&srv);
+    if (cfg->embedding_model_path) {
+        infer_embedder_params ep = {.n_ctx = cfg->embedding_ctx, .n_threads = cfg->n_threads,
+                                    .flags = cfg->mlock ? INFER_GGUF_OPEN_MLOCK : 0};
+        if (infer_embedder_open(&srv.embedder, cfg->embedding_model_path, &ep) != INFER_OK) {
+            fprintf(stderr, "serve: error: --embedding-model: %s\n", infer_last_error());
+            pthread_mutex_destroy(&srv.embed_mu);
+            pthread_mutex_destroy(&srv.mu);
+            return 1;
+        }
+        const char *base = strrchr(cfg->embedding_model_path, '/');
+        snprintf(srv.embed_id, sizeof(srv.embed_id), "%s", base ? base + 1 : cfg->embedding_model_path);
+        size_t n = strlen(srv.embed_id);
+        if (n > 5 && !strcmp(srv.embed_id + n - 5, ".gguf"))
+            srv.embed_id[n - 5] = '\0';
+        struct stat est;
+        srv.embed_created = stat(cfg->embedding_model_path, &est) == 0 ? (int64_t)est.st_mtime : (int64_t)time(NULL);
+        fprintf(stderr, "serve: embedding model %s (%s, %d dims, inputs up to %d tokens, %.0f ms)\n", srv.embed_id,
+                infer_embedder_name(srv.embedder), infer_embedder_n_embd(srv.embedder),
+                infer_embedder_n_ctx(srv.embedder), infer_embedder_load_seconds(srv.embedder) * 1e3);
+    }
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai;
     char port[16];
@@ -758,6 +870,7 @@ int server_run(const struct server_config *cfg)
     if (gai) {
         fprintf(stderr, "serve: error: --host '%s' is not a numeric IPv4 or IPv6 address: %s\n", cfg->host,
                 gai_strerror(gai));
+        infer_embedder_close(srv.embedder);
         return 1;
     }
 
@@ -784,6 +897,8 @@ int server_run(const struct server_config *cfg)
     if (!d) {
         fprintf(stderr, "serve: error: cannot listen on %s port %d: %s\n", cfg->host, cfg->port,
                 errno ? strerror(errno) : "libmicrohttpd failed");
+        infer_embedder_close(srv.embedder);
+        pthread_mutex_destroy(&srv.embed_mu);
         pthread_mutex_destroy(&srv.mu);
         return 1;
     }
@@ -823,6 +938,8 @@ int server_run(const struct server_config *cfg)
     sched_stop(&srv);      /* jobs end, the engine thread exits, the model is freed */
     MHD_stop_daemon(d);    /* connection threads see their jobs ended */
     sched_free(&srv);
+    infer_embedder_close(srv.embedder);
+    pthread_mutex_destroy(&srv.embed_mu);
     pthread_mutex_destroy(&srv.mu);
     return rc;
 }

@@ -152,6 +152,11 @@ char *metrics_render(const struct server_metrics *m, const struct server_gauges 
     counter(f, "infer_prompt_tokens_cached_total", "Prompt tokens taken from the prefix cache.",
             (double)m->cached_tokens);
     counter(f, "infer_generated_tokens_total", "Tokens generated.", (double)m->generated_tokens);
+    counter(f, "infer_embedding_inputs_total", "Inputs embedded (POST /v1/embeddings).", (double)m->embed_inputs);
+    counter(f, "infer_embedding_tokens_total", "Tokens embedded.", (double)m->embed_tokens);
+    counter(f, "infer_embedding_truncated_total", "Inputs cut to the embedding model's maximum.",
+            (double)m->embed_truncated);
+    counter(f, "infer_embedding_seconds_total", "Seconds spent embedding.", m->embed_seconds);
     prefix_cache(f, g);
 
     hist(f, "infer_time_to_first_token_seconds", "Arrival of a request to its first generated token.", &m->ttft);
