@@ -193,6 +193,8 @@ infer_status infer_file_residency(const char *path, infer_residency *out);
 
 /* sha256 of the whole file as 64 hex chars + NUL. */
 infer_status infer_file_sha256(const char *path, char hex[65]);
+/* sha256 of n bytes of memory (the response cache's request keys). */
+void infer_sha256(const void *data, size_t n, uint8_t out[32]);
 
 /* ---------------------------------------------------- models and sessions */
 
@@ -747,6 +749,46 @@ double infer_embedder_load_seconds(const infer_embedder *e);
  * about the text itself is an error (empty text is [CLS] [SEP]). */
 infer_status infer_embed(infer_embedder *e, const char *const *texts, const size_t *lens, size_t n, float *out,
                          infer_embed_info *info);
+
+/* -------------------------------------------------------- response cache */
+
+/* The store of the response cache's exact tier (`infer serve
+ * --semantic-cache`): complete answers under a 32-byte key that the caller
+ * derives from the whole canonical request, in one SQLite file (WAL), with a
+ * TTL from creation and LRU eviction past max_entries / max_bytes.  A file
+ * that is not ours or is damaged is moved aside and replaced, never read; an
+ * unwritable one turns storing off (lookups go on).  Thread-safe. */
+typedef struct infer_respcache infer_respcache;
+
+typedef struct infer_respcache_params {
+    const char *path;     /* the database file */
+    double ttl_seconds;   /* <= 0: 24 h */
+    int64_t max_entries;  /* <= 0: 100,000 */
+    uint64_t max_bytes;   /* answer bytes; 0: 256 MiB */
+} infer_respcache_params;
+
+typedef struct infer_respcache_stats {
+    uint64_t entries, bytes;          /* unexpired rows now */
+    uint64_t hits, misses, stores, store_errors, expired, evicted, purged, set_aside;
+    bool storing;                     /* false after a write failure or on a read-only file */
+    double ttl_seconds;
+} infer_respcache_stats;
+
+/* note (may be NULL) gets what was worked around: a file set aside, storing
+ * off.  Errors: the file cannot be opened at all (INFER_ERR_IO). */
+infer_status infer_respcache_open(infer_respcache **out, const infer_respcache_params *p, char *note,
+                                  size_t note_cap);
+void infer_respcache_close(infer_respcache *c);
+/* Hit: true, *answer malloc'ed (NUL-terminated, *len bytes; caller frees),
+ * *age the seconds since it was stored.  Expired entries are misses. */
+bool infer_respcache_get(infer_respcache *c, const uint8_t key[32], char **answer, size_t *len, double *age);
+/* Store (replacing an entry of the same key).  A write failure is returned
+ * and, for a full disk or read-only file, turns storing off. */
+infer_status infer_respcache_put(infer_respcache *c, const uint8_t key[32], const char *tenant, const char *answer,
+                                 size_t len);
+/* Delete every entry of a tenant; returns how many, or -1. */
+int64_t infer_respcache_purge(infer_respcache *c, const char *tenant);
+void infer_respcache_get_stats(infer_respcache *c, infer_respcache_stats *out);
 
 #ifdef __cplusplus
 }
