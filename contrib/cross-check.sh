@@ -25,7 +25,7 @@ set -euo pipefail
 # The arm64 builds of the libraries configure requires (keep in step with the -dev packages of
 # DEB_PACKAGES in contrib/quickstart.sh), and the cross pkg-config (aarch64-linux-gnu-pkg-config).
 ARM64_PACKAGES="libopenblas-dev:arm64 libsleef-dev:arm64 libmimalloc-dev:arm64 libcmocka-dev:arm64
-  libedit-dev:arm64 libmicrohttpd-dev:arm64 libjansson-dev:arm64 libgomp1:arm64 pkgconf:arm64"
+  libedit-dev:arm64 libmicrohttpd-dev:arm64 libjansson-dev:arm64 libsqlite3-dev:arm64 libgomp1:arm64 pkgconf:arm64"
 HOST_PACKAGES="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 # The kernel test programs, run when the build defines them: test-kernels and test-moe (the
 # grouped expert FFN against its reference path) once per variant

@@ -198,6 +198,8 @@ infer_status infer_file_residency(const char *path, infer_residency *out);
 
 /* sha256 of the whole file as 64 hex chars + NUL. */
 infer_status infer_file_sha256(const char *path, char hex[65]);
+/* sha256 of n bytes of memory (the response cache's request keys). */
+void infer_sha256(const void *data, size_t n, uint8_t out[32]);
 
 /* ---------------------------------------------------- models and sessions */
 
@@ -676,7 +678,7 @@ infer_status infer_reasoning_push(infer_reasoning *r, const char *text, size_t n
 /* ------------------------------------------------------------- tokenizer */
 
 /* A model's tokenizer, built from the `tokenizer.ggml.*` metadata: the
- * SentencePiece (`llama`) and byte-level BPE (`gpt2`) families, giving the
+ * SentencePiece (`llama`), byte-level BPE (`gpt2`) and WordPiece (`bert`) families, giving the
  * same ids as llama.cpp.  Self-contained once loaded (the GGUF handle may be
  * closed) and safe to share between threads. */
 typedef struct infer_tokenizer infer_tokenizer;
@@ -693,7 +695,7 @@ int32_t infer_tokenizer_eot(const infer_tokenizer *t); /* -1 if none */
 bool infer_tokenizer_is_eog(const infer_tokenizer *t, int32_t id);
 /* Does tokenizing with add_special prepend BOS? */
 bool infer_tokenizer_add_bos(const infer_tokenizer *t);
-const char *infer_tokenizer_model(const infer_tokenizer *t); /* "llama" or "gpt2" */
+const char *infer_tokenizer_model(const infer_tokenizer *t); /* "llama", "gpt2" or "bert" */
 const char *infer_tokenizer_pre(const infer_tokenizer *t);   /* BPE pre-tokenizer, "" for SPM */
 /* What the loader worked around (unknown pre-tokenizer, ...), or NULL. */
 const char *infer_tokenizer_warning(const infer_tokenizer *t);
@@ -722,6 +724,101 @@ int64_t infer_token_to_text(const infer_tokenizer *t, int32_t id, bool special, 
  * (INFER_ERR_INVALID names a bad id).  For streaming output see infer_detok. */
 int64_t infer_detokenize(const infer_tokenizer *t, const int32_t *ids, size_t n, bool special, char *out,
                          size_t cap);
+
+/* ------------------------------------------------------------ embeddings */
+
+/* A sentence-embedding model (`general.architecture = bert`: all-MiniLM,
+ * bge, ...), run as llama.cpp runs it: WordPiece tokens with [CLS] and
+ * [SEP], the BERT encoder, mean / [CLS] / last-token pooling as
+ * bert.pooling_type says, then L2 normalisation.  Weights stay in the
+ * read-only map.  One embedder may be used from several threads at once.
+ *
+ *     infer_embedder *e;
+ *     if (infer_embedder_open(&e, "all-minilm-l6-v2-f16.gguf", NULL) != INFER_OK) ...
+ *     const char *texts[] = {"will it rain tomorrow?"};
+ *     float v[384];                        (infer_embedder_n_embd(e) floats per input)
+ *     infer_embed(e, texts, NULL, 1, v, NULL);
+ */
+typedef struct infer_embedder infer_embedder;
+
+typedef struct infer_embedder_params {
+    unsigned flags; /* INFER_GGUF_OPEN_MLOCK, INFER_GGUF_OPEN_SMALL_PAGES */
+    /* Most tokens of one input ([CLS] and [SEP] included); longer inputs are
+     * truncated to it.  0: the model's sentence-transformers maximum
+     * (`sentence_transformers.max_seq_length`, 256 for all-MiniLM-L6-v2) when
+     * the file has it, else bert.context_length.  Never above the latter. */
+    int n_ctx;
+    int n_threads; /* threads of each infer_embed call; 0: physical cores */
+} infer_embedder_params;
+
+/* What happened to one input. */
+typedef struct infer_embed_info {
+    int32_t n_tokens;    /* tokens embedded ([CLS] and [SEP] included) */
+    int32_t n_tokens_in; /* tokens of the whole input, before truncation */
+    bool truncated;      /* n_tokens < n_tokens_in: only the first part was embedded */
+} infer_embed_info;
+
+/* Map and bind an embedding model and its tokenizer.  params may be NULL.
+ * Errors name the missing key or tensor; a decoder model is refused with
+ * INFER_ERR_UNSUPPORTED. */
+infer_status infer_embedder_open(infer_embedder **out, const char *path, const infer_embedder_params *params);
+void infer_embedder_close(infer_embedder *e);
+int infer_embedder_n_embd(const infer_embedder *e);     /* floats per embedding */
+int infer_embedder_n_ctx(const infer_embedder *e);      /* truncation limit in tokens */
+const char *infer_embedder_pooling(const infer_embedder *e); /* "mean", "cls" or "last" */
+const char *infer_embedder_name(const infer_embedder *e);    /* general.name, or the file name */
+const infer_gguf *infer_embedder_gguf(const infer_embedder *e);
+const infer_tokenizer *infer_embedder_tokenizer(const infer_embedder *e);
+double infer_embedder_load_seconds(const infer_embedder *e);
+
+/* Embed n texts (texts[i] of lens[i] bytes, or NUL-terminated when lens is
+ * NULL), all in as few encoder batches as fit: out gets n rows of n_embd
+ * floats, unit length.  An input longer than n_ctx tokens is truncated (its
+ * first n_ctx - 1 tokens and [SEP]) and info[i].truncated says so; info may
+ * be NULL.  Errors: INFER_ERR_INVALID (NULL text), INFER_ERR_NOMEM; nothing
+ * about the text itself is an error (empty text is [CLS] [SEP]). */
+infer_status infer_embed(infer_embedder *e, const char *const *texts, const size_t *lens, size_t n, float *out,
+                         infer_embed_info *info);
+
+/* -------------------------------------------------------- response cache */
+
+/* The store of the response cache's exact tier (`infer serve
+ * --semantic-cache`): complete answers under a 32-byte key that the caller
+ * derives from the whole canonical request, in one SQLite file (WAL), with a
+ * TTL from creation and LRU eviction past max_entries / max_bytes.  A file
+ * that is not ours or is damaged is moved aside and replaced, never read; an
+ * unwritable one turns storing off (lookups go on).  Thread-safe. */
+typedef struct infer_respcache infer_respcache;
+
+typedef struct infer_respcache_params {
+    const char *path;     /* the database file */
+    double ttl_seconds;   /* <= 0: 24 h */
+    int64_t max_entries;  /* <= 0: 100,000 */
+    uint64_t max_bytes;   /* answer bytes; 0: 256 MiB */
+} infer_respcache_params;
+
+typedef struct infer_respcache_stats {
+    uint64_t entries, bytes;          /* unexpired rows now */
+    uint64_t hits, misses, stores, store_errors, expired, evicted, purged, set_aside;
+    bool storing;                     /* false after a write failure or on a read-only file */
+    double ttl_seconds;
+} infer_respcache_stats;
+
+/* note (may be NULL) gets what was worked around: a file set aside, storing
+ * off.  Errors: the file cannot be opened at all (INFER_ERR_IO). */
+infer_status infer_respcache_open(infer_respcache **out, const infer_respcache_params *p, char *note,
+                                  size_t note_cap);
+void infer_respcache_close(infer_respcache *c);
+/* Hit: true, *answer malloc'ed (NUL-terminated, *len bytes; caller frees),
+ * *age the seconds since it was stored.  Expired entries are misses. */
+bool infer_respcache_get(infer_respcache *c, const uint8_t key[32], char **answer, size_t *len, double *age);
+/* Store (replacing an entry of the same key).  A write failure is returned
+ * and, for a full disk or read-only file, turns storing off. */
+infer_status infer_respcache_put(infer_respcache *c, const uint8_t key[32], const char *tenant, const char *answer,
+                                 size_t len);
+/* Delete every entry of a tenant; returns how many, or -1. */
+int64_t infer_respcache_purge(infer_respcache *c, const char *tenant);
+void infer_respcache_get_stats(infer_respcache *c, infer_respcache_stats *out);
 
 #ifdef __cplusplus
 }

@@ -42,6 +42,31 @@ void rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float ep
     }
 }
 
+void layernorm(float *out, const float *x, const float *w, const float *b, int64_t n, float eps)
+{
+    if (n <= 0)
+        return;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)x[i];
+    const float mean = (float)(sum / (double)n);
+    double sum2 = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i] - mean;
+        out[i] = v;
+        sum2 += (double)(v * v);
+    }
+    const float scale = 1.0f / sqrtf((float)(sum2 / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++) {
+        float y = out[i] * scale;
+        if (w)
+            y *= w[i];
+        if (b)
+            y += b[i];
+        out[i] = y;
+    }
+}
+
 /* ------------------------------ RoPE ------------------------------ */
 
 static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_turns, float base)

@@ -18,6 +18,11 @@
  * As ggml: sum of float squares accumulated in double, mean rounded to float,
  * scale = 1/sqrtf(mean + eps), then (x * scale) * w. */
 void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* LayerNorm (BERT): out = (x - mean) / sqrt(var + eps) * w + b, w and b may
+ * be NULL; as ggml's norm then mul and add (means and variance summed in
+ * double).  Scalar only: it runs on the few hundred rows of an embedding
+ * batch, not in the decoder's hot path. */
+void layernorm(float *out, const float *x, const float *w, const float *b, int64_t n, float eps);
 
 /* Rotary position embedding, in two steps: the angles of a position
  * (rope_angles, once per token and layer kind), then the rotation of each

@@ -222,6 +222,36 @@ static void test_fixture_gpt2(void **state)
     run_fixture(v->bpe, "ggml-vocab-gpt-2.gguf", false);
 }
 
+#define BERT_CASES 18
+/* WordPiece: llama.cpp's vectors for BERT (bge), then its ids for harder text
+ * (tests/data/tokenizer/bert.inp: accents, CJK, Greek, controls, unassigned
+ * code points, long words, special text) and [CLS]/[SEP]. */
+static void test_fixture_bert(void **state)
+{
+    (void)state;
+    infer_gguf *g;
+    struct tokenizer *t = load_fixture("ggml-vocab-bert-bge.gguf", &g);
+    assert_string_equal(tokenizer_model(t), "bert");
+    assert_int_equal(tokenizer_n_vocab(t), 30522);
+    assert_int_equal(tokenizer_bos(t), 101);
+    assert_int_equal(tokenizer_unk(t), 100);
+    run_fixture(t, "ggml-vocab-bert-bge.gguf", false);
+    run_vectors(t, test_path(test_srcdir(), "tests/data/tokenizer/bert.inp"),
+                test_path(test_srcdir(), "tests/data/tokenizer/bert.out"), "bert", false, BERT_CASES);
+    EXPECT(t, "Hello world", true, false, 101, 7592, 2088, 102);
+    EXPECT(t, "", true, false, 101, 102);
+    /* special text only when asked */
+    EXPECT(t, "[CLS] hi", false, true, 101, 7632);
+    EXPECT(t, "[MASK]", false, false, 1031, 7308, 1033);
+    size_t len;
+    int32_t ids[] = {101, 7592, 1010, 2088, 999, 102};
+    char *text = decode(t, ids, 6, false, &len);
+    assert_string_equal(text, " hello, world!");
+    free(text);
+    tokenizer_free(t);
+    infer_gguf_close(g);
+}
+
 /* llama.cpp's metadata defaults and special tokens on the fixture vocabularies. */
 static void test_fixture_specials(void **state)
 {
@@ -764,7 +794,7 @@ static void test_bad_vocab(void **state)
         {SPM_SHORT_TYPES, INFER_ERR_FORMAT, "tokenizer.ggml.token_type"},
         {SPM_BOS_RANGE, INFER_ERR_FORMAT, "tokenizer.ggml.bos_token_id"},
         {SPM_NO_MODEL, INFER_ERR_NOT_FOUND, "tokenizer.ggml.model"},
-        {SPM_BERT, INFER_ERR_UNSUPPORTED, "bert"},
+        {SPM_BERT, INFER_ERR_FORMAT, "[CLS], [SEP] and [UNK]"}, /* bert without its special ids */
         {SPM_DUPLICATE, INFER_ERR_FORMAT, "duplicate"},
         {SPM_INT_TOKENS, INFER_ERR_FORMAT, "tokenizer.ggml.tokens"},
         {SPM_BOS_STRING, INFER_ERR_FORMAT, "tokenizer.ggml.bos_token_id"},
@@ -975,6 +1005,18 @@ static void test_unicode(void **state)
     assert_int_equal(unicode_flags(0x4E2D), UCP_LETTER);
     assert_int_equal(unicode_flags(0x1F999), UCP_SYMBOL);
     assert_int_equal(unicode_flags(0x10FFFF), UCP_CONTROL);
+    /* BERT normaliser tables: simple lower case, first code point of the NFD, Cn */
+    assert_int_equal(unicode_tolower('Q'), 'q');
+    assert_int_equal(unicode_tolower(0x130), 'i');    /* the simple mapping, not "i" U+0307 */
+    assert_int_equal(unicode_tolower(0x3A3), 0x3C3);  /* Greek sigma */
+    assert_int_equal(unicode_tolower(0x4E2D), 0x4E2D);
+    assert_int_equal(unicode_nfd_first_cpt(0xE9), 'e');
+    assert_int_equal(unicode_nfd_first_cpt(0xAC00), 0x1100); /* Hangul: leading consonant */
+    assert_int_equal(unicode_nfd_first_cpt('e'), 'e');
+    assert_true(unicode_is_assigned('a'));
+    assert_false(unicode_is_assigned(0x378));
+    assert_true(unicode_is_assigned(0xE000));   /* private use is Co, not Cn */
+    assert_false(unicode_is_assigned(0x10FFFF));
     assert_int_equal(unicode_flags(0x110000), UCP_CONTROL);
     /* llama.cpp's decoding of bad input: one U+FFFD per bad lead byte */
     uint32_t c[16];
@@ -1021,6 +1063,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_llama_spm), cmocka_unit_test(test_fixture_gpt2),
         cmocka_unit_test(test_fixture_llama_bpe), cmocka_unit_test(test_fixture_qwen2),
+        cmocka_unit_test(test_fixture_bert),
         cmocka_unit_test(test_fixture_specials),  cmocka_unit_test(test_gemma_ids),
         cmocka_unit_test(test_gemma_round_trip),  cmocka_unit_test(test_gemma_literal_content),
         cmocka_unit_test(test_literal_bad_ranges),  cmocka_unit_test(test_stream),

@@ -287,3 +287,11 @@ infer_status infer_file_sha256(const char *path, char hex[65])
         snprintf(hex + 2 * i, 3, "%02x", d[i]);
     return INFER_OK;
 }
+
+void infer_sha256(const void *data, size_t n, uint8_t out[32])
+{
+    sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, data, n);
+    sha256_final(&c, out);
+}

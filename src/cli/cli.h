@@ -29,6 +29,7 @@ int cmd_run(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 
 /* ---- generation options shared by run, chat, perplexity (cmd_run.c) ---- */
 

@@ -17,13 +17,14 @@
 enum {
     O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
-    O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V,
+    O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V, O_EMBED_MODEL, O_EMBED_CTX,
+    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX,
 };
 
 static const char *help =
     "usage: infer serve [-m MODEL] [options]\n\n"
     "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
-    "GET /v1/models, /health, /metrics.\n\n"
+    "POST /v1/embeddings (with --embedding-model), GET /v1/models, /health, /metrics.\n\n"
     "  -m, --model FILE          GGUF model (default: the default model)\n"
     "      --alias NAME          model id in the API (default: the file name without .gguf)\n"
     "      --host ADDR           numeric IPv4/IPv6 address to bind (default 127.0.0.1)\n"
@@ -42,6 +43,14 @@ static const char *help =
     "                            head size divisible by 32)\n"
     "  -ctv, --cache-type-v T    likewise for values\n"
     "      --chat-template NAME  chatml, gemma, llama3, ... (default: from the model)\n"
+    "      --embedding-model FILE  also serve POST /v1/embeddings with this bert GGUF\n"
+    "                            (e.g. models/all-minilm-l6-v2-f16.gguf from models/fetch-embedder)\n"
+    "      --embedding-ctx N     truncate embedding inputs to N tokens (default: the model's maximum)\n"
+    "      --semantic-cache      answer a repeated request from the response cache (exact tier:\n"
+    "                            same model, tenant, messages and parameters; off by default)\n"
+    "      --semantic-cache-db PATH  its SQLite file (default ~/.cache/infer/responses.sqlite)\n"
+    "      --semantic-cache-ttl D    lifetime of a stored answer from creation (default 24h)\n"
+    "      --semantic-cache-max-entries N  (default 100000; least recently hit go first)\n"
     "      --keep-alive D        unload after D idle: 5m, 30s, 1h30m, 0 (after each request),\n"
     "                            -1 (never; the default)\n"
     "      --cache-dir DIR       disk tier of the prefix cache: cached KV survives unloads and restarts\n"
@@ -135,6 +144,11 @@ int cmd_serve(int argc, char **argv)
         {"timeout", required_argument, 0, O_TIMEOUT}, {"max-connections", required_argument, 0, O_MAX_CONN},
         {"cache-type-k", required_argument, 0, O_CACHE_TYPE_K}, {"ctk", required_argument, 0, O_CACHE_TYPE_K},
         {"cache-type-v", required_argument, 0, O_CACHE_TYPE_V}, {"ctv", required_argument, 0, O_CACHE_TYPE_V},
+        {"embedding-model", required_argument, 0, O_EMBED_MODEL},
+        {"embedding-ctx", required_argument, 0, O_EMBED_CTX},
+        {"semantic-cache", no_argument, 0, O_RC}, {"semantic-cache-db", required_argument, 0, O_RC_DB},
+        {"semantic-cache-ttl", required_argument, 0, O_RC_TTL},
+        {"semantic-cache-max-entries", required_argument, 0, O_RC_MAX},
         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     struct server_config c = {
         .host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .n_batch = 256,
@@ -173,6 +187,21 @@ int cmd_serve(int argc, char **argv)
         case O_API_KEY: ok = add_key(&c, optarg); break;
         case O_API_KEY_FILE: ok = read_keys(&c, optarg); break;
         case O_CORS: c.cors_origin = optarg; break;
+        case O_EMBED_MODEL: c.embedding_model_path = optarg; break;
+        case O_EMBED_CTX: ok = parse_int(optarg, 2, 1 << 20, &c.embedding_ctx); break;
+        case O_RC: c.response_cache = true; break;
+        case O_RC_DB: c.response_cache_db = optarg; c.response_cache = true; break;
+        case O_RC_TTL:
+            ok = server_parse_duration(optarg, &c.response_cache_ttl) && c.response_cache_ttl > 0;
+            if (!ok)
+                fprintf(stderr, "error: --semantic-cache-ttl: '%s' is not a positive duration (30s, 5m, 24h)\n", optarg);
+            break;
+        case O_RC_MAX: {
+            int v;
+            ok = parse_int(optarg, 1, 1 << 30, &v);
+            c.response_cache_max_entries = v;
+            break;
+        }
         case O_MAX_BODY: ok = parse_size(optarg, &c.max_body); break;
         case O_MAX_PROMPT: ok = parse_int(optarg, 1, 1 << 22, &c.max_prompt_tokens); break;
         case O_MAX_TOKENS: ok = parse_int(optarg, 1, 1 << 22, &c.max_tokens); break;

@@ -28,6 +28,7 @@ static const struct command commands[] = {
     {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text of token ids"},
+    {"embed", cmd_embed, "print sentence embeddings (bert models)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
     {"bench", cmd_bench, "benchmarks: prefix-cache scenarios (--prefix)"},
 };

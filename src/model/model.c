@@ -624,3 +624,9 @@ void model_unbind(struct infer_model *m)
     m->n_owned = 0;
     m->w.layers = NULL;
 }
+
+infer_status model_bind_mat(const infer_gguf *g, const char *name, int64_t n_in, int64_t n_out, bool required,
+                            struct mat *out)
+{
+    return bind_mat(g, name, n_in, n_out, required, out);
+}

@@ -196,4 +196,11 @@ static inline const float *model_rope_factors(const struct infer_model *m, int64
 infer_status model_bind(struct infer_model *m, infer_gguf *g);
 void model_unbind(struct infer_model *m);
 
+/* Bind the matrix `name` mapping n_in -> n_out (ne = (n_in, n_out)), checking
+ * its shape and that the kernels support its type; a missing tensor is an
+ * error only when required (then out->data is NULL).  Also used by the
+ * encoder (encoder.c). */
+infer_status model_bind_mat(const infer_gguf *g, const char *name, int64_t n_in, int64_t n_out, bool required,
+                            struct mat *out);
+
 #endif

@@ -10,7 +10,9 @@
  *
  * Routes:
  *   POST /v1/chat/completions, /v1/completions   generation (SSE with "stream")
- *   GET  /v1/models, /v1/models/{id}              the one model
+ *   POST /v1/embeddings                           with --embedding-model (api_embed.c), run on the
+ *                                                 connection thread, one batch at a time
+ *   GET  /v1/models, /v1/models/{id}              the model, and the embedding model if any
  *   GET  /health                                  503 while loading, else 200
  *   GET  /metrics                                 Prometheus text
  *   OPTIONS *                                     CORS preflight
@@ -42,7 +44,10 @@
 
 #define SSE_PING_SECONDS 15.0
 
-enum route { R_NONE, R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_OPTIONS };
+enum route {
+    R_NONE, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_OPTIONS,
+    R_CACHE_PURGE, R_CACHE_STATS,
+};
 
 struct conn_ctx {
     struct server *srv;
@@ -113,9 +118,10 @@ static void add_common_headers(struct server *srv, struct MHD_Response *r)
     }
 }
 
-/* Queue a response with a malloc'ed body (taken). */
-static enum MHD_Result respond(struct conn_ctx *ctx, struct MHD_Connection *c, int status, const char *ctype,
-                               char *body, size_t len, const char *hname, const char *hvalue)
+/* Queue a response with a malloc'ed body (taken) and extra headers
+ * (name, value pairs up to a NULL name; hdrs may be NULL). */
+static enum MHD_Result respond_h(struct conn_ctx *ctx, struct MHD_Connection *c, int status, const char *ctype,
+                                 char *body, size_t len, const char *const *hdrs)
 {
     struct server *srv = ctx->srv;
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
@@ -125,8 +131,8 @@ static enum MHD_Result respond(struct conn_ctx *ctx, struct MHD_Connection *c, i
     }
     if (ctype)
         MHD_add_response_header(r, "Content-Type", ctype);
-    if (hname)
-        MHD_add_response_header(r, hname, hvalue);
+    for (size_t i = 0; hdrs && hdrs[i]; i += 2)
+        MHD_add_response_header(r, hdrs[i], hdrs[i + 1]);
     add_common_headers(srv, r);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -138,6 +144,23 @@ static enum MHD_Result respond(struct conn_ctx *ctx, struct MHD_Connection *c, i
         fprintf(stderr, "serve: %s %s -> %d (%.0f ms)\n", ctx->method, ctx->url, status,
                 (infer_now_seconds() - ctx->t_start) * 1e3);
     return ret;
+}
+
+static enum MHD_Result respond(struct conn_ctx *ctx, struct MHD_Connection *c, int status, const char *ctype,
+                               char *body, size_t len, const char *hname, const char *hvalue)
+{
+    const char *hdrs[3] = {hname, hvalue, NULL};
+    return respond_h(ctx, c, status, ctype, body, len, hname ? hdrs : NULL);
+}
+
+static enum MHD_Result respond_json_h(struct conn_ctx *ctx, struct MHD_Connection *c, int status, json_t *o,
+                                      const char *const *hdrs)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s)
+        return MHD_NO;
+    return respond_h(ctx, c, status, "application/json", s, strlen(s), hdrs);
 }
 
 static enum MHD_Result respond_json(struct conn_ctx *ctx, struct MHD_Connection *c, int status, json_t *o)
@@ -214,6 +237,22 @@ static json_t *model_object(struct server *srv)
                      (json_int_t)srv->model_created, "owned_by", "infer");
 }
 
+static json_t *embed_model_object(struct server *srv)
+{
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", srv->embed_id, "object", "model", "created",
+                     (json_int_t)srv->embed_created, "owned_by", "infer");
+}
+
+static bool embed_model_known(struct server *srv, const char *name)
+{
+    if (!srv->embedder)
+        return false;
+    if (!strcmp(name, srv->embed_id))
+        return true;
+    const char *path = srv->cfg->embedding_model_path, *base = strrchr(path, '/');
+    return !strcmp(name, base ? base + 1 : path);
+}
+
 static bool model_known(struct server *srv, const char *name)
 {
     if (!strcmp(name, srv->model_id))
@@ -228,6 +267,8 @@ static enum MHD_Result handle_models(struct conn_ctx *ctx, struct MHD_Connection
     struct server *srv = ctx->srv;
     if (ctx->route == R_MODEL) {
         const char *id = ctx->url + strlen("/v1/models/");
+        if (embed_model_known(srv, id))
+            return respond_json(ctx, c, 200, embed_model_object(srv));
         if (!model_known(srv, id)) {
             struct api_error e;
             api_error_set(&e, 404, "invalid_request_error", "model_not_found", "the model '%.200s' does not exist",
@@ -236,7 +277,109 @@ static enum MHD_Result handle_models(struct conn_ctx *ctx, struct MHD_Connection
         }
         return respond_json(ctx, c, 200, model_object(srv));
     }
-    return respond_json(ctx, c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(srv)));
+    json_t *list = json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(srv));
+    if (list && srv->embedder)
+        json_array_append_new(json_object_get(list, "data"), embed_model_object(srv));
+    return respond_json(ctx, c, 200, list);
+}
+
+/* -------------------------------------------------------- response cache */
+
+/* DELETE /v1/cache: the caller's tenant's answers (the API key's; without
+ * keys, everyone's shared tenant).  GET /v1/cache/stats: the store's figures. */
+static enum MHD_Result handle_cache(struct conn_ctx *ctx, struct MHD_Connection *c)
+{
+    struct server *srv = ctx->srv;
+    if (!srv->rcache)
+        return fail(ctx, c, 501, "not_supported_error", "not_supported",
+                    "the response cache is off: start infer serve with --semantic-cache");
+    if (ctx->route == R_CACHE_PURGE) {
+        int64_t n = infer_respcache_purge(srv->rcache, ctx->salt_key);
+        if (n < 0)
+            return fail(ctx, c, 500, "server_error", NULL, infer_last_error());
+        return respond_json(ctx, c, 200, json_pack("{s:s, s:I}", "object", "cache.purge", "deleted", (json_int_t)n));
+    }
+    infer_respcache_stats st;
+    infer_respcache_get_stats(srv->rcache, &st);
+    pthread_mutex_lock(&srv->mu);
+    const struct server_metrics *m = &srv->metrics;
+    json_t *o = json_pack("{s:s, s:b, s:f, s:I, s:I, s:{s:I, s:I, s:I}, s:I, s:I, s:{s:I, s:I}, s:I, s:I, s:I, s:f,"
+                          " s:s}",
+                          "object", "cache.stats", "storing", st.storing, "ttl_seconds", st.ttl_seconds, "entries",
+                          (json_int_t)st.entries, "bytes", (json_int_t)st.bytes, "lookups", "hit-exact",
+                          (json_int_t)m->rc_hits, "miss", (json_int_t)m->rc_misses, "bypass",
+                          (json_int_t)m->rc_bypass, "stores", (json_int_t)m->rc_stores, "store_errors",
+                          (json_int_t)m->rc_store_errors, "skipped", "no-store", (json_int_t)m->rc_skip_no_store,
+                          "not-complete", (json_int_t)m->rc_skip_not_stop, "expired", (json_int_t)st.expired,
+                          "evicted", (json_int_t)st.evicted, "purged", (json_int_t)st.purged, "seconds_saved",
+                          m->rc_seconds_saved, "tiers", "exact");
+    pthread_mutex_unlock(&srv->mu);
+    return respond_json(ctx, c, 200, o);
+}
+
+/* ------------------------------------------------------------ embeddings */
+
+static enum MHD_Result handle_embeddings(struct conn_ctx *ctx, struct MHD_Connection *c)
+{
+    struct server *srv = ctx->srv;
+    if (!srv->embedder)
+        return fail(ctx, c, 501, "not_supported_error", "not_supported",
+                    "this server has no embedding model: start infer serve with --embedding-model FILE");
+    const int d = infer_embedder_n_embd(srv->embedder);
+    struct embed_request r;
+    struct api_error e = {0};
+    if (!api_parse_embed_request(ctx->body ? ctx->body : "", ctx->len, d, &r, &e))
+        return respond_error(ctx, c, &e);
+    if (r.model && !embed_model_known(srv, r.model)) {
+        api_error_set(&e, 404, "invalid_request_error", "model_not_found",
+                      "the model '%.200s' does not exist (this server embeds with '%s')", r.model, srv->embed_id);
+        embed_request_free(&r);
+        return respond_error(ctx, c, &e);
+    }
+    float *vec = malloc(r.n * (size_t)d * sizeof(float));
+    infer_embed_info *info = malloc(r.n * sizeof(*info));
+    if (!vec || !info) {
+        free(vec);
+        free(info);
+        embed_request_free(&r);
+        return fail(ctx, c, 500, "server_error", NULL, "out of memory");
+    }
+    pthread_mutex_lock(&srv->embed_mu);
+    double t0 = infer_now_seconds();
+    infer_status st = infer_embed(srv->embedder, r.inputs, r.lens, r.n, vec, info);
+    double dt = infer_now_seconds() - t0;
+    pthread_mutex_unlock(&srv->embed_mu);
+    if (st != INFER_OK) {
+        api_error_set(&e, st == INFER_ERR_NOMEM ? 503 : 500, "server_error", NULL, "embedding failed: %s",
+                      infer_last_error());
+        free(vec);
+        free(info);
+        embed_request_free(&r);
+        return respond_error(ctx, c, &e);
+    }
+    uint64_t n_tok = 0, n_trunc = 0;
+    for (size_t i = 0; i < r.n; i++) {
+        n_tok += (uint64_t)info[i].n_tokens;
+        n_trunc += info[i].truncated;
+    }
+    pthread_mutex_lock(&srv->mu);
+    srv->metrics.embed_inputs += r.n;
+    srv->metrics.embed_tokens += n_tok;
+    srv->metrics.embed_truncated += n_trunc;
+    srv->metrics.embed_seconds += dt;
+    pthread_mutex_unlock(&srv->mu);
+    json_t *o = api_embed_response(&r, vec, d, info, srv->embed_id);
+    free(vec);
+    free(info);
+    embed_request_free(&r);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!body)
+        return fail(ctx, c, 500, "server_error", NULL, "out of memory");
+    char count[24];
+    snprintf(count, sizeof(count), "%llu", (unsigned long long)n_trunc);
+    return respond(ctx, c, 200, "application/json", body, strlen(body), n_trunc ? "X-Infer-Truncated" : NULL,
+                   count);
 }
 
 /* ------------------------------------------------------------ generation */
@@ -476,6 +619,46 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
         snprintf(j->salt, sizeof(j->salt), "k%s/s%s", ctx->salt_key, sh);
     }
 
+    /* response cache, tier 1 */
+    uint8_t rkey[32];
+    struct rc_control rctl = {0};
+    const char *rc_state = NULL; /* X-Infer-Cache, NULL when the cache is off */
+    if (srv->rcache) {
+        rc_control_parse(c, ctx->body, ctx->len, &rctl);
+        if (!rc_request_key(srv, j, rkey)) {
+            rc_state = "bypass";
+        } else if (!rctl.no_cache) {
+            char *ans;
+            size_t alen;
+            double age, saved;
+            if (infer_respcache_get(srv->rcache, rkey, &ans, &alen, &age)) {
+                json_t *o = rc_replay(ans, alen, j->id, j->created, &saved);
+                free(ans);
+                if (o) {
+                    char age_s[32];
+                    snprintf(age_s, sizeof(age_s), "%lld", (long long)(age > 0 ? age : 0));
+                    const char *hdrs[] = {"X-Infer-Cache", "hit-exact", "X-Infer-Cache-Similarity", "1", "Age", age_s,
+                                          NULL};
+                    pthread_mutex_lock(&srv->mu);
+                    srv->metrics.rc_hits++;
+                    srv->metrics.rc_seconds_saved += saved;
+                    job_unref(j);
+                    pthread_mutex_unlock(&srv->mu);
+                    return respond_json_h(ctx, c, 200, o, hdrs);
+                }
+            }
+            rc_state = "miss";
+        } else {
+            rc_state = "miss";
+        }
+        pthread_mutex_lock(&srv->mu);
+        if (!strcmp(rc_state, "bypass"))
+            srv->metrics.rc_bypass++;
+        else
+            srv->metrics.rc_misses++;
+        pthread_mutex_unlock(&srv->mu);
+    }
+
     pthread_mutex_lock(&srv->mu);
     if (!sched_submit(srv, j)) {
         srv->metrics.rejected_queue_full++;
@@ -503,8 +686,34 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     }
     if (!j->req.stream) {
         json_t *o = api_response(j, srv->model_id);
+        const bool complete = j->finish == FINISH_STOP && !j->cancelled;
         pthread_mutex_unlock(&srv->mu);
-        return respond_json(ctx, c, 200, o);
+        if (!rc_state)
+            return respond_json(ctx, c, 200, o);
+        if (o && !strcmp(rc_state, "miss")) {
+            bool stored = false, failed = false;
+            if (!rctl.no_store && complete) {
+                char *s = json_dumps(o, JSON_COMPACT);
+                const char *tenant = ctx->salt_key;
+                stored = s && infer_respcache_put(srv->rcache, rkey, tenant, s, strlen(s)) == INFER_OK;
+                failed = !stored;
+                if (failed && srv->cfg->verbose)
+                    fprintf(stderr, "serve: response cache: %s\n", infer_last_error());
+                free(s);
+            }
+            pthread_mutex_lock(&srv->mu);
+            if (stored)
+                srv->metrics.rc_stores++;
+            else if (failed)
+                srv->metrics.rc_store_errors++;
+            else if (rctl.no_store)
+                srv->metrics.rc_skip_no_store++;
+            else
+                srv->metrics.rc_skip_not_stop++;
+            pthread_mutex_unlock(&srv->mu);
+        }
+        const char *hdrs[] = {"X-Infer-Cache", rc_state, NULL};
+        return respond_json_h(ctx, c, 200, o, hdrs);
     }
     ctx->refs++; /* the response's reference */
     pthread_mutex_unlock(&srv->mu);
@@ -515,6 +724,8 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    if (rc_state)
+        MHD_add_response_header(r, "X-Infer-Cache", rc_state);
     add_common_headers(srv, r);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -537,6 +748,10 @@ static enum route route_of(const char *method, const char *url, const char **end
         {"POST", "/chat/completions", "chat", R_CHAT},
         {"POST", "/v1/completions", "completions", R_COMPLETIONS},
         {"POST", "/completions", "completions", R_COMPLETIONS},
+        {"POST", "/v1/embeddings", "embeddings", R_EMBEDDINGS},
+        {"POST", "/embeddings", "embeddings", R_EMBEDDINGS},
+        {"DELETE", "/v1/cache", "cache", R_CACHE_PURGE},
+        {"GET", "/v1/cache/stats", "cache", R_CACHE_STATS},
         {"GET", "/v1/models", "models", R_MODELS},
         {"GET", "/models", "models", R_MODELS},
         {"GET", "/health", "health", R_HEALTH},
@@ -611,9 +826,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
             if (!r)
                 return MHD_NO;
-            MHD_add_response_header(r, "Allow", "GET, POST, OPTIONS");
+            MHD_add_response_header(r, "Allow", "GET, POST, DELETE, OPTIONS");
             if (srv->cfg->cors_origin) {
-                MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
                 MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
                 MHD_add_response_header(r, "Access-Control-Max-Age", "600");
             }
@@ -699,6 +914,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_MODEL: return handle_models(ctx, c);
     case R_CHAT:
     case R_COMPLETIONS: return handle_generate(ctx, c);
+    case R_EMBEDDINGS: return handle_embeddings(ctx, c);
+    case R_CACHE_PURGE:
+    case R_CACHE_STATS: return handle_cache(ctx, c);
     default: return fail(ctx, c, 404, "invalid_request_error", "not_found", "no such endpoint");
     }
 }
@@ -748,8 +966,55 @@ int server_run(const struct server_config *cfg)
     memset(&srv, 0, sizeof(srv));
     srv.cfg = cfg;
     pthread_mutex_init(&srv.mu, NULL);
+    pthread_mutex_init(&srv.embed_mu, NULL);
     metrics_init(&srv.metrics);
     set_model_id(&srv);
+    if (cfg->response_cache) {
+        char dflt[1024], note[1024];
+        const char *db = cfg->response_cache_db;
+        if (!db) {
+            const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+            if (xdg && *xdg)
+                snprintf(dflt, sizeof(dflt), "%s/infer", xdg);
+            else
+                snprintf(dflt, sizeof(dflt), "%s/.cache/infer", home && *home ? home : ".");
+            mkdir(dflt, 0700);
+            size_t n = strlen(dflt);
+            snprintf(dflt + n, sizeof(dflt) - n, "/responses.sqlite");
+            db = dflt;
+        }
+        infer_respcache_params rp = {.path = db, .ttl_seconds = cfg->response_cache_ttl,
+                                     .max_entries = cfg->response_cache_max_entries};
+        if (infer_respcache_open(&srv.rcache, &rp, note, sizeof(note)) != INFER_OK) {
+            /* the server keeps answering, without the cache */
+            fprintf(stderr, "serve: warning: response cache off: %s\n", infer_last_error());
+        } else {
+            if (note[0])
+                fprintf(stderr, "serve: warning: response cache: %s\n", note);
+            fprintf(stderr, "serve: response cache (exact tier) in %s, TTL %.0f s\n", db,
+                    cfg->response_cache_ttl > 0 ? cfg->response_cache_ttl : 86400.0);
+        }
+    }
+    if (cfg->embedding_model_path) {
+        infer_embedder_params ep = {.n_ctx = cfg->embedding_ctx, .n_threads = cfg->n_threads,
+                                    .flags = cfg->mlock ? INFER_GGUF_OPEN_MLOCK : 0};
+        if (infer_embedder_open(&srv.embedder, cfg->embedding_model_path, &ep) != INFER_OK) {
+            fprintf(stderr, "serve: error: --embedding-model: %s\n", infer_last_error());
+            pthread_mutex_destroy(&srv.embed_mu);
+            pthread_mutex_destroy(&srv.mu);
+            return 1;
+        }
+        const char *base = strrchr(cfg->embedding_model_path, '/');
+        snprintf(srv.embed_id, sizeof(srv.embed_id), "%s", base ? base + 1 : cfg->embedding_model_path);
+        size_t n = strlen(srv.embed_id);
+        if (n > 5 && !strcmp(srv.embed_id + n - 5, ".gguf"))
+            srv.embed_id[n - 5] = '\0';
+        struct stat est;
+        srv.embed_created = stat(cfg->embedding_model_path, &est) == 0 ? (int64_t)est.st_mtime : (int64_t)time(NULL);
+        fprintf(stderr, "serve: embedding model %s (%s, %d dims, inputs up to %d tokens, %.0f ms)\n", srv.embed_id,
+                infer_embedder_name(srv.embedder), infer_embedder_n_embd(srv.embedder),
+                infer_embedder_n_ctx(srv.embedder), infer_embedder_load_seconds(srv.embedder) * 1e3);
+    }
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai;
     char port[16];
@@ -758,6 +1023,7 @@ int server_run(const struct server_config *cfg)
     if (gai) {
         fprintf(stderr, "serve: error: --host '%s' is not a numeric IPv4 or IPv6 address: %s\n", cfg->host,
                 gai_strerror(gai));
+        infer_embedder_close(srv.embedder);
         return 1;
     }
 
@@ -784,6 +1050,8 @@ int server_run(const struct server_config *cfg)
     if (!d) {
         fprintf(stderr, "serve: error: cannot listen on %s port %d: %s\n", cfg->host, cfg->port,
                 errno ? strerror(errno) : "libmicrohttpd failed");
+        infer_embedder_close(srv.embedder);
+        pthread_mutex_destroy(&srv.embed_mu);
         pthread_mutex_destroy(&srv.mu);
         return 1;
     }
@@ -823,6 +1091,9 @@ int server_run(const struct server_config *cfg)
     sched_stop(&srv);      /* jobs end, the engine thread exits, the model is freed */
     MHD_stop_daemon(d);    /* connection threads see their jobs ended */
     sched_free(&srv);
+    infer_respcache_close(srv.rcache);
+    infer_embedder_close(srv.embedder);
+    pthread_mutex_destroy(&srv.embed_mu);
     pthread_mutex_destroy(&srv.mu);
     return rc;
 }

@@ -152,6 +152,27 @@ char *metrics_render(const struct server_metrics *m, const struct server_gauges 
     counter(f, "infer_prompt_tokens_cached_total", "Prompt tokens taken from the prefix cache.",
             (double)m->cached_tokens);
     counter(f, "infer_generated_tokens_total", "Tokens generated.", (double)m->generated_tokens);
+    counter(f, "infer_embedding_inputs_total", "Inputs embedded (POST /v1/embeddings).", (double)m->embed_inputs);
+    counter(f, "infer_embedding_tokens_total", "Tokens embedded.", (double)m->embed_tokens);
+    counter(f, "infer_embedding_truncated_total", "Inputs cut to the embedding model's maximum.",
+            (double)m->embed_truncated);
+    counter(f, "infer_embedding_seconds_total", "Seconds spent embedding.", m->embed_seconds);
+    fprintf(f, "# HELP infer_response_cache_lookups_total Generation requests by response-cache result.\n"
+               "# TYPE infer_response_cache_lookups_total counter\n");
+    fprintf(f, "infer_response_cache_lookups_total{result=\"hit-exact\"} %llu\n", (unsigned long long)m->rc_hits);
+    fprintf(f, "infer_response_cache_lookups_total{result=\"miss\"} %llu\n", (unsigned long long)m->rc_misses);
+    fprintf(f, "infer_response_cache_lookups_total{result=\"bypass\"} %llu\n", (unsigned long long)m->rc_bypass);
+    counter(f, "infer_response_cache_stores_total", "Answers stored in the response cache.", (double)m->rc_stores);
+    counter(f, "infer_response_cache_store_errors_total", "Answers the store could not write.",
+            (double)m->rc_store_errors);
+    fprintf(f, "# HELP infer_response_cache_skipped_total Answers not stored, by reason.\n"
+               "# TYPE infer_response_cache_skipped_total counter\n");
+    fprintf(f, "infer_response_cache_skipped_total{reason=\"no-store\"} %llu\n",
+            (unsigned long long)m->rc_skip_no_store);
+    fprintf(f, "infer_response_cache_skipped_total{reason=\"not-complete\"} %llu\n",
+            (unsigned long long)m->rc_skip_not_stop);
+    counter(f, "infer_response_cache_seconds_saved_total", "Generation seconds of the answers replayed.",
+            m->rc_seconds_saved);
     prefix_cache(f, g);
 
     hist(f, "infer_time_to_first_token_seconds", "Arrival of a request to its first generated token.", &m->ttft);

@@ -63,6 +63,12 @@ struct server_config {
     int timeout;               /* seconds of connection inactivity */
     int max_connections;
     bool verbose;
+    const char *embedding_model_path; /* --embedding-model: serve POST /v1/embeddings (NULL: 501) */
+    int embedding_ctx;         /* tokens per input before truncation (0: the model's maximum) */
+    bool response_cache;       /* --semantic-cache: tier 1 (exact) of the response cache */
+    const char *response_cache_db; /* NULL: $XDG_CACHE_HOME/infer/responses.sqlite or ~/.cache/infer/... */
+    double response_cache_ttl; /* seconds from creation (0: 24 h) */
+    int64_t response_cache_max_entries;
 };
 
 /* Parse ollama's keep-alive syntax: "-1" (or any negative) forever, "0",
@@ -118,6 +124,46 @@ char *api_error_json(const struct api_error *e);
 bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct gen_request *r,
                        struct api_error *e);
 void gen_request_free(struct gen_request *r);
+
+/* ------------------------------------------------------------ embeddings */
+
+#define EMBED_MAX_INPUTS 2048 /* items of one request's "input" (OpenAI's limit) */
+
+/* A validated POST /v1/embeddings body (api_embed.c). */
+struct embed_request {
+    json_t *root;              /* the parsed body: inputs point into it */
+    char *model;               /* as given (NULL: not given) */
+    const char **inputs;       /* n texts, lens[i] bytes each */
+    size_t *lens;
+    size_t n;
+    bool base64;               /* encoding_format */
+};
+
+/* Parse a body; on error returns false with e filled in (400) and r freed. */
+bool api_parse_embed_request(const char *body, size_t len, int n_embd, struct embed_request *r,
+                             struct api_error *e);
+void embed_request_free(struct embed_request *r);
+/* The response object for n_embd-float rows vec (one per input). */
+json_t *api_embed_response(const struct embed_request *r, const float *vec, int n_embd,
+                           const infer_embed_info *info, const char *model_id);
+
+/* -------------------------------------------------------- response cache */
+
+struct job;
+struct server;
+struct MHD_Connection;
+
+/* Per-request cache controls: Cache-Control: no-cache / no-store, or the
+ * body's "cache": {"no-cache": true, "no-store": true} (rcache.c). */
+struct rc_control {
+    bool no_cache, no_store;
+};
+void rc_control_parse(struct MHD_Connection *c, const char *body, size_t len, struct rc_control *out);
+/* The exact tier's key of a validated job; false when the request bypasses
+ * the cache (streamed, or sampled without a fixed seed). */
+bool rc_request_key(const struct server *srv, const struct job *j, uint8_t key[32]);
+/* A stored answer made into this request's response (fresh id and created). */
+json_t *rc_replay(const char *answer, size_t len, const char *id, int64_t created, double *saved_seconds);
 
 /* ----------------------------------------------------------------- jobs */
 
@@ -194,6 +240,11 @@ struct server_metrics {
     uint64_t rejected_queue_full, disconnects;
     uint64_t model_loads, model_unloads;
     double model_load_seconds;             /* last load */
+    uint64_t embed_inputs, embed_tokens, embed_truncated;
+    double embed_seconds;
+    uint64_t rc_hits, rc_misses, rc_bypass, rc_stores, rc_store_errors;
+    uint64_t rc_skip_no_store, rc_skip_not_stop; /* answers not stored, by reason */
+    double rc_seconds_saved;                     /* generation time of the answers replayed */
     struct histogram ttft, decode_rate, duration, prompt_rate;
 };
 
@@ -231,6 +282,11 @@ struct server {
     char model_id[128];
     int64_t model_created;
     volatile int stop;
+    infer_embedder *embedder;      /* --embedding-model, loaded at start (read-only, thread-safe) */
+    pthread_mutex_t embed_mu;      /* one embedding batch at a time: they use every core */
+    char embed_id[128];
+    int64_t embed_created;
+    infer_respcache *rcache;       /* --semantic-cache, or NULL */
 };
 
 /* Start the engine thread, which loads the model at once (sched_model_state

@@ -18,10 +18,17 @@
  *       `tokenizer.ggml.pre` (unicode.c), each byte is shown as a printable
  *       code point (GPT-2's byte map), and adjacent symbols are merged by
  *       `tokenizer.ggml.merges` rank, lowest first (ties: leftmost).
+ *     - WordPiece (`bert`): the fragment is normalised and cut into words as
+ *       BERT does (unicode_bert_words: accents stripped through NFD, lower
+ *       case, punctuation and CJK ideographs alone), "▁" is prepended to each
+ *       word (the converter writes word-initial pieces with it and "##"
+ *       continuations without), and the word is covered greedily by the
+ *       longest tokens from the left; a word that cannot be covered is [UNK].
  *     Both merge loops keep a binary heap of candidate pairs over a linked list
  *     of symbols, so a piece of n characters costs O(n log n); SPM fragments
  *     are first cut at word starts that no merge can cross (spm_tokenize).
- *  3. BOS/EOS are added as the metadata says (add_bos_token, add_eos_token).
+ *  3. BOS/EOS are added as the metadata says (add_bos_token, add_eos_token);
+ *     WordPiece always adds [CLS] and [SEP], as llama.cpp does.
  *
  * Token texts are found through an open-addressing hash map (Gemma has 262144
  * tokens); merges through another keyed by the "left right" merge string.
@@ -37,7 +44,7 @@
 #include <math.h>
 #include <string.h>
 
-enum tok_kind { TOK_SPM, TOK_BPE };
+enum tok_kind { TOK_SPM, TOK_BPE, TOK_WPM };
 
 struct tok_entry {
     uint32_t off, len; /* raw text in t->text */
@@ -74,6 +81,8 @@ struct tokenizer {
     int32_t *spm_cross;    /* tokens with a U+2581 after their first byte, other than runs of it */
     size_t n_spm_cross;
     bool add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
+    bool lowercase, strip_accents; /* WordPiece normaliser */
+    uint32_t max_token_len;        /* bytes of the longest token text */
     int32_t *special; /* partition candidates, longest text first */
     size_t n_special;
     int32_t *eog;
@@ -424,7 +433,7 @@ static bool render_token(const struct tokenizer *t, int32_t id, struct buf *b)
     if (e->attr & (TOKEN_ATTR_UNKNOWN | TOKEN_ATTR_CONTROL | TOKEN_ATTR_USER_DEFINED))
         return buf_add(b, s, n);
     if (e->attr & TOKEN_ATTR_NORMAL) {
-        if (t->kind == TOK_SPM) { /* ▁ -> space */
+        if (t->kind != TOK_BPE) { /* ▁ -> space */
             for (const char *end = s + n, *sp; s < end; s = sp + 3) {
                 sp = memmem(s, (size_t)(end - s), SPACE, 3);
                 if (!buf_add(b, s, (size_t)((sp ? sp : end) - s)) || (sp && !buf_add(b, " ", 1)))
@@ -651,19 +660,28 @@ static infer_status load_all(struct tokenizer *t, const infer_gguf *g)
         t->kind = TOK_SPM;
     else if (!strcmp(mkv->cstr, "gpt2"))
         t->kind = TOK_BPE;
+    else if (!strcmp(mkv->cstr, "bert"))
+        t->kind = TOK_WPM;
     else
         return infer_error(INFER_ERR_UNSUPPORTED,
-                           "tokenizer.ggml.model '%.40s' is not supported (only 'llama' and 'gpt2')", mkv->cstr);
+                           "tokenizer.ggml.model '%.40s' is not supported (only 'llama', 'gpt2' and 'bert')",
+                           mkv->cstr);
     snprintf(t->model, sizeof(t->model), "%s", mkv->cstr);
 
     if ((st = load_vocab(t, g)))
         return st;
 
     const char *pre = infer_gguf_get_str(g, "tokenizer.ggml.pre", NULL);
+    t->eot = t->eom = t->sep = t->pad = -1;
     if (t->kind == TOK_SPM) {
         t->bos = 1, t->eos = 2, t->unk = 0;
         t->add_space_prefix = true;
         t->add_bos = true;
+    } else if (t->kind == TOK_WPM) {
+        /* llama.cpp's defaults: [CLS] 101 (as BOS), [UNK] 100, [SEP] 102, [PAD] 0 */
+        t->bos = 101, t->eos = -1, t->unk = 100, t->sep = 102, t->pad = 0;
+        t->add_bos = true;
+        t->clean_spaces = true;
     } else {
         if ((st = load_merges(t, g)))
             return st;
@@ -692,7 +710,6 @@ static infer_status load_all(struct tokenizer *t, const infer_gguf *g)
             t->bos = -1;
         snprintf(t->pre, sizeof(t->pre), "%s", pi->name);
     }
-    t->eot = t->eom = t->sep = t->pad = -1;
     if (!get_flag(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, &st) ||
         !get_flag(g, "tokenizer.ggml.add_bos_token", &t->add_bos, &st) ||
         !get_flag(g, "tokenizer.ggml.add_eos_token", &t->add_eos, &st))
@@ -709,6 +726,23 @@ static infer_status load_all(struct tokenizer *t, const infer_gguf *g)
         t->fim[k] = -1;
         if ((st = get_id(t, g, fim_keys[k], &t->fim[k], false)))
             return st;
+    }
+    if (t->kind == TOK_WPM) {
+        /* llama.cpp adds [CLS] and [SEP] whatever add_bos_token says */
+        t->add_bos = true, t->add_eos = false;
+        t->lowercase = true;
+        if (!get_flag(g, "tokenizer.ggml.normalizer.lowercase", &t->lowercase, &st))
+            return st;
+        t->strip_accents = t->lowercase;
+        if (!get_flag(g, "tokenizer.ggml.normalizer.strip_accents", &t->strip_accents, &st))
+            return st;
+        if (t->bos < 0 || t->sep < 0 || t->unk < 0)
+            return infer_error(INFER_ERR_FORMAT,
+                               "a bert (WordPiece) vocabulary needs [CLS], [SEP] and [UNK] ids "
+                               "(tokenizer.ggml.bos_token_id, seperator_token_id, unknown_token_id)");
+        for (int32_t id = 0; id < t->n_vocab; id++)
+            if (t->tok[id].len > t->max_token_len)
+                t->max_token_len = t->tok[id].len;
     }
     if (t->add_bos && t->bos < 0)
         return infer_error(INFER_ERR_FORMAT, "tokenizer.ggml.add_bos_token is true but there is no BOS token");
@@ -822,6 +856,7 @@ int32_t tokenizer_eos(const struct tokenizer *t) { return t->eos; }
 int32_t tokenizer_eot(const struct tokenizer *t) { return t->eot; }
 int32_t tokenizer_pad(const struct tokenizer *t) { return t->pad; }
 int32_t tokenizer_unk(const struct tokenizer *t) { return t->unk; }
+int32_t tokenizer_sep(const struct tokenizer *t) { return t->sep; }
 bool tokenizer_add_bos(const struct tokenizer *t) { return t->add_bos; }
 bool tokenizer_add_eos(const struct tokenizer *t) { return t->add_eos; }
 const char *tokenizer_model(const struct tokenizer *t) { return t->model; }
@@ -1173,6 +1208,54 @@ static void bpe_tokenize(struct enc *e, const char *s, size_t n)
     }
 }
 
+/* WordPiece over one raw fragment (llama.cpp's llm_tokenizer_wpm_session). */
+static void wpm_tokenize(struct enc *e, const char *s, size_t n)
+{
+    const struct tokenizer *t = e->t;
+    /* the normalised code points go after the decoded ones: 2n entries */
+    if (!grow((void **)&e->cpts, &e->cpts_cap, 2 * n + 1, sizeof(*e->cpts))) {
+        e->oom = true;
+        return;
+    }
+    size_t n_cpts = unicode_decode(s, n, e->cpts);
+    uint32_t *norm = e->cpts + n_cpts;
+    e->words.n = 0;
+    size_t n_norm = unicode_bert_words(e->cpts, n_cpts, t->lowercase, t->strip_accents, norm, &e->words);
+    if (n_norm == (size_t)-1) {
+        e->oom = true;
+        return;
+    }
+    size_t c = 0;
+    for (size_t w = 0; w < e->words.n && !e->oom; w++) {
+        e->word.n = 0;
+        if (!buf_reserve(&e->word, e->words.len[w] * 4 + 3)) {
+            e->oom = true;
+            return;
+        }
+        buf_add(&e->word, SPACE, 3);
+        for (size_t end = c + e->words.len[w]; c < end; c++)
+            e->word.n += unicode_encode(norm[c], e->word.p + e->word.n);
+        /* longest token at each position, left to right; any gap: [UNK] */
+        const char *ws = e->word.p;
+        size_t wn = e->word.n;
+        int64_t first = e->n;
+        for (size_t i = 0; i < wn;) {
+            size_t j = wn - i < t->max_token_len ? wn : i + t->max_token_len;
+            int32_t id = -1;
+            for (; j > i && (id = tok_lookup(t, ws + i, j - i)) < 0; j--)
+                ;
+            if (id < 0) {
+                e->n = first;
+                break;
+            }
+            put(e, id);
+            i = j;
+        }
+        if (e->n == first)
+            put(e, t->unk);
+    }
+}
+
 /* Cut the special tokens out of text (llama.cpp's tokenizer_st_partition):
  * each candidate, longest first, takes its leftmost non-overlapping
  * occurrences in the raw fragments left by the ones before it.  Candidates
@@ -1349,6 +1432,10 @@ int64_t tokenizer_encode_literal(const struct tokenizer *t, const char *text, si
             bpe_tokenize(&e, s, fr->len);
             continue;
         }
+        if (t->kind == TOK_WPM) {
+            wpm_tokenize(&e, s, fr->len);
+            continue;
+        }
         esc.n = 0;
         if (!buf_reserve(&esc, (size_t)fr->len * 3 + 3)) {
             e.oom = true;
@@ -1370,6 +1457,8 @@ int64_t tokenizer_encode_literal(const struct tokenizer *t, const char *text, si
     free(esc.p);
     if (add_special && t->add_eos)
         put(&e, t->eos);
+    if (add_special && t->kind == TOK_WPM)
+        put(&e, t->sep);
 done:
     free(frags);
     free(e.sym);

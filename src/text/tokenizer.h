@@ -1,10 +1,11 @@
 /*
  * tokenizer.h - the engine's view of a model's tokenizer (see tokenizer.c).
  *
- * Built from the `tokenizer.ggml.*` metadata of a GGUF file; both families
+ * Built from the `tokenizer.ggml.*` metadata of a GGUF file; the families
  * llama.cpp supports for the models we run are implemented: SentencePiece
- * (`llama`: score-driven merges, byte fallback) and byte-level BPE (`gpt2`:
- * ranked merges after a pre-tokenizer split chosen by `tokenizer.ggml.pre`).
+ * (`llama`: score-driven merges, byte fallback), byte-level BPE (`gpt2`:
+ * ranked merges after a pre-tokenizer split chosen by `tokenizer.ggml.pre`)
+ * and WordPiece (`bert`: BERT's normaliser, greedy longest match).
  * Results are meant to equal llama.cpp's token for token.
  *
  * A loaded tokenizer is immutable and self-contained (it copies what it needs
@@ -112,6 +113,7 @@ int32_t tokenizer_eos(const struct tokenizer *t);
 int32_t tokenizer_eot(const struct tokenizer *t);
 int32_t tokenizer_pad(const struct tokenizer *t);
 int32_t tokenizer_unk(const struct tokenizer *t);
+int32_t tokenizer_sep(const struct tokenizer *t); /* [SEP] of WordPiece */
 /* End of generation: EOS, EOT, EOM and the end-of-turn tokens llama.cpp
  * recognises by their text (<end_of_turn>, <|im_end|>, <|eot_id|>, ...). */
 bool tokenizer_is_eog(const struct tokenizer *t, int32_t id);
@@ -121,7 +123,7 @@ unsigned tokenizer_attr(const struct tokenizer *t, int32_t id);
 int32_t tokenizer_find(const struct tokenizer *t, const char *piece);
 bool tokenizer_add_bos(const struct tokenizer *t);
 bool tokenizer_add_eos(const struct tokenizer *t);
-/* "llama" or "gpt2" */
+/* "llama", "gpt2" or "bert" */
 const char *tokenizer_model(const struct tokenizer *t);
 /* The pre-tokenizer in use ("gpt-2", "llama-bpe", "qwen2", ...; "" for SPM). */
 const char *tokenizer_pre(const struct tokenizer *t);

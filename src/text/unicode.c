@@ -552,3 +552,92 @@ infer_status unicode_split_words(enum unicode_split kind, const uint32_t *cpts, 
     free(b.len);
     return st;
 }
+
+/* ------------------------------------------------------ BERT normaliser */
+
+uint32_t unicode_tolower(uint32_t cpt)
+{
+    if (cpt < 128)
+        return cpt >= 'A' && cpt <= 'Z' ? cpt + 32 : cpt;
+    size_t lo = 0, hi = unicode_n_lower;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (unicode_lower_from[mid] < cpt)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < unicode_n_lower && unicode_lower_from[lo] == cpt ? unicode_lower_to[lo] : cpt;
+}
+
+uint32_t unicode_nfd_first_cpt(uint32_t cpt)
+{
+    size_t lo = 0, hi = unicode_n_nfd; /* first range ending at or after cpt */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (unicode_nfd_last[mid] < cpt)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < unicode_n_nfd && unicode_nfd_first[lo] <= cpt ? unicode_nfd_nfd[lo] : cpt;
+}
+
+bool unicode_is_assigned(uint32_t cpt)
+{
+    if (cpt >= 0x110000)
+        return false;
+    size_t lo = 0, hi = unicode_n_assigned_flips; /* flips at or before cpt */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (unicode_assigned_flips[mid] <= cpt)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo % 2 == 0;
+}
+
+/* CJK ideographs BERT cuts one by one (the ranges of Google's BERT and
+ * HF tokenizers, which llama.cpp copies, with 0x2B920 where 0x2B820 was meant). */
+static bool is_cjk_ideograph(uint32_t c)
+{
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+size_t unicode_bert_words(const uint32_t *cpts, size_t n, bool lowercase, bool strip_accents, uint32_t *out,
+                          struct unicode_words *w)
+{
+    size_t n_out = 0, word = 0; /* code points in the open word */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = strip_accents ? unicode_nfd_first_cpt(cpts[i]) : cpts[i];
+        uint8_t f = unicode_flags(c);
+        bool single = false;
+        if (f & UCP_WHITESPACE)
+            goto cut;
+        if (c == 0 || c == 0xFFFD || ((f & UCP_CONTROL) && unicode_is_assigned(c)))
+            continue;
+        if (strip_accents && (f & UCP_MARK))
+            continue;
+        single = (f & UCP_PUNCT) || (c < 0x7F && (f & UCP_SYMBOL)) || is_cjk_ideograph(c);
+        if (!single) {
+            out[n_out++] = lowercase ? unicode_tolower(c) : c;
+            word++;
+            continue;
+        }
+    cut:
+        if (word && words_push(w, word) != INFER_OK)
+            return (size_t)-1;
+        word = 0;
+        if (single) {
+            out[n_out++] = lowercase ? unicode_tolower(c) : c;
+            if (words_push(w, 1) != INFER_OK)
+                return (size_t)-1;
+        }
+    }
+    if (word && words_push(w, word) != INFER_OK)
+        return (size_t)-1;
+    return n_out;
+}

@@ -34,7 +34,19 @@ extern const size_t unicode_n_ranges;
 extern const uint32_t unicode_range_starts[];
 extern const uint8_t unicode_range_flags[];
 
+extern const size_t unicode_n_lower, unicode_n_nfd, unicode_n_assigned_flips;
+extern const uint32_t unicode_lower_from[], unicode_lower_to[];
+extern const uint32_t unicode_nfd_first[], unicode_nfd_last[], unicode_nfd_nfd[];
+extern const uint32_t unicode_assigned_flips[];
+
 uint8_t unicode_flags(uint32_t cpt);
+/* Simple (one to one) lower-case mapping; cpt itself when it has none. */
+uint32_t unicode_tolower(uint32_t cpt);
+/* First code point of the NFD decomposition (what llama.cpp's
+ * unicode_cpts_normalize_nfd keeps); cpt itself when it does not decompose. */
+uint32_t unicode_nfd_first_cpt(uint32_t cpt);
+/* Whether cpt is assigned (general category other than Cn). */
+bool unicode_is_assigned(uint32_t cpt);
 
 /* Bytes in the UTF-8 sequence announced by a lead byte (1 for continuation
  * and invalid bytes), as llama.cpp's unicode_len_utf8. */
@@ -86,5 +98,15 @@ struct unicode_words {
  * Returns INFER_OK or INFER_ERR_NOMEM. */
 infer_status unicode_split_words(enum unicode_split kind, const uint32_t *cpts, size_t n,
                                  struct unicode_words *w);
+
+/* BERT's pre-tokenizer (llama.cpp's llm_tokenizer_wpm_session::preprocess):
+ * with strip_accents every code point becomes the first of its NFD and marks
+ * (\p{M}) are dropped; whitespace separates words; NUL, U+FFFD and assigned
+ * \p{C} are dropped; with lowercase code points are lower-cased; \p{P},
+ * ASCII \p{S} and CJK ideographs are words of their own.  The normalised
+ * code points are written to out (room for n) and the word lengths appended
+ * to *w; returns the number written, or (size_t)-1 when out of memory. */
+size_t unicode_bert_words(const uint32_t *cpts, size_t n, bool lowercase, bool strip_accents, uint32_t *out,
+                          struct unicode_words *w);
 
 #endif
