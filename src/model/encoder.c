@@ -35,25 +35,6 @@
 
 /* ---- metadata ---- */
 
-static infer_status get_int(const infer_gguf *g, const char *key, int64_t dflt, bool required, int64_t lo,
-                            int64_t hi, int *out)
-{
-    if (!gguf_get_kv(g, key)) {
-        if (required)
-            return infer_error(INFER_ERR_FORMAT, "missing model metadata key '%s'", key);
-        *out = (int)dflt;
-        return INFER_OK;
-    }
-    int64_t v = infer_gguf_get_int(g, key, INT64_MIN);
-    if (v == INT64_MIN)
-        return infer_error(INFER_ERR_FORMAT, "metadata key '%s' must be a single integer", key);
-    if (v < lo || v > hi)
-        return infer_error(INFER_ERR_FORMAT, "metadata key '%s' = %lld is out of range [%lld, %lld]", key,
-                           (long long)v, (long long)lo, (long long)hi);
-    *out = (int)v;
-    return INFER_OK;
-}
-
 static infer_status read_config(struct encoder_config *c, const infer_gguf *g)
 {
     const char *arch = infer_gguf_get_str(g, "general.architecture", NULL);
@@ -64,20 +45,20 @@ static infer_status read_config(struct encoder_config *c, const infer_gguf *g)
     memset(c, 0, sizeof(*c));
     infer_status st;
     int pooling;
-    if ((st = get_int(g, "bert.embedding_length", 0, true, 1, 1 << 16, &c->n_embd)) ||
-        (st = get_int(g, "bert.block_count", 0, true, 1, 1024, &c->n_layer)) ||
-        (st = get_int(g, "bert.feed_forward_length", 0, true, 1, 1 << 18, &c->n_ff)) ||
-        (st = get_int(g, "bert.attention.head_count", 0, true, 1, 1024, &c->n_head)) ||
-        (st = get_int(g, "bert.context_length", 512, false, 1, 1 << 16, &c->n_ctx_train)) ||
-        (st = get_int(g, "tokenizer.ggml.token_type_count", 0, true, 1, 1 << 16, &c->n_token_types)) ||
-        (st = get_int(g, "bert.pooling_type", POOL_MEAN, false, 0, 4, &pooling)))
+    if ((st = model_get_int(g, "bert.embedding_length", 0, true, 1, 1 << 16, &c->n_embd)) ||
+        (st = model_get_int(g, "bert.block_count", 0, true, 1, 1024, &c->n_layer)) ||
+        (st = model_get_int(g, "bert.feed_forward_length", 0, true, 1, 1 << 18, &c->n_ff)) ||
+        (st = model_get_int(g, "bert.attention.head_count", 0, true, 1, 1024, &c->n_head)) ||
+        (st = model_get_int(g, "bert.context_length", 512, false, 1, 1 << 16, &c->n_ctx_train)) ||
+        (st = model_get_int(g, "tokenizer.ggml.token_type_count", 0, true, 1, 1 << 16, &c->n_token_types)) ||
+        (st = model_get_int(g, "bert.pooling_type", POOL_MEAN, false, 0, 4, &pooling)))
         return st;
     if (c->n_embd % c->n_head)
         return infer_error(INFER_ERR_FORMAT, "embedding length %d is not a multiple of %d heads", c->n_embd,
                            c->n_head);
     c->head_dim = c->n_embd / c->n_head;
     int head_count_kv;
-    if ((st = get_int(g, "bert.attention.head_count_kv", c->n_head, false, 1, 1024, &head_count_kv)))
+    if ((st = model_get_int(g, "bert.attention.head_count_kv", c->n_head, false, 1, 1024, &head_count_kv)))
         return st;
     if (head_count_kv != c->n_head)
         return infer_error(INFER_ERR_UNSUPPORTED, "bert.attention.head_count_kv = %d: grouped-query BERT is not "

@@ -64,19 +64,16 @@ struct hp_reader {
     const char *arch;
 };
 
-static infer_status hp_int(const struct hp_reader *r, const char *suffix, int64_t dflt, bool required,
-                           int64_t lo, int64_t hi, int *out)
+infer_status model_get_int(const infer_gguf *g, const char *key, int64_t dflt, bool required, int64_t lo,
+                           int64_t hi, int *out)
 {
-    char key[160];
-    snprintf(key, sizeof(key), "%s.%s", r->arch, suffix);
-    const struct gguf_kv *kv = gguf_get_kv(r->g, key);
-    if (!kv) {
+    if (!gguf_get_kv(g, key)) {
         if (required)
             return infer_error(INFER_ERR_FORMAT, "missing model metadata key '%s'", key);
         *out = (int)dflt;
         return INFER_OK;
     }
-    int64_t v = infer_gguf_get_int(r->g, key, INT64_MIN);
+    int64_t v = infer_gguf_get_int(g, key, INT64_MIN);
     if (v == INT64_MIN)
         return infer_error(INFER_ERR_FORMAT, "metadata key '%s' must be a single integer", key);
     if (v < lo || v > hi)
@@ -84,6 +81,14 @@ static infer_status hp_int(const struct hp_reader *r, const char *suffix, int64_
                            (long long)v, (long long)lo, (long long)hi);
     *out = (int)v;
     return INFER_OK;
+}
+
+static infer_status hp_int(const struct hp_reader *r, const char *suffix, int64_t dflt, bool required,
+                           int64_t lo, int64_t hi, int *out)
+{
+    char key[160];
+    snprintf(key, sizeof(key), "%s.%s", r->arch, suffix);
+    return model_get_int(r->g, key, dflt, required, lo, hi, out);
 }
 
 static float hp_float(const struct hp_reader *r, const char *suffix, double dflt)

@@ -194,6 +194,12 @@ static inline const float *model_rope_factors(const struct infer_model *m, int64
 /* Bind config and weights from an open GGUF (the model does not take
  * ownership of g on failure).  Errors name the missing key or tensor. */
 infer_status model_bind(struct infer_model *m, infer_gguf *g);
+
+/* The integer metadata key `key` into *out: dflt when it is absent (an
+ * error when `required`), an error naming the key when it is not a single
+ * integer in [lo, hi]. */
+infer_status model_get_int(const infer_gguf *g, const char *key, int64_t dflt, bool required, int64_t lo,
+                           int64_t hi, int *out);
 void model_unbind(struct infer_model *m);
 
 /* Bind the matrix `name` mapping n_in -> n_out (ne = (n_in, n_out)), checking

@@ -38,17 +38,8 @@ void moe_route(const struct model_config *c, const float *logits, int32_t *sel, 
     const int E = c->n_expert, K = c->n_expert_used;
     float p[1024]; /* n_expert <= 1024 (model.c) */
     /* ggml's soft_max: exp(l - max), summed in double, scaled by 1 / sum */
-    float mx = -INFINITY;
-    for (int e = 0; e < E; e++)
-        mx = logits[e] > mx ? logits[e] : mx;
-    double sum = 0.0;
-    for (int e = 0; e < E; e++) {
-        p[e] = expf(logits[e] - mx);
-        sum += (double)p[e];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int e = 0; e < E; e++)
-        p[e] *= inv;
+    memcpy(p, logits, (size_t)E * sizeof(*p));
+    softmax_ref(p, E);
     /* top-k by selection: the strictly larger wins, so ties keep the lower
      * index first (libstdc++'s std::sort in ggml's argsort is an insertion
      * sort, stable, for up to 16 experts; beyond, llama.cpp's order of
