@@ -13,6 +13,7 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -67,10 +68,23 @@ static struct {
     long spin_ns;
     bool adaptive;
     struct pool_adapt adapt;
+    struct pool_ab ab;
     struct pool_stats st;
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER, .max = 0, .active = 1, .spin_ns = -1, .adaptive = true};
 
 static _Atomic(void (*)(int, uint32_t)) test_hook;
+static _Atomic int test_contended = -1;
+
+/* INFER_POOL_DEBUG=1: the step trials' decisions on stderr. */
+static int debug_level(void)
+{
+    static int level = -1;
+    if (level < 0) {
+        const char *e = getenv("INFER_POOL_DEBUG");
+        level = e && *e && strcmp(e, "0") != 0;
+    }
+    return level;
+}
 
 /* Of the time this thread wanted a core since the last call (running or
  * runnable), the share it waited for one (held by another program): from
@@ -236,6 +250,7 @@ int pool_set_threads(int n)
     if (e && strcmp(e, "0") == 0)
         P.adaptive = false;
     pool_adapt_init(&P.adapt, n, now_s());
+    pool_ab_init(&P.ab, n, now_s());
     atomic_store(&P.active, n);
     pthread_mutex_unlock(&P.lock);
     return n;
@@ -281,12 +296,15 @@ bool pool_set_adaptive(bool on)
     const bool was = P.adaptive;
     P.adaptive = on;
     pool_adapt_init(&P.adapt, P.max, now_s());
+    pool_ab_init(&P.ab, P.max, now_s());
     atomic_store(&P.active, P.max);
     pthread_mutex_unlock(&P.lock);
     return was;
 }
 
 void pool_set_test_hook(void (*hook)(int worker, uint32_t loop)) { atomic_store(&test_hook, hook); }
+
+void pool_set_test_contended(int contended) { atomic_store(&test_contended, contended < 0 ? -1 : contended > 0); }
 
 void pool_get_stats(struct pool_stats *st)
 {
@@ -299,9 +317,10 @@ void pool_get_stats(struct pool_stats *st)
 }
 
 /* Feed one loop to the adaptive count and apply its answer (under the lock). */
+static _Thread_local struct delay_probe caller_probe; /* of the thread that runs the loops */
+
 static void adapt_update(double with_s, double without_s, double now)
 {
-    static _Thread_local struct delay_probe caller_probe; /* of the thread that runs the loops */
     const double caller = delay_share(&caller_probe, now);
     double least = -1.0; /* the least delayed worker taking part */
     for (int w = 1; w < P.adapt.active && w <= P.n_workers; w++) {
@@ -416,7 +435,7 @@ int pool_adapt_observe(struct pool_adapt *a, double with_s, double without_s, do
         a->win_with = a->win_without = 0.0;
         return a->active;
     }
-    if (a->active < 2)
+    if (a->active < 2 || now < a->hold_until)
         return a->active;
     a->win_with += with_s;
     a->win_without += without_s;
@@ -446,4 +465,125 @@ int pool_adapt_observe(struct pool_adapt *a, double with_s, double without_s, do
         a->next_probe = now;
     }
     return a->active;
+}
+
+/* ------------------------- step-level trials ------------------------- */
+
+void pool_ab_init(struct pool_ab *a, int max, double now)
+{
+    memset(a, 0, sizeof(*a));
+    a->max = a->cap = max < 1 ? 1 : max;
+    a->dir = -1;
+    a->backoff = POOL_AB_BACKOFF_MIN;
+    a->next_trial = now + POOL_AB_FIRST;
+}
+
+int pool_ab_observe(struct pool_ab *a, int64_t tokens, double seconds, int active, bool contended, double now)
+{
+    if (a->max < 2)
+        return a->cap;
+    if (tokens != a->tokens) { /* windows compare steps of one size only */
+        a->tokens = tokens;
+        a->steps = 0;
+        a->secs = 0.0;
+        a->prev_base = a->base_per_step = 0.0;
+        if (a->trial) { /* nothing left to compare it with: back to the measured count */
+            a->trial = false;
+            a->cap = a->base_cap;
+            a->next_trial = now + a->backoff;
+        }
+        return a->cap;
+    }
+    if (!a->trial && active != a->cap && active >= 1 && active <= a->max) {
+        /* the loop rule changed the count: on trial against the last baseline */
+        if (a->base_per_step > 0) {
+            a->base_cap = a->cap;
+            a->trial = true;
+            a->trial_start = now;
+            a->steps = 0;
+            a->secs = 0.0;
+        }
+        a->cap = active;
+        return a->cap; /* this step ran partly at the old count */
+    }
+    a->steps++;
+    a->secs += seconds;
+    if (a->steps < POOL_AB_STEPS || a->secs < POOL_AB_WINDOW)
+        return a->cap;
+    const double per_step = a->secs / a->steps;
+    a->steps = 0;
+    a->secs = 0.0;
+    if (!a->trial) { /* a baseline window */
+        if (a->prev_base > 0 &&
+            (per_step > POOL_AB_SLOWDOWN * a->prev_base || per_step * POOL_AB_SLOWDOWN < a->prev_base)) {
+            a->backoff = POOL_AB_BACKOFF_MIN; /* the machine's load changed: look again now */
+            a->next_trial = now;
+        }
+        a->prev_base = a->base_per_step = per_step;
+        if (now >= a->next_trial) {
+            if (a->cap + a->dir < 1 || a->cap + a->dir > a->max || (a->dir < 0 && !contended))
+                a->dir = a->cap < a->max ? 1 : -1;
+            if (a->dir < 0 && !contended)
+                return a->cap; /* nobody waits for a core: fewer threads cannot be faster */
+            a->base_cap = a->cap;
+            a->cap += a->dir;
+            a->trial = true;
+            a->trial_start = now;
+        }
+        return a->cap;
+    }
+    a->trial = false;
+    if (per_step < (1.0 - POOL_AB_GAIN) * a->base_per_step) { /* faster: keep it, go on that way */
+        a->dir = a->cap < a->base_cap ? -1 : 1;
+        a->prev_base = a->base_per_step = per_step;
+        a->backoff = POOL_AB_BACKOFF_MIN;
+    } else { /* not faster: back, try the other way next, later */
+        a->dir = a->cap < a->base_cap ? 1 : -1;
+        a->cap = a->base_cap;
+        a->prev_base = 0.0;
+        a->backoff = a->backoff * 2 > POOL_AB_BACKOFF_MAX ? POOL_AB_BACKOFF_MAX : a->backoff * 2;
+    }
+    a->next_trial = now + a->backoff;
+    return a->cap;
+}
+
+void pool_step(int64_t tokens, double seconds)
+{
+    if (tokens <= 0)
+        return;
+    pthread_mutex_lock(&P.lock);
+    if (P.adaptive && P.max > 1) {
+        const int before = P.adapt.active, old_cap = P.ab.cap;
+        const bool was_trial = P.ab.trial;
+        const double now = now_s();
+        double most = delay_share(&caller_probe, now); /* the most delayed thread taking part */
+        for (int w = 1; w < before && w <= P.n_workers; w++) {
+            const int ppm = atomic_load_explicit(&P.worker_delay_ppm[w], memory_order_relaxed);
+            if (ppm >= 0 && ppm * 1e-6 > most)
+                most = ppm * 1e-6;
+        }
+        const int forced = atomic_load(&test_contended);
+        const bool contended = forced >= 0 ? forced > 0 : most < 0 || most > POOL_AB_CONTENDED; /* unknown: could be */
+        const int cap = pool_ab_observe(&P.ab, tokens, seconds, before, contended, now);
+        if (debug_level() > 0 && (was_trial != P.ab.trial || cap != old_cap))
+            fprintf(stderr, "pool: %.3f %s %d -> %d threads (baseline %.2f ms/step, most delayed %.2f)\n", now,
+                    P.ab.trial ? "trial" : "decided", was_trial ? P.ab.base_cap : old_cap, cap,
+                    P.ab.base_per_step * 1e3, most);
+        /* The loop rule works below the cap, and does not drop a thread
+         * during a trial, nor while the last trial's answer stands. */
+        P.adapt.max = cap;
+        P.adapt.hold_until = P.ab.trial ? INFINITY : cap == old_cap && !was_trial ? P.adapt.hold_until
+                                                                                 : P.ab.next_trial;
+        if (cap != before) {
+            P.adapt.active = cap;
+            P.adapt.probing = false;
+            P.adapt.win_with = P.adapt.win_without = 0.0;
+            atomic_store(&P.active, cap);
+            if (cap < before)
+                P.st.drops++;
+            else
+                P.st.raises++;
+        }
+    }
+    pthread_mutex_unlock(&P.lock);
 }

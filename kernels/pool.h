@@ -97,6 +97,7 @@ struct pool_adapt {
     double next_probe;          /* when a dropped thread is tried again */
     double backoff;             /* seconds until the next try */
     bool probing;               /* the last raise is on trial */
+    double hold_until;          /* no drop before this (the step trials measured the count) */
 };
 #define POOL_ADAPT_WINDOW 0.020     /* seconds of loop time per decision */
 #define POOL_ADAPT_MARGIN 1.25      /* how much slower than without the thread counts as slower */
@@ -108,9 +109,63 @@ void pool_adapt_init(struct pool_adapt *a, int max, double now);
 int pool_adapt_observe(struct pool_adapt *a, double with_s, double without_s, double caller_delay,
                        double worker_delay, double now);
 
+/* The step-level check on top of it.  The loop estimate above cannot see
+ * every case: with one core busy, multi-sequence decode of a large file can
+ * run faster on one thread (the caller alone on the free core) than on two,
+ * while no loop looks slower than without its last finisher.  So the engine
+ * reports each forward step (its tokens and time, pool_step) and the pool
+ * tries the neighbouring thread count directly: a baseline window of steps
+ * at the current count, then a trial window of steps of the same size at
+ * one thread fewer (or more); the trial count is kept when its steps are
+ * POOL_AB_GAIN faster, else the old count returns and the next trial waits
+ * twice as long (POOL_AB_BACKOFF_MIN .. _MAX; a baseline POOL_AB_SLOWDOWN
+ * times slower or faster than the one before, a change of the machine's
+ * load, brings the next trial forward).  A trial of fewer threads is made
+ * only while some thread waits for its core (contended: a runqueue wait
+ * share above POOL_AB_CONTENDED, or unknown), so a quiet machine pays
+ * nothing for it; a trial of more threads is always allowed.  Its answer
+ * caps the loop rule's count (pool_adapt.max), so the loop rule's retries
+ * do not undo it; a change the loop rule makes is itself put on trial
+ * against the last baseline (`active`: the count the step ran with), and
+ * after a trial the loop rule drops no thread until the next one
+ * (pool_adapt.hold_until).  A change of step size ends an open trial at the
+ * measured count.  A pure state machine like pool_adapt_observe: feed it
+ * each step's token count, seconds and whether the machine is contended,
+ * at time `now`; it returns the cap. */
+struct pool_ab {
+    int max, cap;
+    bool trial;          /* the current window runs `cap` threads on trial */
+    int base_cap;        /* the count the trial is measured against */
+    int dir;             /* direction of the next trial: -1 or +1 */
+    int64_t tokens;      /* step size of the current window */
+    int steps;           /* the current window: steps and seconds */
+    double secs;
+    double base_per_step; /* seconds per step of the last baseline window */
+    double prev_base;     /* ... and of the one before (0: none) */
+    double next_trial, backoff, trial_start;
+};
+#define POOL_AB_STEPS 8           /* steps per window, at least ... */
+#define POOL_AB_WINDOW 0.10       /* ... and seconds per window, at least */
+#define POOL_AB_GAIN 0.05         /* a trial count must be this much faster to be kept */
+#define POOL_AB_SLOWDOWN 1.30     /* a baseline this much slower or faster than the one before: try again now */
+#define POOL_AB_FIRST 0.25        /* seconds before the first trial */
+#define POOL_AB_BACKOFF_MIN 1.0
+#define POOL_AB_BACKOFF_MAX 16.0
+#define POOL_AB_CONTENDED 0.10    /* a thread waits this share of the time for its core */
+void pool_ab_init(struct pool_ab *a, int max, double now);
+int pool_ab_observe(struct pool_ab *a, int64_t tokens, double seconds, int active, bool contended, double now);
+
+/* A forward step of `tokens` tokens took `seconds` (called by the engine
+ * after each step; feeds pool_ab_observe when the count is adaptive). */
+void pool_step(int64_t tokens, double seconds);
+
 /* Turn the adaptive count on or off (on by default unless
  * INFER_THREADS_ADAPT=0); off restores the maximum.  Returns the old state. */
 bool pool_set_adaptive(bool on);
+
+/* Tests only: the step trials see the machine as contended (1) or quiet
+ * (0) instead of measuring it (-1, the default). */
+void pool_set_test_contended(int contended);
 
 /* Tests only: called by a worker when it picks up a loop, before it claims
  * a chunk (NULL: none). */

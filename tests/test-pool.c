@@ -331,6 +331,153 @@ static void adaptive_state_machine(void **state)
         assert_true(stalled(&a, t) >= 1);
 }
 
+/* The step-level trials alone, on made-up steps of `tok` tokens that take
+ * per_at1 seconds on one thread and per_at2 on two, fed until `until`
+ * (made-up seconds).  The count the trials settle on is `cap`, or the
+ * trial's baseline while a trial runs. */
+static double feed(struct pool_ab *a, double t, double until, int64_t tok, double per_at1, double per_at2,
+                   bool contended)
+{
+    for (; t < until; t += a->cap == 1 ? per_at1 : per_at2)
+        pool_ab_observe(a, tok, a->cap == 1 ? per_at1 : per_at2, a->cap, contended, t);
+    return t;
+}
+
+static int settled(const struct pool_ab *a) { return a->trial ? a->base_cap : a->cap; }
+
+static void step_trials_state_machine(void **state)
+{
+    (void)state;
+    struct pool_ab a;
+    double t = 50.0;
+    /* one thread: never a trial */
+    pool_ab_init(&a, 1, t);
+    t = feed(&a, t, t + 10, 4, 0.01, 0.01, true);
+    assert_int_equal(a.cap, 1);
+    assert_false(a.trial);
+
+    /* quiet (nobody waits for a core): no trial of fewer threads, ever */
+    pool_ab_init(&a, 2, t);
+    for (double end = t + 60; t < end; t += 0.016) {
+        pool_ab_observe(&a, 4, 0.016, a.cap, false, t);
+        assert_int_equal(a.cap, 2);
+        assert_false(a.trial);
+    }
+
+    /* contended, but two threads are still faster: every trial of one fails
+     * and the trials get rarer (the backoff doubles up to its maximum) */
+    pool_ab_init(&a, 2, t);
+    int trials = 0;
+    double backoff = a.backoff;
+    for (double end = t + 120; t < end;) {
+        const bool was = a.trial;
+        const double per = a.cap == 1 ? 0.030 : 0.016;
+        pool_ab_observe(&a, 4, per, a.cap, true, t);
+        t += per;
+        if (!was && a.trial) {
+            trials++;
+            assert_int_equal(a.cap, 1);
+        }
+        if (!a.trial)
+            assert_int_equal(a.cap, 2);
+        assert_true(a.backoff >= backoff);
+        backoff = a.backoff;
+    }
+    if (trials < 5 || trials > 12) /* 0.25, then 2, 4, 8, 16, 16, ... seconds apart */
+        fail_msg("%d trials in 120 s", trials);
+    assert_true(a.backoff == POOL_AB_BACKOFF_MAX);
+
+    /* the load changes: one thread is now faster; the slower baseline brings
+     * a trial forward at once (not after the 16 s backoff), one is kept */
+    const double t_change = t;
+    while (settled(&a) == 2 && t < t_change + 10)
+        t = feed(&a, t, t + 0.01, 4, 0.020, 0.040, true);
+    assert_int_equal(settled(&a), 1);
+    assert_true(t - t_change < 1.0);
+    /* it stays at one while that is faster: trials of two fail */
+    t = feed(&a, t, t + 20, 4, 0.020, 0.040, true);
+    assert_int_equal(settled(&a), 1);
+    /* quiet again (one thread as fast as before, two faster): a trial of two
+     * comes within the backoff, even with nobody waiting, and is kept */
+    const double t_quiet = t;
+    while (settled(&a) == 1 && t < t_quiet + 60)
+        t = feed(&a, t, t + 0.01, 4, 0.020, 0.011, false);
+    assert_int_equal(settled(&a), 2);
+    assert_true(t - t_quiet <= POOL_AB_BACKOFF_MAX + 1.0);
+
+    /* a 4% gain is noise: the count stays */
+    pool_ab_init(&a, 2, t);
+    t = feed(&a, t, t + 30, 4, 0.0192, 0.020, true);
+    assert_int_equal(settled(&a), 2);
+
+    /* steps of changing sizes never fill a window: no trial decides, and an
+     * open trial ends at once at the measured count */
+    pool_ab_init(&a, 2, t);
+    for (const double t_start = t; !a.trial && t < t_start + 5; t += 0.010) /* baseline, then the trial starts */
+        pool_ab_observe(&a, 4, 0.010, a.cap, true, t);
+    assert_true(a.trial);
+    assert_int_equal(a.cap, 1);
+    for (int i = 0; i < 400; i++, t += 0.01)
+        pool_ab_observe(&a, 1 + i % 3, 0.001, a.cap, true, t);
+    assert_false(a.trial);
+    assert_int_equal(a.cap, 2);
+
+    /* a drop by the loop rule is put on trial against the last baseline:
+     * undone when one thread is not faster ... */
+    for (int kept = 0; kept < 2; kept++) {
+        pool_ab_init(&a, 2, t);
+        a.next_trial = t + 1000; /* no trial of its own */
+        for (int i = 0; i < 20; i++, t += 0.016)
+            pool_ab_observe(&a, 4, 0.016, 2, true, t);
+        assert_true(a.base_per_step > 0);
+        assert_int_equal(pool_ab_observe(&a, 4, 0.016, 1, true, t), 1); /* the loop rule dropped one */
+        assert_true(a.trial);
+        const double per1 = kept ? 0.010 : 0.030;
+        for (int i = 0; i < 20 && a.trial; i++, t += per1)
+            pool_ab_observe(&a, 4, per1, a.cap, true, t);
+        assert_false(a.trial);
+        /* ... and kept when it is */
+        assert_int_equal(a.cap, kept ? 1 : 2);
+    }
+}
+
+/* Through the pool: steps reported with pool_step, one thread made faster
+ * (the seconds are the test's, not measured), the pool drops to one thread
+ * and its loops then run in the caller only. */
+static void step_trials_drive_the_pool(void **state)
+{
+    (void)state;
+    pool_set_threads(2);
+    pool_set_adaptive(true);
+    struct pool_stats before, st;
+    pool_get_stats(&before);
+    const double t0 = (double)time(NULL);
+    /* made-up steps: two threads 40 ms, one thread 20 ms, for at most 30 s
+     * of wall time (the first trial waits POOL_AB_FIRST of it) */
+    pool_set_test_contended(1); /* as if a thread waited for its core */
+    while (pool_threads() == 2 && (double)time(NULL) - t0 < 30) {
+        pool_step(4, 0.040);
+        usleep(2000);
+    }
+    assert_int_equal(pool_threads(), 1); /* the trial of one thread began */
+    for (int i = 0; i < POOL_AB_STEPS; i++) /* its window: faster, so it is kept */
+        pool_step(4, 0.020);
+    assert_int_equal(pool_threads(), 1); /* (a trial of two needs another full window first) */
+    pool_set_test_contended(-1);
+    pool_get_stats(&st);
+    assert_true(st.drops > before.drops);
+    pool_get_stats(&before);
+    check_each_once(1000, 1);
+    pool_get_stats(&st);
+    assert_int_equal(st.chunks_worker, before.chunks_worker);
+    /* off: back to the maximum, and steps change nothing */
+    pool_set_adaptive(false);
+    assert_int_equal(pool_threads(), 2);
+    for (int i = 0; i < 200; i++)
+        pool_step(4, i % 2 ? 0.020 : 0.040);
+    assert_int_equal(pool_threads(), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +487,8 @@ int main(void)
         cmocka_unit_test(late_thread_is_not_waited_for),
         cmocka_unit_test(idle_workers_sleep_and_wake),
         cmocka_unit_test(adaptive_drops_a_slow_thread),
+        cmocka_unit_test(step_trials_state_machine),
+        cmocka_unit_test(step_trials_drive_the_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

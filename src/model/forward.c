@@ -371,8 +371,8 @@ static void kv_store(struct kv_arena *a, const struct batch *batch, int il, cons
     rows_for(&(struct row_loop){.op = kv_store_row, .arg = &args}, batch->n);
 }
 
-infer_status forward_batch(const struct infer_model *m, struct run_state *s, struct kv_arena *a,
-                           const struct batch *b, float *logits)
+static infer_status forward_step(const struct infer_model *m, struct run_state *s, struct kv_arena *a,
+                                 const struct batch *b, float *logits)
 {
     const struct model_config *c = &m->c;
     const struct model_weights *w = &m->w;
@@ -503,6 +503,17 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
     }
     prof_mark(pon, &pt, PR_OUT);
     return INFER_OK;
+}
+
+/* One step, timed for the thread pool's step-level trials (kernels/pool.h). */
+infer_status forward_batch(const struct infer_model *m, struct run_state *s, struct kv_arena *a,
+                           const struct batch *b, float *logits)
+{
+    const double t0 = infer_now();
+    const infer_status st = forward_step(m, s, a, b, logits);
+    if (st == INFER_OK)
+        pool_step(b->n, infer_now() - t0);
+    return st;
 }
 
 infer_status forward(const struct infer_model *m, struct run_state *s, struct kv_arena *a, struct kv_seq *seq,
