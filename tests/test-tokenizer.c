@@ -868,19 +868,31 @@ static void test_tiny_bpe(void **state)
     assert_non_null(strstr(infer_last_error(), "tokenizer.ggml.merges"));
 }
 
-static void gw_kv_array(struct gw *w, const char *key, const struct gguf_value *v)
+/* The array v, then n_more elements: strings (more_strs) or raw values of
+ * the array's type (more). */
+static void gw_kv_array_more(struct gw *w, const char *key, const struct gguf_value *v, const void *more,
+                             const char *const *more_strs, size_t n_more)
 {
     gw_key(w, key, INFER_GGUF_ARRAY);
     gw_u32(w, v->arr.type);
-    gw_u64(w, v->arr.n);
+    gw_u64(w, v->arr.n + n_more);
     if (v->arr.type != INFER_GGUF_STRING) {
         gw_raw(w, v->arr.raw, v->arr.n * gguf_type_size(v->arr.type));
+        if (n_more)
+            gw_raw(w, more, n_more * gguf_type_size(v->arr.type));
         return;
     }
     for (uint64_t i = 0; i < v->arr.n; i++) {
         gw_u64(w, v->arr.strs[i].len);
         gw_raw(w, v->arr.strs[i].s, v->arr.strs[i].len);
     }
+    for (size_t i = 0; i < n_more; i++)
+        gw_str(w, more_strs[i]);
+}
+
+static void gw_kv_array(struct gw *w, const char *key, const struct gguf_value *v)
+{
+    gw_kv_array_more(w, key, v, NULL, NULL, 0);
 }
 
 /* The GPT-2 fixture vocabulary with another pre-tokenizer. */
@@ -969,6 +981,62 @@ static void test_pre_goldens(void **state)
         tokenizer_free(t);
         infer_gguf_close(g);
     }
+}
+
+/* Special tokens that eat whitespace (llama.cpp's LSTRIP/RSTRIP, set by
+ * model name): the Llama 2 SPM fixture with Phi-3's added control tokens
+ * (32000..32004), named as a Phi-3 file and as another model; ids from
+ * llama-cpp-python 0.3.36 on the same vocabulary (tokenize with
+ * special=True; a Phi-3-named vocabulary without <|endoftext|> or </s> does
+ * not load there). */
+static struct tokenizer *spm_named(const infer_gguf *src, const char *name)
+{
+    static const char *const added[] = {"<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>"};
+    static const float scores[5] = {0};
+    static const int32_t types[5] = {3, 3, 3, 3, 3};
+    struct gw w;
+    infer_gguf *g;
+    struct tokenizer *t = NULL;
+    gw_begin(&w);
+    gw_kv_str(&w, "general.name", name);
+    gw_kv_str(&w, "tokenizer.ggml.model", "llama");
+    gw_kv_array_more(&w, "tokenizer.ggml.tokens", gguf_get_arr(src, "tokenizer.ggml.tokens", INFER_GGUF_STRING),
+                     NULL, added, 5);
+    gw_kv_array_more(&w, "tokenizer.ggml.scores", gguf_get_arr(src, "tokenizer.ggml.scores", INFER_GGUF_FLOAT32),
+                     scores, NULL, 5);
+    gw_kv_array_more(&w, "tokenizer.ggml.token_type",
+                     gguf_get_arr(src, "tokenizer.ggml.token_type", INFER_GGUF_INT32), types, NULL, 5);
+    assert_int_equal(infer_gguf_open_memory(&g, w.p, w.n), INFER_OK);
+    assert_int_equal(tokenizer_load(&t, g), INFER_OK);
+    infer_gguf_close(g);
+    free(w.p);
+    return t;
+}
+
+static void test_strip_attrs(void **state)
+{
+    struct vocabs *v = *state;
+    const char *s1 = "Hello </s>  world", *s2 = "<|user|>\n  Hi<|end|>\n<|assistant|> \n ok <|endoftext|>  z",
+               *s3 = "a </s>\n\n b <s>  c <unk> d", *s4 = "x\t</s>\t</s>   </s> end ";
+    struct tokenizer *t = spm_named(v->spm_g, "Phi-3 Mini 4k Instruct");
+    assert_true(tokenizer_attr(t, 2) & TOKEN_ATTR_RSTRIP);      /* </s> */
+    assert_true(tokenizer_attr(t, 32002) & TOKEN_ATTR_RSTRIP);  /* <|end|> */
+    assert_false(tokenizer_attr(t, 1) & TOKEN_ATTR_RSTRIP);     /* <s> */
+    assert_false(tokenizer_attr(t, 32000) & TOKEN_ATTR_RSTRIP); /* <|endoftext|> */
+    EXPECT(t, s1, false, true, 15043, 29871, 2, 3186);
+    EXPECT(t, s2, false, true, 32003, 6324, 32002, 32001, 3431, 29871, 32000, 259, 503);
+    EXPECT(t, s3, false, true, 263, 29871, 2, 289, 29871, 1, 259, 274, 29871, 0, 29871, 270);
+    EXPECT(t, s4, false, true, 921, 12, 2, 2, 2, 1095, 29871);
+    EXPECT(t, "</s>", false, true, 2);
+    tokenizer_free(t);
+    t = spm_named(v->spm_g, "Llama 2 7B"); /* the same vocabulary, another name: nothing is stripped */
+    assert_false(tokenizer_attr(t, 2) & TOKEN_ATTR_RSTRIP);
+    EXPECT(t, s1, false, true, 15043, 29871, 2, 259, 3186);
+    EXPECT(t, s2, false, true, 32003, 29871, 13, 29871, 6324, 32002, 29871, 13, 32001, 259, 13, 3431, 29871, 32000,
+           259, 503);
+    EXPECT(t, s3, false, true, 263, 29871, 2, 29871, 13, 13, 289, 29871, 1, 259, 274, 29871, 0, 29871, 270);
+    EXPECT(t, s4, false, true, 921, 12, 2, 29871, 12, 2, 268, 2, 29871, 1095, 29871);
+    tokenizer_free(t);
 }
 
 /* ------------------------------------------------------------ Unicode */
@@ -1070,7 +1138,7 @@ int main(void)
         cmocka_unit_test(test_bad_text),          cmocka_unit_test(test_long_line),
         cmocka_unit_test(test_tiny_spm),          cmocka_unit_test(test_bad_vocab),
         cmocka_unit_test(test_tiny_bpe),          cmocka_unit_test(test_pre_tokenizers),
-        cmocka_unit_test(test_pre_goldens),
+        cmocka_unit_test(test_pre_goldens),       cmocka_unit_test(test_strip_attrs),
         cmocka_unit_test(test_unicode),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -41,6 +41,7 @@
 
 #include "unicode.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <string.h>
 
@@ -373,6 +374,50 @@ static infer_status detect_special(struct tokenizer *t)
         t->tok[end].attr = TOKEN_ATTR_USER_DEFINED;
     }
     return INFER_OK;
+}
+
+static bool contains_any(const char *s, const char *const *subs, size_t n)
+{
+    for (size_t i = 0; s && i < n; i++)
+        if (strstr(s, subs[i]))
+            return true;
+    return false;
+}
+
+static void set_attr(struct tokenizer *t, int32_t id, uint32_t attr, bool on)
+{
+    if (id >= 0)
+        t->tok[id].attr = on ? t->tok[id].attr | attr : t->tok[id].attr & ~attr;
+}
+
+/* The whitespace-eating special tokens llama.cpp knows by model name (GGUF
+ * files carry no lstrip/rstrip flags): Phi-3's special tokens and </s> eat
+ * the whitespace after them, except <unk>, <s> and <|endoftext|>; some BERT
+ * variants' mask token eats the whitespace before it. */
+static void set_strip_attrs(struct tokenizer *t, const infer_gguf *g, const char *pre)
+{
+    const char *name = infer_gguf_get_str(g, "general.name", NULL);
+    const char *arch = infer_gguf_get_str(g, "general.architecture", NULL);
+    char lower[256] = "";
+    for (size_t i = 0; name && name[i] && i + 1 < sizeof(lower); i++)
+        lower[i] = (char)tolower((unsigned char)name[i]);
+    static const char *const jina[] = {"jina-v2-de", "jina-v2-es", "jina-v2-code"};
+    static const char *const bert3[] = {"nomic-bert-moe", "jina-bert-v3"};
+    static const char *const phi3[] = {"phi-3", "phi3"};
+    static const char *const modern[] = {"modern-bert"};
+    if (contains_any(pre, jina, N_ELEMS(jina)) || contains_any(arch, bert3, N_ELEMS(bert3))) {
+        set_attr(t, tokenizer_find(t, "<mask>"), TOKEN_ATTR_LSTRIP, true);
+    } else if (contains_any(lower, phi3, N_ELEMS(phi3))) {
+        for (int32_t id = 0; id < t->n_vocab; id++)
+            if (t->tok[id].attr & (TOKEN_ATTR_CONTROL | TOKEN_ATTR_USER_DEFINED | TOKEN_ATTR_UNKNOWN))
+                set_attr(t, id, TOKEN_ATTR_RSTRIP, true);
+        set_attr(t, tokenizer_find(t, "</s>"), TOKEN_ATTR_RSTRIP, true);
+        static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+        for (size_t i = 0; i < N_ELEMS(keep); i++)
+            set_attr(t, tokenizer_find(t, keep[i]), TOKEN_ATTR_RSTRIP, false);
+    } else if (contains_any(lower, modern, N_ELEMS(modern))) {
+        set_attr(t, tokenizer_find(t, "[MASK]"), TOKEN_ATTR_LSTRIP, true);
+    }
 }
 
 /* Byte of a <0xNN> token, or -1 if the text is not of that form. */
@@ -750,6 +795,7 @@ static infer_status load_all(struct tokenizer *t, const infer_gguf *g)
         return infer_error(INFER_ERR_FORMAT, "tokenizer.ggml.add_eos_token is true but there is no EOS token");
     if ((st = detect_special(t)))
         return st;
+    set_strip_attrs(t, g, pre);
 
     /* special tokens for the partition, longest first */
     t->special = malloc((size_t)t->n_vocab * sizeof(*t->special));
@@ -1354,14 +1400,20 @@ static bool partition(const struct tokenizer *t, const char *text, size_t len, b
             }
             size_t base = fr.off, rem = fr.len;
             while (hit) {
-                size_t pos = (size_t)(hit - text);
+                size_t pos = (size_t)(hit - text), left = pos - base;
                 if (!grow((void **)&b, &cap_b, nb + 3, sizeof(*b)))
                     goto done;
-                if (pos > base)
-                    b[nb++] = (struct frag){(uint32_t)base, (uint32_t)(pos - base), -1};
+                if (e->attr & TOKEN_ATTR_LSTRIP) /* the text before it loses its trailing whitespace */
+                    while (left > 0 && isspace((unsigned char)text[base + left - 1]))
+                        left--;
+                if (left > 0)
+                    b[nb++] = (struct frag){(uint32_t)base, (uint32_t)left, -1};
                 b[nb++] = (struct frag){(uint32_t)pos, (uint32_t)L, id};
                 rem -= pos - base + L;
                 base = pos + L;
+                if (e->attr & TOKEN_ATTR_RSTRIP) /* ... the text after it its leading whitespace */
+                    for (; rem > 0 && isspace((unsigned char)text[base]); rem--)
+                        base++;
                 hit = find_special(text, base, rem, s, L, lit, n_literal);
             }
             if (!grow((void **)&b, &cap_b, nb + 1, sizeof(*b)))

@@ -35,6 +35,9 @@ enum {
     TOKEN_ATTR_CONTROL = 1 << 3,
     TOKEN_ATTR_USER_DEFINED = 1 << 4,
     TOKEN_ATTR_BYTE = 1 << 5,
+    TOKEN_ATTR_NORMALIZED = 1 << 6,
+    TOKEN_ATTR_LSTRIP = 1 << 7, /* as a special token, eats the whitespace before it */
+    TOKEN_ATTR_RSTRIP = 1 << 8, /* ... and after it */
 };
 
 /* Build a tokenizer from g's metadata.  On error *out is NULL and the message
