@@ -151,7 +151,7 @@ struct pool_ab {
 #define POOL_AB_FIRST 0.25        /* seconds before the first trial */
 #define POOL_AB_BACKOFF_MIN 1.0
 #define POOL_AB_BACKOFF_MAX 16.0
-#define POOL_AB_CONTENDED 0.10    /* a thread waits this share of the time for its core */
+#define POOL_AB_CONTENDED 0.25    /* a thread waits this share of the time for its core */
 void pool_ab_init(struct pool_ab *a, int max, double now);
 int pool_ab_observe(struct pool_ab *a, int64_t tokens, double seconds, int active, bool contended, double now);
 
