@@ -487,10 +487,10 @@ int pool_ab_observe(struct pool_ab *a, int64_t tokens, double seconds, int activ
         a->steps = 0;
         a->secs = 0.0;
         a->prev_base = a->base_per_step = 0.0;
-        if (a->trial) { /* nothing left to compare it with: back to the measured count */
+        if (a->trial) { /* nothing left to compare it with: back to the measured count, try again soon */
             a->trial = false;
             a->cap = a->base_cap;
-            a->next_trial = now + a->backoff;
+            a->next_trial = now;
         }
         return a->cap;
     }

@@ -144,7 +144,7 @@ struct pool_ab {
     double prev_base;     /* ... and of the one before (0: none) */
     double next_trial, backoff, trial_start;
 };
-#define POOL_AB_STEPS 8           /* steps per window, at least ... */
+#define POOL_AB_STEPS 3           /* steps (layers) per window, at least ... */
 #define POOL_AB_WINDOW 0.10       /* ... and seconds per window, at least */
 #define POOL_AB_GAIN 0.05         /* a trial count must be this much faster to be kept */
 #define POOL_AB_SLOWDOWN 1.30     /* a baseline this much slower or faster than the one before: try again now */

@@ -371,8 +371,18 @@ static void kv_store(struct kv_arena *a, const struct batch *batch, int il, cons
     rows_for(&(struct row_loop){.op = kv_store_row, .arg = &args}, batch->n);
 }
 
-static infer_status forward_step(const struct infer_model *m, struct run_state *s, struct kv_arena *a,
-                                 const struct batch *b, float *logits)
+/* Each layer is a like-sized piece of work for the thread pool's trials of
+ * its thread count (kernels/pool.h): reported one by one, they decide within
+ * one long prefill step too. */
+static void layer_done(int64_t n_tok, double *t_layer)
+{
+    const double t_end = infer_now();
+    pool_step(n_tok, t_end - *t_layer);
+    *t_layer = t_end;
+}
+
+infer_status forward_batch(const struct infer_model *m, struct run_state *s, struct kv_arena *a,
+                           const struct batch *b, float *logits)
 {
     const struct model_config *c = &m->c;
     const struct model_weights *w = &m->w;
@@ -407,6 +417,7 @@ static infer_status forward_step(const struct infer_model *m, struct run_state *
 
     rope_angles_rows(s, c, b);
 
+    double t_layer = infer_now();
     for (int il = 0; il < c->n_layer; il++) {
         const struct layer_weights *l = &w->layers[il];
         const bool swa = model_layer_is_swa(c, il);
@@ -471,6 +482,7 @@ static infer_status forward_step(const struct infer_model *m, struct run_state *
             prof_mark(pon, &pt, PR_MOE);
             residual_add(c, s->x, s->xb2, l->post_ffn_norm, n_tok);
             prof_mark(pon, &pt, PR_OTHER);
+            layer_done(n_tok, &t_layer);
             continue;
         }
         if ((st = mat_mul_same_input(s->xb, n_tok, 2, (float *const[]){s->hb, s->hb2},
@@ -484,6 +496,7 @@ static infer_status forward_step(const struct infer_model *m, struct run_state *
         prof_mark(pon, &pt, PR_FFN_DOWN);
         residual_add(c, s->x, s->xb2, l->post_ffn_norm, n_tok);
         prof_mark(pon, &pt, PR_OTHER);
+        layer_done(n_tok, &t_layer);
     }
 
     /* output: final norm of the rows that want logits, then the vocabulary projection */
@@ -503,17 +516,6 @@ static infer_status forward_step(const struct infer_model *m, struct run_state *
     }
     prof_mark(pon, &pt, PR_OUT);
     return INFER_OK;
-}
-
-/* One step, timed for the thread pool's step-level trials (kernels/pool.h). */
-infer_status forward_batch(const struct infer_model *m, struct run_state *s, struct kv_arena *a,
-                           const struct batch *b, float *logits)
-{
-    const double t0 = infer_now();
-    const infer_status st = forward_step(m, s, a, b, logits);
-    if (st == INFER_OK)
-        pool_step(b->n, infer_now() - t0);
-    return st;
 }
 
 infer_status forward(const struct infer_model *m, struct run_state *s, struct kv_arena *a, struct kv_seq *seq,
