@@ -4,7 +4,7 @@
 # backslashes as \\), the per-answer token limit on by default and reported
 # on stderr when it cuts an answer, and /help naming the limit.  Runs on the
 # default model (a base model: it never ends its turn, so every answer is
-# cut).  Exit status as automake's test driver expects: 0 pass, 77 skip, 1 fail.
+# cut), and /stats on a MoE model naming its routing.  Exit status as automake's test driver expects: 0 pass, 77 skip, 1 fail.
 set -u
 builddir=${INFER_BUILDDIR:-.}
 srcdir=${INFER_SRCDIR:-.}
@@ -43,5 +43,15 @@ grep -q 'after 100 tokens' "$tmp/help" || fail "/help does not name the -n limit
 printf '/help\n' | "$infer" chat -m "$model" -n -1 >"$tmp/help2" 2>&1 || fail "chat /help exited $?"
 grep -q 'no token limit' "$tmp/help2" || fail "/help with -n -1 does not say there is no limit"
 
-test $status -eq 0 && echo "PASS: scripted chat: one line per answer, escapes, limits"
+# A mixture-of-experts model (a generated test model): /stats says how the router spread the tokens.
+moe=$builddir/models/gen/qwen3moe-q8_0.gguf
+if test -f "$moe"; then
+    printf 'Hello there\n/stats\n' | "$infer" chat -m "$moe" -n 8 >"$tmp/moe" 2>&1 || fail "chat on $moe exited $?"
+    grep -q '^experts: 2 layers x 8, 2 per token; in this chat the busiest expert took' "$tmp/moe" ||
+        fail "/stats on a MoE model has no routing line: $(cat "$tmp/moe")"
+else
+    echo "note: $moe missing, the MoE /stats case is not checked"
+fi
+
+test $status -eq 0 && echo "PASS: scripted chat: one line per answer, escapes, limits, MoE routing in /stats"
 exit $status

@@ -70,6 +70,11 @@ int cli_cache_option(infer_session_params *p, int c, const char *arg);
 bool cli_parse_bytes(const char *s, uint64_t *out);
 /* The engine's cache figures, one "name: value" group per line. */
 void cli_print_cache_metrics(FILE *f, const infer_cache_metrics *m);
+/* Mixture-of-experts models: one line on how evenly the router spread the
+ * tokens e has evaluated (`when`: "over the run", ...; `more`: a pointer to
+ * the full counts); nothing for a dense model. */
+void cli_print_expert_summary(FILE *f, const infer_model *m, const infer_engine *e, const char *when,
+                              const char *more);
 int cmd_bench(int argc, char **argv);
 
 void cli_gen_defaults(struct cli_gen *g);

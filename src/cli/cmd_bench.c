@@ -858,6 +858,31 @@ static uint64_t *expert_counts(const infer_engine *e, size_t *n)
     return c;
 }
 
+void cli_print_expert_summary(FILE *f, const infer_model *m, const infer_engine *e, const char *when,
+                              const char *more)
+{
+    const int n_exp = infer_model_n_experts(m);
+    if (n_exp <= 0)
+        return;
+    size_t n_ec;
+    uint64_t *ec = expert_counts(e, &n_ec);
+    uint64_t most = 0, total = 0;
+    size_t unused = 0;
+    for (size_t i = 0; ec && i < n_ec; i++) {
+        most = ec[i] > most ? ec[i] : most;
+        total += ec[i];
+        unused += ec[i] == 0;
+    }
+    if (ec && total)
+        fprintf(f,
+                "experts: %d layers x %d, %d per token; %s the busiest expert took %.1f%% of its layer's "
+                "routings (even: %.1f%%), %zu of %zu never routed to (%s)\n",
+                infer_model_n_layers(m), n_exp, infer_model_n_experts_used(m), when,
+                100.0 * (double)most / ((double)total / (double)infer_model_n_layers(m)), 100.0 / n_exp, unused, n_ec,
+                more);
+    free(ec);
+}
+
 /* ", "expert_counts": [[...layer 0...], ...]": tokens routed to each expert
  * between two snapshots (after - before). */
 static void print_expert_counts(const uint64_t *before, const uint64_t *after, size_t n, int n_exp)
@@ -1097,26 +1122,8 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
                infer_kernel_variant(), tp->reps, th.threads, th.max_threads, (unsigned long long)th.drops,
                (unsigned long long)th.raises, th.loop_seconds > 0 ? 100.0 * th.stall_seconds / th.loop_seconds : 0.0,
                infer_model_repack_summary(m));
-    if (!b->json && infer_model_n_experts(m) > 0) {
-        /* how evenly the router spread this run's tokens (the private engine's counts) */
-        size_t n_ec;
-        uint64_t *ec = expert_counts(infer_session_engine(s), &n_ec);
-        const int n_exp = infer_model_n_experts(m);
-        uint64_t most = 0, total = 0;
-        size_t unused = 0;
-        for (size_t i = 0; ec && i < n_ec; i++) {
-            most = ec[i] > most ? ec[i] : most;
-            total += ec[i];
-            unused += ec[i] == 0;
-        }
-        if (ec && total)
-            printf("experts: %d layers x %d, %d per token; over the run the busiest expert took %.1f%% of its "
-                   "layer's routings (even: %.1f%%), %zu of %zu never routed to (-o json has the counts)\n",
-                   infer_model_n_layers(m), n_exp, infer_model_n_experts_used(m),
-                   100.0 * (double)most / ((double)total / (double)infer_model_n_layers(m)), 100.0 / n_exp, unused,
-                   n_ec);
-        free(ec);
-    }
+    if (!b->json) /* how evenly the router spread this run's tokens (the private engine's counts) */
+        cli_print_expert_summary(stdout, m, infer_session_engine(s), "over the run", "-o json has the counts");
     tp_free(ps, tp->parallel, pe, s, m);
     return rc;
 }

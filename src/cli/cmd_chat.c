@@ -187,7 +187,7 @@ static void print_help(int n_predict)
            "Ctrl-C stops the current answer.\n");
 }
 
-static void print_stats(infer_session *s)
+static void print_stats(const infer_model *m, infer_session *s)
 {
     infer_session_stats st;
     infer_session_get_stats(s, &st);
@@ -208,6 +208,8 @@ static void print_stats(infer_session *s)
     infer_cache_metrics cm;
     infer_engine_get_metrics(infer_session_engine(s), &cm);
     cli_print_cache_metrics(stdout, &cm);
+    cli_print_expert_summary(stdout, m, infer_session_engine(s), "in this chat",
+                             "infer serve's /metrics has the counts per expert");
 }
 
 /* One user turn: render, evaluate, stream the answer; returns 0, or 1 on error.
@@ -382,7 +384,7 @@ int cmd_chat(int argc, char **argv)
             convo_clear(&conv, system);
             printf("system prompt set; conversation reset\n");
         } else if (!strcmp(in, "/stats")) {
-            print_stats(s);
+            print_stats(m, s);
         } else if (in[0] == '/') {
             printf("unknown command '%s'; /help lists them\n", in);
         } else if (*in) {
