@@ -1,7 +1,7 @@
 /*
  * gemm_avxvnni.c - the "avxvnni" variant: the avx2 variant plus a
  * many-token matmul (gemm_many) on AVX-VNNI's 256-bit vpdpbusd, for Q4_0,
- * Q5_0, Q8_0, Q4_K, Q5_K and Q6_K (gemm_lt8_body.h), a one-token GEMV for
+ * Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS (gemm_lt8_body.h), a one-token GEMV for
  * Q4_0 / Q5_0 (gemv_x4_avx2.h) and the 1-4 token K-quant tiles
  * (gemmk_avx2.h), all on vpdpbusd / vpdpwssd.  For CPUs with AVX-VNNI
  * but no AVX-512: Alder Lake and later, Intel N100/N150 (Gracemont).

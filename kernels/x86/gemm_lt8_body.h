@@ -16,6 +16,12 @@
  *     activation sums (Q4_0: sumi = sum u a - 8 sum a; Q6_K: - 32 sum_j sc_j
  *     bsum_j).
  *
+ * The low-bit K-quants take the same path: Q2_K's u is its 2-bit field (its
+ * minimums, like Q4_K's, come from the bsums), Q3_K's u = q + 4 (0..7) with
+ * 4 sum_g s_g bsum_g taken off, and IQ4_XS's u = codebook value + 128 with
+ * 128 sum_j s_j bsum_j taken off (AVX-VNNI only: vpmaddubsw would overflow
+ * on 8-bit u, so the avx2 variant keeps the tiles for it).
+ *
  * vpmaddubsw adds pairs into int16 without overflow while 2 * 127 * u_max
  * times the number of groups summed stays below 2^15: 8 groups for 4-bit
  * quants, 4 for 5-bit, 2 for 6-bit.  Q8_0's u = w + 128 (up to 255) is split
@@ -121,8 +127,9 @@ struct meta32 {
 };
 
 /* Per row and super-block: scales, the int16 pairs multiplying the bsum
- * pairs (Q4_K/Q5_K: (m_j, m_j), the minimum of sub-block j; Q6_K:
- * (sc_2k, sc_2k+1)), d and dmin. */
+ * pairs (Q4_K/Q5_K: (m_j, m_j), the minimum of sub-block j; Q2_K: the
+ * minimums (m_2k, m_2k+1); Q6_K/Q3_K: (sc_2k, sc_2k+1); IQ4_XS: (s_k, s_k)),
+ * d and dmin. */
 struct metaK {
     int32_t sc[16];
     uint32_t mp[8];
@@ -198,6 +205,69 @@ INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
                 mt->sc[j] = x->scales[j];
             for (int k = 0; k < 8; k++)
                 mt->mp[k] = (uint32_t)(uint16_t)x->scales[2 * k] | (uint32_t)(uint16_t)x->scales[2 * k + 1] << 16;
+            mt->d = h2f(ld16(&x->d));
+            mt->dmin = 0.0f;
+            continue;
+        }
+        if (type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K) {
+            /* element 128h + 32s + l: bits 2s, 2s+1 of qs[32h + l]; Q3_K's
+             * hmask bit 4h + s of hmask[l] adds 4 (u = q + 4) */
+            const uint8_t *qs = type == GGML_TYPE_Q2_K ? ((const block_q2_K *)blk)->qs : ((const block_q3_K *)blk)->qs;
+            const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+            const __m256i hm = type == GGML_TYPE_Q3_K
+                                   ? _mm256_loadu_si256((const __m256i *)((const block_q3_K *)blk)->hmask)
+                                   : _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+                for (int sh = 0; sh < 4; sh++) {
+                    __m256i u = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * sh)), m3);
+                    if (type == GGML_TYPE_Q3_K) {
+                        const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * h + sh)), one);
+                        u = _mm256_or_si256(u, _mm256_slli_epi16(bit, 2));
+                    }
+                    _mm256_storeu_si256((__m256i *)(wb + 128 * h + 32 * sh), u);
+                }
+            }
+            int16_t sc16[16];
+            if (type == GGML_TYPE_Q2_K) {
+                const block_q2_K *x = (const block_q2_K *)blk;
+                for (int j = 0; j < 16; j++) {
+                    mt->sc[j] = x->scales[j] & 0xF;
+                    sc16[j] = (int16_t)(x->scales[j] >> 4); /* the minimums */
+                }
+                mt->d = h2f(ld16(&x->d));
+                mt->dmin = h2f(ld16(&x->dmin));
+            } else {
+                const block_q3_K *x = (const block_q3_K *)blk;
+                q3_K_scales(x->scales, sc16);
+                for (int j = 0; j < 16; j++)
+                    mt->sc[j] = sc16[j];
+                mt->d = h2f(ld16(&x->d));
+                mt->dmin = 0.0f;
+            }
+            for (int k = 0; k < 8; k++)
+                mt->mp[k] = (uint32_t)(uint16_t)sc16[2 * k] | (uint32_t)(uint16_t)sc16[2 * k + 1] << 16;
+            continue;
+        }
+        if (type == GGML_TYPE_IQ4_XS) { /* u = codebook value + 128, sub-block j: low nibbles, then high */
+            const block_iq4_xs *x = (const block_iq4_xs *)blk;
+            __m128i tab;
+            {
+                uint8_t t8[16];
+                for (int i = 0; i < 16; i++)
+                    t8[i] = (uint8_t)(kvalues_iq4nl[i] + 128);
+                tab = _mm_loadu_si128((const __m128i *)t8);
+            }
+            const __m256i tab2 = _mm256_broadcastsi128_si256(tab);
+            for (int j = 0; j < 8; j++) {
+                const __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 16 * j));
+                const __m256i nib =
+                    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+                _mm256_storeu_si256((__m256i *)(wb + 32 * j), _mm256_shuffle_epi8(tab2, nib));
+                const int sj = iq4_xs_scale(x, j);
+                mt->sc[j] = sj;
+                mt->mp[j] = (uint32_t)(uint16_t)sj | (uint32_t)(uint16_t)sj << 16;
+            }
             mt->d = h2f(ld16(&x->d));
             mt->dmin = 0.0f;
             continue;
@@ -333,8 +403,17 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
                  int64_t n_tok, int nr, float *y, size_t ys)
 {
     const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
-    const int n_sub = type == GGML_TYPE_Q6_K ? 16 : 8, per_sub = 64 / n_sub;
-    const int ubits = type == GGML_TYPE_Q4_K ? 4 : type == GGML_TYPE_Q5_K ? 5 : 6;
+    const bool sub16 = type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K;
+    const int n_sub = sub16 ? 16 : 8, per_sub = 64 / n_sub;
+    const int ubits = type == GGML_TYPE_Q2_K   ? 2
+                      : type == GGML_TYPE_Q3_K ? 3
+                      : type == GGML_TYPE_Q4_K ? 4
+                      : type == GGML_TYPE_Q5_K ? 5
+                      : type == GGML_TYPE_Q6_K ? 6
+                                               : 8;
+    /* the offset of u taken off with the bsums (log2), or 0: the bsums carry the minimums */
+    const int off_shift = type == GGML_TYPE_Q6_K ? 5 : type == GGML_TYPE_Q3_K ? 2 : type == GGML_TYPE_IQ4_XS ? 7 : 0;
+    const bool mins = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K;
     for (int64_t g = 0; g < ng; g++) {
         __m256 facc[LR];
         UNROLL
@@ -358,17 +437,18 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
             UNROLL
             for (int r = 0; r < LR; r++) {
                 const struct metaK *mt = meta + (size_t)r * (size_t)nb + b;
-                /* sum_j mp_j . (bsum pair j): the minimums (Q4_K/Q5_K) or
-                 * the scales times the offset 32 (Q6_K) */
+                /* sum_j mp_j . (bsum pair j): the minimums (Q4_K/Q5_K/Q2_K)
+                 * or the scales, times the offset of u (Q6_K 32, Q3_K 4,
+                 * IQ4_XS 128) */
                 __m256i bs = _mm256_setzero_si256();
                 UNROLL
                 for (int k = 0; k < 8; k++)
                     bs = _mm256_add_epi32(bs, _mm256_madd_epi16(ldq(ag->bsp[k]), bcast(&mt->mp[k])));
-                if (type == GGML_TYPE_Q6_K)
-                    isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(bs, 5));
+                if (off_shift)
+                    isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(bs, off_shift));
                 const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(mt->d), dy);
                 facc[r] = _mm256_add_ps(facc[r], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum[r])));
-                if (type != GGML_TYPE_Q6_K)
+                if (mins)
                     facc[r] = _mm256_sub_ps(facc[r], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(mt->dmin), dy),
                                                                    _mm256_cvtepi32_ps(bs)));
             }
@@ -383,7 +463,8 @@ static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
                 size_t a_row, int64_t n_tok, float *y, size_t ys)
 {
-    const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K;
+    const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
+                   type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
     const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
@@ -435,6 +516,11 @@ DEFINE_MANY(many_q8_0, GGML_TYPE_Q8_0)
 DEFINE_MANY(many_q4_K, GGML_TYPE_Q4_K)
 DEFINE_MANY(many_q5_K, GGML_TYPE_Q5_K)
 DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K)
+DEFINE_MANY(many_q2_K, GGML_TYPE_Q2_K)
+DEFINE_MANY(many_q3_K, GGML_TYPE_Q3_K)
+#if GEMM_VNNI
+DEFINE_MANY(many_iq4_xs, GGML_TYPE_IQ4_XS)
+#endif
 
 /* Install this file's gemm_many kernels. */
 static void fill_many(struct kernel_table *t)
@@ -445,4 +531,9 @@ static void fill_many(struct kernel_table *t)
     t->types[GGML_TYPE_Q4_K].gemm_many = many_q4_K;
     t->types[GGML_TYPE_Q5_K].gemm_many = many_q5_K;
     t->types[GGML_TYPE_Q6_K].gemm_many = many_q6_K;
+    t->types[GGML_TYPE_Q2_K].gemm_many = many_q2_K;
+    t->types[GGML_TYPE_Q3_K].gemm_many = many_q3_K;
+#if GEMM_VNNI
+    t->types[GGML_TYPE_IQ4_XS].gemm_many = many_iq4_xs;
+#endif
 }
