@@ -19,8 +19,8 @@
  * The low-bit K-quants take the same path: Q2_K's u is its 2-bit field (its
  * minimums, like Q4_K's, come from the bsums), Q3_K's u = q + 4 (0..7) with
  * 4 sum_g s_g bsum_g taken off, and IQ4_XS's u = codebook value + 128 with
- * 128 sum_j s_j bsum_j taken off (AVX-VNNI only: vpmaddubsw would overflow
- * on 8-bit u, so the avx2 variant keeps the tiles for it).
+ * 128 sum_j s_j bsum_j taken off (without VNNI as two nibble planes, as
+ * Q8_0: vpmaddubsw would overflow on 8-bit u).
  *
  * vpmaddubsw adds pairs into int16 without overflow while 2 * 127 * u_max
  * times the number of groups summed stays below 2^15: 8 groups for 4-bit
@@ -154,8 +154,10 @@ INLINE __m256i unpack32(const int type, const uint8_t *blk)
     return _mm256_or_si256(u, _mm256_and_si256(h, _mm256_set1_epi8(16)));
 }
 
-/* Q8_0 without VNNI: unpacked rows hold two planes (lo, then hi nibbles). */
+/* Q8_0 and IQ4_XS without VNNI: unpacked rows hold two planes (lo, then hi
+ * nibbles). */
 INLINE int planes32(const int type) { return type == GGML_TYPE_Q8_0 && !GEMM_VNNI ? 2 : 1; }
+INLINE int planesK(const int type) { return type == GGML_TYPE_IQ4_XS && !GEMM_VNNI ? 2 : 1; }
 
 INLINE int koff32(const int type) { return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : 128; }
 
@@ -261,9 +263,16 @@ INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
             const __m256i tab2 = _mm256_broadcastsi128_si256(tab);
             for (int j = 0; j < 8; j++) {
                 const __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 16 * j));
-                const __m256i nib =
-                    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
-                _mm256_storeu_si256((__m256i *)(wb + 32 * j), _mm256_shuffle_epi8(tab2, nib));
+                const __m256i m4v = _mm256_set1_epi8(0x0F);
+                const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4v);
+                const __m256i u = _mm256_shuffle_epi8(tab2, nib);
+                if (planesK(type) == 2) { /* lo nibbles of u here, hi nibbles one plane (256 nb bytes) later */
+                    _mm256_storeu_si256((__m256i *)(wb + 32 * j), _mm256_and_si256(u, m4v));
+                    _mm256_storeu_si256((__m256i *)(wb + 256 * nb + 32 * j),
+                                        _mm256_and_si256(_mm256_srli_epi16(u, 4), m4v));
+                } else {
+                    _mm256_storeu_si256((__m256i *)(wb + 32 * j), u);
+                }
                 const int sj = iq4_xs_scale(x, j);
                 mt->sc[j] = sj;
                 mt->mp[j] = (uint32_t)(uint16_t)sj | (uint32_t)(uint16_t)sj << 16;
@@ -414,6 +423,7 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
     /* the offset of u taken off with the bsums (log2), or 0: the bsums carry the minimums */
     const int off_shift = type == GGML_TYPE_Q6_K ? 5 : type == GGML_TYPE_Q3_K ? 2 : type == GGML_TYPE_IQ4_XS ? 7 : 0;
     const bool mins = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K;
+    const size_t stride = (size_t)n * (size_t)planesK(type); /* bytes per unpacked row */
     for (int64_t g = 0; g < ng; g++) {
         __m256 facc[LR];
         UNROLL
@@ -428,8 +438,14 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
             for (int j = 0; j < n_sub; j++) {
                 UNROLL
                 for (int r = 0; r < LR; r++) {
-                    const uint32_t *wr = (const uint32_t *)(w + (size_t)r * (size_t)n + 256 * b);
+                    const uint32_t *wr = (const uint32_t *)(w + (size_t)r * stride + 256 * b);
                     const int32_t sc = meta[(size_t)r * (size_t)nb + b].sc[j];
+                    if (planesK(type) == 2) { /* u = 16 hi + lo */
+                        isum[r] = _mm256_add_epi32(isum[r], dot_groups(4, wr, ag->q, per_sub * j, per_sub, sc));
+                        isum[r] = _mm256_add_epi32(
+                            isum[r], dot_groups(4, wr + 64 * nb, ag->q, per_sub * j, per_sub, 16 * sc));
+                        continue;
+                    }
                     isum[r] = _mm256_add_epi32(isum[r], dot_groups(ubits, wr, ag->q, per_sub * j, per_sub, sc));
                 }
             }
@@ -468,7 +484,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
     const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
-    const size_t stride = (size_t)n * (size_t)(k ? 1 : planes32(type)); /* bytes per unpacked row */
+    const size_t stride = (size_t)n * (size_t)(k ? planesK(type) : planes32(type)); /* bytes per unpacked row */
     const size_t w_bytes = up64((size_t)LR * stride), meta_bytes = up64((size_t)(LR * nb) * msz);
     uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes);
     if (!scratch)
@@ -518,9 +534,7 @@ DEFINE_MANY(many_q5_K, GGML_TYPE_Q5_K)
 DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K)
 DEFINE_MANY(many_q2_K, GGML_TYPE_Q2_K)
 DEFINE_MANY(many_q3_K, GGML_TYPE_Q3_K)
-#if GEMM_VNNI
 DEFINE_MANY(many_iq4_xs, GGML_TYPE_IQ4_XS)
-#endif
 
 /* Install this file's gemm_many kernels. */
 static void fill_many(struct kernel_table *t)
@@ -533,7 +547,5 @@ static void fill_many(struct kernel_table *t)
     t->types[GGML_TYPE_Q6_K].gemm_many = many_q6_K;
     t->types[GGML_TYPE_Q2_K].gemm_many = many_q2_K;
     t->types[GGML_TYPE_Q3_K].gemm_many = many_q3_K;
-#if GEMM_VNNI
     t->types[GGML_TYPE_IQ4_XS].gemm_many = many_iq4_xs;
-#endif
 }
