@@ -84,7 +84,7 @@ struct row {
     double storage_read_bytes, storage_s, storage_mib_s;
     double load_s, map_validate_s;
     char repack_state[160];
-    double repack_tensors, repack_s;
+    double repack_tensors, repack_s, repack_work_s; /* all of it at load; of which repacking + writing */
     double engine_s, tokenize_s, prefix_lookup_s;
     double prompt_tokens, reused_tokens, disk_blocks, disk_bytes;
     double prefill_tokens, prefill_s, prefill_tok_s;
@@ -106,7 +106,7 @@ static const struct field {
     {"id", F_INT, offsetof(struct row, id), 0}, FB(available), FS(reason), FB(new_process), FB(loaded),
     FN(process_s), FS(check_state), FN(check_s), FN(check_read_bytes), FN(resident_before_pct),
     FN(storage_read_bytes), FN(storage_s), FN(storage_mib_s), FN(load_s), FN(map_validate_s), FS(repack_state),
-    FN(repack_tensors), FN(repack_s), FN(engine_s), FN(tokenize_s), FN(prefix_lookup_s), FN(prompt_tokens),
+    FN(repack_tensors), FN(repack_s), FN(repack_work_s), FN(engine_s), FN(tokenize_s), FN(prefix_lookup_s), FN(prompt_tokens),
     FN(reused_tokens), FN(disk_blocks), FN(disk_bytes), FN(prefill_tokens), FN(prefill_s), FN(prefill_tok_s),
     FN(ttft_s), FN(other_s), FN(decode_tokens), FN(decode_s), FN(decode_tok_s), FS(note),
 #undef FN
@@ -319,6 +319,7 @@ static int load_model(struct paths *p, struct row *r)
     r->loaded = true;
     r->repack_tensors = ri.n_tensors;
     r->repack_s = ri.seconds;
+    r->repack_work_s = ri.repack_seconds;
     r->map_validate_s = r->load_s - ri.seconds;
     if (!strcmp(ri.state, "none"))
         snprintf(r->repack_state, sizeof(r->repack_state), "no repack for this file/variant (%s)",
