@@ -115,6 +115,8 @@ static void prefix_cache(FILE *f, const struct server_gauges *g)
     gauge(f, "infer_prefix_cache_disk_bytes", "Bytes of the disk tier.", (double)c->disk_bytes);
     counter(f, "infer_prefix_cache_disk_errors_total", "Cache files ignored (foreign, truncated, corrupt).",
             (double)(c->disk_errors + b->disk_errors));
+    counter(f, "infer_prefix_cache_disk_write_errors_total", "Blocks the disk tier could not write (full disk, I/O).",
+            (double)(c->disk_write_errors + b->disk_write_errors));
 }
 
 /* One histogram's series; label is "" or `name="value",` (with the comma). */

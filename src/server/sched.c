@@ -207,6 +207,7 @@ static void metrics_fold(infer_cache_metrics *base, const infer_cache_metrics *m
     base->disk_read_bytes += m->disk_read_bytes;
     base->disk_write_bytes += m->disk_write_bytes;
     base->disk_errors += m->disk_errors;
+    base->disk_write_errors += m->disk_write_errors;
 }
 
 /* Free the engine (its cache goes to --cache-dir if there is one) and the
@@ -291,6 +292,7 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
     ep.kv_block = cfg->kv_block;
     ep.n_seq = s->n_slots;
     ep.cache_dir = cfg->cache_dir;
+    ep.cache_high = cfg->cache_high;
     ep.no_prefix_cache = cfg->no_prefix_cache;
     ep.kv_type_k = cfg->kv_type_k;
     ep.kv_type_v = cfg->kv_type_v;

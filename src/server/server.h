@@ -57,6 +57,7 @@ struct server_config {
     int max_tokens;            /* largest max_tokens accepted and the default */
     double keep_alive;         /* seconds idle before unloading; < 0: forever; 0: after each request */
     const char *cache_dir;     /* disk tier of the prefix cache (survives unloads, restarts) */
+    uint64_t cache_high;       /* --cache-high: KV budget in bytes (0: from RAM) */
     const char *warm_prompts;  /* --warm-prompts FILE: prompts prefilled after the first load (warm.c) */
     char **api_keys;           /* n_api_keys keys; none: no authentication */
     int n_api_keys;
