@@ -754,6 +754,7 @@ static int phase(struct bench *b, const char *which)
 
 static const char *bench_help =
     "usage: infer bench --prefix [-m MODEL] [--scenario A,B,C,D] [sizes] [cache options] [-o md|json]\n"
+    "       infer bench --paths [...]   (one request in 8 cold/warm situations; infer bench --paths --help)\n"
     "       infer bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [--np N] [-o md|json]   (prompt/"
     "generation rates)\n"
     "  -d N (--n-depth N): run each test after N tokens already in the context (untimed), as\n"
