@@ -537,6 +537,7 @@ typedef struct infer_cache_metrics {
     int64_t disk_reads, disk_writes; /* blocks */
     uint64_t disk_read_bytes, disk_write_bytes, disk_bytes;
     int64_t disk_files, disk_errors; /* errors: files ignored (foreign, truncated, corrupt) */
+    int64_t disk_write_errors;    /* blocks that could not be written (full disk, I/O error) */
 } infer_cache_metrics;
 void infer_engine_get_metrics(const infer_engine *e, infer_cache_metrics *out);
 

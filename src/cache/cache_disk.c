@@ -83,6 +83,7 @@ struct disk_tier {
     int32_t *buckets;
     uint32_t mask;
     struct disk_stats st;
+    bool write_warned;  /* a failed write has been reported (once per tier: a full disk would repeat it) */
     prefix_log_fn log;
     void *log_ctx;
 };
@@ -604,20 +605,27 @@ infer_status disk_write(struct disk_tier *d, struct prefix_hash hash, struct pre
     char path[4096], tmp[4200];
     entry_path(d, hash, depth, path, sizeof(path));
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    /* Written under a temporary name and renamed: a reader never sees a
+     * partial file, whatever kills the writer or fills the disk. */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return infer_error(INFER_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    bool ok = write_full(fd, &h, sizeof(h)) && write_full(fd, salt, salt_len) &&
+    bool ok = fd >= 0 && write_full(fd, &h, sizeof(h)) && write_full(fd, salt, salt_len) &&
               write_full(fd, prefix, prefix_bytes) && write_full(fd, data, d->block_bytes);
     int err = errno;
-    if (close(fd) != 0 && ok) {
+    if (fd >= 0 && close(fd) != 0 && ok) {
         ok = false;
         err = errno;
     }
     if (!ok || rename(tmp, path) != 0) {
         if (ok)
             err = errno;
-        unlink(tmp);
+        if (fd >= 0)
+            unlink(tmp);
+        d->st.write_errors++;
+        if (!d->write_warned) {
+            d->write_warned = true;
+            warn(d, "KV cache disk tier: cannot write %s: %s; blocks that cannot be written stay in memory only "
+                    "(warned once; see infer_prefix_cache_disk_write_errors_total)", path, strerror(err));
+        }
         return infer_error(INFER_ERR_IO, "cannot write %s: %s", path, strerror(err));
     }
     if (entry_add(d, hash, ph, depth, salt, prefix + (size_t)depth * d->shape.block_tokens, bytes, now_epoch()) < 0)

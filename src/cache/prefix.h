@@ -192,6 +192,7 @@ struct disk_stats {
     int64_t reads, writes;          /* blocks */
     uint64_t read_bytes, write_bytes;
     int64_t errors;                 /* files ignored: foreign, truncated, corrupt */
+    int64_t write_errors;           /* blocks that could not be written (full disk, I/O error) */
     int64_t n_files;
     uint64_t bytes;                 /* on disk */
     uint64_t max_bytes;

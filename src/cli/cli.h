@@ -76,6 +76,14 @@ void cli_print_cache_metrics(FILE *f, const infer_cache_metrics *m);
 void cli_print_expert_summary(FILE *f, const infer_model *m, const infer_engine *e, const char *when,
                               const char *more);
 int cmd_bench(int argc, char **argv);
+/* `infer bench --paths` (cmd_bench_paths.c). */
+int cmd_bench_paths(int argc, char **argv);
+/* Scenario pieces of cmd_bench.c shared with it: a household system text of
+ * about target_tokens tokens (seeded, malloc'ed), question i, and running
+ * this executable with args, its stdout into buf (exit code or -1). */
+char *bench_agent_text(infer_model *m, const char *role, uint32_t seed, int target_tokens);
+void bench_question(char *out, size_t n, int i);
+int bench_run_child(const char *exe, char *const *args, char *buf, size_t cap);
 
 void cli_gen_defaults(struct cli_gen *g);
 int cli_gen_option(struct cli_gen *g, int c, const char *arg);

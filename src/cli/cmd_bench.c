@@ -193,7 +193,7 @@ static int64_t count_tokens(infer_model *m, const char *text)
 
 /* An agent's system text: instructions then a document of about
  * target_tokens tokens in all. */
-static char *agent_text(infer_model *m, const char *role, uint32_t seed, int target_tokens)
+char *bench_agent_text(infer_model *m, const char *role, uint32_t seed, int target_tokens)
 {
     size_t cap = 1 << 16, len = 0;
     char *t = malloc(cap);
@@ -228,7 +228,7 @@ static char *agent_text(infer_model *m, const char *role, uint32_t seed, int tar
     }
 }
 
-static void question(char *out, size_t n, int i)
+void bench_question(char *out, size_t n, int i)
 {
     uint32_t s = 1000u + (uint32_t)i * 7919u;
     switch (i % 4) {
@@ -383,13 +383,13 @@ struct result_a {
 /* prompts[i] = system + document, question i */
 static int32_t **prompts_a(struct bench *b, int n_q, int64_t *lens, int64_t *prefix_len)
 {
-    char *sys = agent_text(b->m, "Hestia, the household assistant", 42, b->prefix_tokens);
+    char *sys = bench_agent_text(b->m, "Hestia, the household assistant", 42, b->prefix_tokens);
     if (!sys)
         return NULL;
     int32_t **p = calloc((size_t)n_q, sizeof(*p));
     char q[256];
     for (int i = 0; p && i < n_q; i++) {
-        question(q, sizeof(q), i);
+        bench_question(q, sizeof(q), i);
         infer_chat_msg msgs[2] = {{"system", sys}, {"user", q}};
         if (!(p[i] = render(b, msgs, 2, &lens[i]))) {
             fprintf(stderr, "error: rendering a prompt: %s\n", infer_last_error());
@@ -544,7 +544,7 @@ struct result_c {
 static int scenario_c(struct bench *b, struct result_c *out)
 {
     memset(out, 0, sizeof(*out));
-    char *sys = agent_text(b->m, "Hestia, the household assistant", 77, b->prefix_tokens / 4);
+    char *sys = bench_agent_text(b->m, "Hestia, the household assistant", 77, b->prefix_tokens / 4);
     if (!sys)
         return 1;
     infer_chat_msg *msgs = calloc((size_t)(2 * b->turns + 1), sizeof(*msgs));
@@ -564,7 +564,7 @@ static int scenario_c(struct bench *b, struct result_c *out)
     int rc = 0;
     for (int t = 0; t < b->turns && !rc; t++) {
         char q[256];
-        question(q, sizeof(q), 100 + t);
+        bench_question(q, sizeof(q), 100 + t);
         owned[nm] = strdup(q);
         msgs[nm] = (infer_chat_msg){"user", owned[nm]};
         nm++;
@@ -616,7 +616,7 @@ struct result_d {
 };
 
 /* Run this executable with args; its stdout into buf.  Returns the exit code or -1. */
-static int run_child(const char *exe, char *const *args, char *buf, size_t cap)
+int bench_run_child(const char *exe, char *const *args, char *buf, size_t cap)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -682,11 +682,11 @@ static int scenario_d(struct bench *b, const char *dir, struct result_d *out)
     char out1[4096];
     args[phase_at] = (char *)"populate";
     fprintf(stderr, "  D: first process (scenario A with --cache-dir %s) ...\n", cache);
-    int rc = run_child(b->exe, args, out1, sizeof(out1));
+    int rc = bench_run_child(b->exe, args, out1, sizeof(out1));
     if (rc == 0) {
         args[phase_at] = (char *)"restart";
         fprintf(stderr, "  D: second process, first request ...\n");
-        rc = run_child(b->exe, args, out1, sizeof(out1));
+        rc = bench_run_child(b->exe, args, out1, sizeof(out1));
     }
     if (rc == 0) {
         const char *line = strstr(out1, "restart ");
@@ -754,6 +754,7 @@ static int phase(struct bench *b, const char *which)
 
 static const char *bench_help =
     "usage: infer bench --prefix [-m MODEL] [--scenario A,B,C,D] [sizes] [cache options] [-o md|json]\n"
+    "       infer bench --paths [...]   (one request in 8 cold/warm situations; infer bench --paths --help)\n"
     "       infer bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [--np N] [-o md|json]   (prompt/"
     "generation rates)\n"
     "  -d N (--n-depth N): run each test after N tokens already in the context (untimed), as\n"
@@ -1130,6 +1131,9 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
 
 int cmd_bench(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--paths"))
+            return cmd_bench_paths(argc, argv);
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"threads", required_argument, 0, 't'},
         {"batch-size", required_argument, 0, 'b'}, {"kv-block", required_argument, 0, OPT_KV_BLOCK},
@@ -1251,7 +1255,7 @@ int cmd_bench(int argc, char **argv)
         int64_t *lens = calloc((size_t)b.requests, sizeof(int64_t)), prefix_len[3] = {0}, maxlen = 0;
         int *order = calloc((size_t)b.requests, sizeof(int));
         for (int a = 0; a < 3; a++)
-            sys[a] = agent_text(b.m, roles[a], 500u + (uint32_t)a * 31u, b.agent_tokens);
+            sys[a] = bench_agent_text(b.m, roles[a], 500u + (uint32_t)a * 31u, b.agent_tokens);
         /* shuffled interleaving: each agent as often as the others */
         uint32_t s = 2024;
         for (int i = 0; i < b.requests; i++)
@@ -1263,7 +1267,7 @@ int cmd_bench(int argc, char **argv)
         }
         for (int i = 0; i < b.requests && !rc; i++) {
             char q[256];
-            question(q, sizeof(q), 200 + i);
+            bench_question(q, sizeof(q), 200 + i);
             infer_chat_msg msgs[2] = {{"system", sys[order[i]]}, {"user", q}};
             if (!sys[order[i]] || !(p[i] = render(&b, msgs, 2, &lens[i])))
                 rc = cli_fail("rendering");

@@ -13,12 +13,13 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum {
     O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
     O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V, O_EMBED_MODEL, O_EMBED_CTX,
-    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX,
+    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH,
 };
 
 static const char *help =
@@ -54,6 +55,9 @@ static const char *help =
     "      --keep-alive D        unload after D idle: 5m, 30s, 1h30m, 0 (after each request),\n"
     "                            -1 (never; the default)\n"
     "      --cache-dir DIR       disk tier of the prefix cache: cached KV survives unloads and restarts\n"
+    "      --cache-high SIZE     KV bytes (running + cached) that trigger eviction, e.g. 512M (default: from RAM)\n"
+    "      --warm-prompts FILE   prefill these prompts after the first load (one a line: a JSON string\n"
+    "                            = a system prompt, {\"messages\": [...]}, {\"prompt\": ...}, or raw text)\n"
     "      --api-key KEY         require 'Authorization: Bearer KEY' (repeatable: one per tenant;\n"
     "                            also $INFER_API_KEY); each key salts its own prefix cache\n"
     "      --api-key-file FILE   keys, one per line\n"
@@ -138,6 +142,7 @@ int cmd_serve(int argc, char **argv)
         {"no-repack", no_argument, 0, O_NO_REPACK},
         {"no-prefix-cache", no_argument, 0, O_NO_PREFIX}, {"chat-template", required_argument, 0, O_TEMPLATE},
         {"keep-alive", required_argument, 0, O_KEEP_ALIVE}, {"cache-dir", required_argument, 0, O_CACHE_DIR},
+        {"warm-prompts", required_argument, 0, O_WARM_PROMPTS}, {"cache-high", required_argument, 0, O_CACHE_HIGH},
         {"api-key", required_argument, 0, O_API_KEY}, {"api-key-file", required_argument, 0, O_API_KEY_FILE},
         {"cors", required_argument, 0, O_CORS}, {"max-body", required_argument, 0, O_MAX_BODY},
         {"max-prompt-tokens", required_argument, 0, O_MAX_PROMPT}, {"max-tokens", required_argument, 0, O_MAX_TOKENS},
@@ -179,6 +184,15 @@ int cmd_serve(int argc, char **argv)
                 fprintf(stderr, "error: bad --keep-alive '%s' (5m, 30s, 1h30m, 0, -1)\n", optarg);
             break;
         case O_CACHE_DIR: c.cache_dir = optarg; break;
+        case O_CACHE_HIGH:
+            if (!(ok = cli_parse_bytes(optarg, &c.cache_high) && c.cache_high > 0))
+                fprintf(stderr, "error: bad --cache-high '%s' (e.g. 512M, 2G)\n", optarg);
+            break;
+        case O_WARM_PROMPTS:
+            c.warm_prompts = optarg;
+            if (!(ok = access(optarg, R_OK) == 0))
+                fprintf(stderr, "error: --warm-prompts %s: %s\n", optarg, strerror(errno));
+            break;
         case O_CACHE_TYPE_K:
         case O_CACHE_TYPE_V:
             if (!(ok = infer_kv_type_from_name(optarg, o == O_CACHE_TYPE_K ? &c.kv_type_k : &c.kv_type_v)))

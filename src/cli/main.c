@@ -30,7 +30,7 @@ static const struct command commands[] = {
     {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"embed", cmd_embed, "print sentence embeddings (bert models)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
-    {"bench", cmd_bench, "benchmarks: prefix-cache scenarios (--prefix)"},
+    {"bench", cmd_bench, "benchmarks: prefix-cache scenarios (--prefix), cold and warm paths (--paths)"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

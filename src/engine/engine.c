@@ -603,5 +603,6 @@ void infer_engine_get_metrics(const infer_engine *e, infer_cache_metrics *out)
         out->disk_bytes = ds.bytes;
         out->disk_files = ds.n_files;
         out->disk_errors = ds.errors;
+        out->disk_write_errors = ds.write_errors;
     }
 }

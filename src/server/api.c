@@ -421,15 +421,53 @@ json_t *api_usage(const struct job_stats *s)
                      "cached_tokens", (json_int_t)s->cached_tokens);
 }
 
-/* llama-server's timings object. */
+const char *path_model_name(int model)
+{
+    static const char *n[] = {"warm", "load", "reload"};
+    return model >= 0 && model < PATH_MODEL_N ? n[model] : "?";
+}
+
+const char *path_prefix_name(int prefix)
+{
+    static const char *n[] = {"miss", "ram", "disk"};
+    return prefix >= 0 && prefix < PATH_PREFIX_N ? n[prefix] : "?";
+}
+
+int api_path_prefix(const struct job_stats *s)
+{
+    return s->disk_tokens > 0 ? PATH_PREFIX_DISK : s->cached_tokens > 0 ? PATH_PREFIX_RAM : PATH_PREFIX_MISS;
+}
+
+const char *api_path_header(const struct job_stats *s, char *buf, size_t n)
+{
+    snprintf(buf, n, "class=%s+%s; model=%s; ram=%lld; disk=%lld; computed=%lld", path_model_name(s->path_model),
+             path_prefix_name(api_path_prefix(s)), path_model_name(s->path_model),
+             (long long)(s->cached_tokens - s->disk_tokens), (long long)s->disk_tokens,
+             (long long)(s->prompt_tokens - s->cached_tokens));
+    return buf;
+}
+
+/* llama-server's timings object, and the request's path (the layers it hit). */
 json_t *api_timings(const struct job_stats *s)
 {
     int64_t prompt_n = s->prompt_tokens - s->cached_tokens;
-    return json_pack("{s:I, s:I, s:f, s:f, s:I, s:f, s:f}", "cache_n", (json_int_t)s->cached_tokens, "prompt_n",
-                     (json_int_t)prompt_n, "prompt_ms", s->prompt_ms, "prompt_per_second",
-                     s->prompt_ms > 0 ? (double)prompt_n * 1e3 / s->prompt_ms : 0.0, "predicted_n",
-                     (json_int_t)s->completion_tokens, "predicted_ms", s->predicted_ms, "predicted_per_second",
-                     s->predicted_ms > 0 ? (double)s->completion_tokens * 1e3 / s->predicted_ms : 0.0);
+    json_t *t = json_pack("{s:I, s:I, s:f, s:f, s:I, s:f, s:f}", "cache_n", (json_int_t)s->cached_tokens, "prompt_n",
+                          (json_int_t)prompt_n, "prompt_ms", s->prompt_ms, "prompt_per_second",
+                          s->prompt_ms > 0 ? (double)prompt_n * 1e3 / s->prompt_ms : 0.0, "predicted_n",
+                          (json_int_t)s->completion_tokens, "predicted_ms", s->predicted_ms, "predicted_per_second",
+                          s->predicted_ms > 0 ? (double)s->completion_tokens * 1e3 / s->predicted_ms : 0.0);
+    char cls[32];
+    snprintf(cls, sizeof(cls), "%s+%s", path_model_name(s->path_model), path_prefix_name(api_path_prefix(s)));
+    json_t *path = json_pack("{s:s, s:s, s:f, s:I, s:I, s:I, s:f}", "class", cls, "model",
+                             path_model_name(s->path_model), "load_ms", s->load_ms, "prefix_ram_tokens",
+                             (json_int_t)(s->cached_tokens - s->disk_tokens), "prefix_disk_tokens",
+                             (json_int_t)s->disk_tokens, "computed_tokens", (json_int_t)prompt_n, "ttft_ms",
+                             s->ttft_ms);
+    if (t && path)
+        json_object_set_new(t, "path", path);
+    else
+        json_decref(path);
+    return t;
 }
 
 static json_t *finish_json(enum finish_reason f)

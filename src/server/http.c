@@ -638,7 +638,7 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
                     char age_s[32];
                     snprintf(age_s, sizeof(age_s), "%lld", (long long)(age > 0 ? age : 0));
                     const char *hdrs[] = {"X-Infer-Cache", "hit-exact", "X-Infer-Cache-Similarity", "1", "Age", age_s,
-                                          NULL};
+                                          "X-Infer-Path", "class=response-cache", NULL};
                     pthread_mutex_lock(&srv->mu);
                     srv->metrics.rc_hits++;
                     srv->metrics.rc_seconds_saved += saved;
@@ -687,9 +687,13 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     if (!j->req.stream) {
         json_t *o = api_response(j, srv->model_id);
         const bool complete = j->finish == FINISH_STOP && !j->cancelled;
+        char path[160];
+        api_path_header(&j->stats, path, sizeof(path));
         pthread_mutex_unlock(&srv->mu);
-        if (!rc_state)
-            return respond_json(ctx, c, 200, o);
+        if (!rc_state) {
+            const char *hdrs[] = {"X-Infer-Path", path, NULL};
+            return respond_json_h(ctx, c, 200, o, hdrs);
+        }
         if (o && !strcmp(rc_state, "miss")) {
             bool stored = false, failed = false;
             if (!rctl.no_store && complete) {
@@ -712,7 +716,7 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
                 srv->metrics.rc_skip_not_stop++;
             pthread_mutex_unlock(&srv->mu);
         }
-        const char *hdrs[] = {"X-Infer-Cache", rc_state, NULL};
+        const char *hdrs[] = {"X-Infer-Cache", rc_state, "X-Infer-Path", path, NULL};
         return respond_json_h(ctx, c, 200, o, hdrs);
     }
     ctx->refs++; /* the response's reference */

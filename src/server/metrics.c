@@ -27,6 +27,8 @@ void metrics_init(struct server_metrics *m)
     HIST_INIT(m->decode_rate, rate_bounds);
     HIST_INIT(m->duration, duration_bounds);
     HIST_INIT(m->prompt_rate, prompt_rate_bounds);
+    for (int i = 0; i < PATH_N_CLASSES; i++)
+        HIST_INIT(m->ttft_path[i], ttft_bounds);
 }
 
 void hist_observe(struct histogram *h, double v)
@@ -113,19 +115,44 @@ static void prefix_cache(FILE *f, const struct server_gauges *g)
     gauge(f, "infer_prefix_cache_disk_bytes", "Bytes of the disk tier.", (double)c->disk_bytes);
     counter(f, "infer_prefix_cache_disk_errors_total", "Cache files ignored (foreign, truncated, corrupt).",
             (double)(c->disk_errors + b->disk_errors));
+    counter(f, "infer_prefix_cache_disk_write_errors_total", "Blocks the disk tier could not write (full disk, I/O).",
+            (double)(c->disk_write_errors + b->disk_write_errors));
+}
+
+/* One histogram's series; label is "" or `name="value",` (with the comma). */
+static void hist_series(FILE *f, const char *name, const char *label, const struct histogram *h)
+{
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n; i++) {
+        cum += h->counts[i];
+        fprintf(f, "%s_bucket{%sle=\"%g\"} %llu\n", name, label, h->bounds[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n];
+    size_t ll = strlen(label);
+    fprintf(f, "%s_bucket{%sle=\"+Inf\"} %llu\n%s_sum%s%.*s%s %.17g\n%s_count%s%.*s%s %llu\n", name, label,
+            (unsigned long long)cum, name, ll ? "{" : "", ll ? (int)ll - 1 : 0, label, ll ? "}" : "", h->sum, name,
+            ll ? "{" : "", ll ? (int)ll - 1 : 0, label, ll ? "}" : "", (unsigned long long)h->count);
 }
 
 static void hist(FILE *f, const char *name, const char *help, const struct histogram *h)
 {
     head(f, name, "histogram", help);
-    uint64_t cum = 0;
-    for (int i = 0; i < h->n; i++) {
-        cum += h->counts[i];
-        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[i], (unsigned long long)cum);
-    }
-    cum += h->counts[h->n];
-    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.17g\n%s_count %llu\n", name, (unsigned long long)cum, name,
-            h->sum, name, (unsigned long long)h->count);
+    hist_series(f, name, "", h);
+}
+
+/* TTFT by path class (sched.c: model warm/load/reload x prefix miss/ram/disk). */
+static void hist_paths(FILE *f, const struct server_metrics *m)
+{
+    const char *name = "infer_time_to_first_token_by_path_seconds";
+    head(f, name, "histogram",
+         "Time to first token by the layers a request hit: class=<model>+<prefix>, model warm (mapped), load "
+         "(loaded for it at start) or reload (after --keep-alive), prefix ram, disk or miss.");
+    for (int mo = 0; mo < PATH_MODEL_N; mo++)
+        for (int pr = 0; pr < PATH_PREFIX_N; pr++) {
+            char label[64];
+            snprintf(label, sizeof(label), "class=\"%s+%s\",", path_model_name(mo), path_prefix_name(pr));
+            hist_series(f, name, label, &m->ttft_path[mo * PATH_PREFIX_N + pr]);
+        }
 }
 
 char *metrics_render(const struct server_metrics *m, const struct server_gauges *g)
@@ -176,6 +203,7 @@ char *metrics_render(const struct server_metrics *m, const struct server_gauges 
     prefix_cache(f, g);
 
     hist(f, "infer_time_to_first_token_seconds", "Arrival of a request to its first generated token.", &m->ttft);
+    hist_paths(f, m);
     hist(f, "infer_decode_tokens_per_second", "Decode rate of each finished request.", &m->decode_rate);
     hist(f, "infer_prompt_tokens_per_second", "Prefill rate of each request (uncached tokens).", &m->prompt_rate);
     hist(f, "infer_request_duration_seconds", "Arrival to end of each generation request.", &m->duration);

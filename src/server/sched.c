@@ -63,6 +63,7 @@ struct sched {
     struct job *waiting, *waiting_tail;
     int n_inbox, n_waiting, n_running;
     int model_state;
+    bool warmed;               /* --warm-prompts done (after the first load only) */
     double idle_since;         /* last time the engine became idle */
     infer_cache_metrics cm;    /* engine figures, copied after every step (under mu) */
     infer_cache_metrics base;  /* counters of engines already freed (unloads) */
@@ -206,6 +207,7 @@ static void metrics_fold(infer_cache_metrics *base, const infer_cache_metrics *m
     base->disk_read_bytes += m->disk_read_bytes;
     base->disk_write_bytes += m->disk_write_bytes;
     base->disk_errors += m->disk_errors;
+    base->disk_write_errors += m->disk_write_errors;
 }
 
 /* Free the engine (its cache goes to --cache-dir if there is one) and the
@@ -290,6 +292,7 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
     ep.kv_block = cfg->kv_block;
     ep.n_seq = s->n_slots;
     ep.cache_dir = cfg->cache_dir;
+    ep.cache_high = cfg->cache_high;
     ep.no_prefix_cache = cfg->no_prefix_cache;
     ep.kv_type_k = cfg->kv_type_k;
     ep.kv_type_v = cfg->kv_type_v;
@@ -450,6 +453,8 @@ static bool slot_attach(struct sched *s, struct slot *sl, struct job *j)
     sp.cache_salt = j->salt[0] ? j->salt : NULL;
     int64_t reused = 0;
     infer_status st;
+    infer_cache_metrics m0, m1;
+    infer_engine_get_metrics(s->engine, &m0);
     if ((st = infer_session_new_in(&sl->sess, s->engine, &sp)) != INFER_OK ||
         (st = infer_session_prepare(sl->sess, j->tokens, j->n_tokens, &reused)) != INFER_OK) {
         if (st == INFER_ERR_FULL || st == INFER_ERR_NOMEM)
@@ -472,6 +477,10 @@ static bool slot_attach(struct sched *s, struct slot *sl, struct job *j)
     sl->t_prefill = infer_now_seconds();
     sl->t_prompt_end = sl->t_first = 0;
     j->stats.cached_tokens = reused;
+    /* blocks the disk tier supplied (a partly used last block counts whole) */
+    infer_engine_get_metrics(s->engine, &m1);
+    int64_t disk = (m1.disk_reads - m0.disk_reads) * m1.block_tokens;
+    j->stats.disk_tokens = disk < reused ? disk : reused;
     return true;
 }
 
@@ -658,8 +667,16 @@ static void publish(struct sched *s)
         m->prompt_tokens += (uint64_t)st->prompt_tokens;
         m->cached_tokens += (uint64_t)st->cached_tokens;
         m->generated_tokens += (uint64_t)st->completion_tokens;
-        if (sl->t_first > 0)
+        if (sl->t_first > 0) {
             hist_observe(&m->ttft, st->ttft_ms / 1e3);
+            int pm = st->path_model, pp = api_path_prefix(st);
+            hist_observe(&m->ttft_path[pm * PATH_PREFIX_N + pp], st->ttft_ms / 1e3);
+            fprintf(stderr, "serve: %s %s+%s ttft=%.1fms prompt=%lld (ram %lld, disk %lld, computed %lld) gen=%lld%s\n",
+                    j->id, path_model_name(pm), path_prefix_name(pp), st->ttft_ms, (long long)st->prompt_tokens,
+                    (long long)(st->cached_tokens - st->disk_tokens), (long long)st->disk_tokens,
+                    (long long)(st->prompt_tokens - st->cached_tokens), (long long)st->completion_tokens,
+                    st->path_model != PATH_MODEL_WARM ? " (waited for the model load)" : "");
+        }
         if (sl->n_gen > 1 && now > sl->t_first)
             hist_observe(&m->decode_rate, (double)(sl->n_gen - 1) / (now - sl->t_first));
         if (st->prompt_ms > 0 && sl->t_prompt_end > 0)
@@ -712,12 +729,23 @@ static void *engine_main(void *arg)
             s->model_state = MODEL_LOADING;
             pthread_mutex_unlock(&srv->mu);
             char err[512];
+            double t_load = infer_now_seconds();
             bool ok = model_load(s, err, sizeof(err));
+            if (ok && cfg->warm_prompts && !s->warmed) {
+                warm_prompts_run(cfg, s->model, s->engine, s->fam);
+                s->warmed = true;
+            }
+            t_load = infer_now_seconds() - t_load;
             pthread_mutex_lock(&srv->mu);
             s->model_state = ok ? MODEL_LOADED : MODEL_FAILED;
             if (!ok) {
                 fprintf(stderr, "serve: error: %s\n", err);
                 fail_all(s, &s->inbox, &s->inbox_tail, &s->n_inbox, 503, err);
+            }
+            /* the requests that waited for this load: its own class */
+            for (struct job *j = s->inbox; ok && j; j = j->next) {
+                j->stats.path_model = srv->metrics.model_loads > 1 ? PATH_MODEL_RELOAD : PATH_MODEL_LOAD;
+                j->stats.load_ms = t_load * 1e3;
             }
             s->idle_since = infer_now_seconds();
             continue;

@@ -57,6 +57,8 @@ struct server_config {
     int max_tokens;            /* largest max_tokens accepted and the default */
     double keep_alive;         /* seconds idle before unloading; < 0: forever; 0: after each request */
     const char *cache_dir;     /* disk tier of the prefix cache (survives unloads, restarts) */
+    uint64_t cache_high;       /* --cache-high: KV budget in bytes (0: from RAM) */
+    const char *warm_prompts;  /* --warm-prompts FILE: prompts prefilled after the first load (warm.c) */
     char **api_keys;           /* n_api_keys keys; none: no authentication */
     int n_api_keys;
     const char *cors_origin;   /* NULL: no CORS headers */
@@ -176,8 +178,23 @@ enum job_state {
     JOB_DONE,       /* finished (finish says how), or failed (err.status != 0) */
 };
 
+/* The path of a generation request: the layers it hit (DESIGN.md: every
+ * response is labelled with them).  Model: was it mapped when the request
+ * came (warm), loaded for it at start (load), or loaded again after
+ * --keep-alive unloaded it (reload).  Prefix: tokens taken from the prefix
+ * cache in RAM, read from its disk tier, or none (miss).  The class is
+ * "<model>+<prefix>", e.g. "warm+ram"; /metrics has a TTFT histogram each. */
+enum path_model { PATH_MODEL_WARM, PATH_MODEL_LOAD, PATH_MODEL_RELOAD, PATH_MODEL_N };
+enum path_prefix { PATH_PREFIX_MISS, PATH_PREFIX_RAM, PATH_PREFIX_DISK, PATH_PREFIX_N };
+#define PATH_N_CLASSES (PATH_MODEL_N * PATH_PREFIX_N)
+const char *path_model_name(int model);
+const char *path_prefix_name(int prefix);
+
 /* Figures reported in `usage` and `timings`. */
 struct job_stats {
+    int path_model;            /* enum path_model */
+    double load_ms;            /* the model load this request waited for (load, reload) */
+    int64_t disk_tokens;       /* of cached_tokens, read from the disk tier (whole blocks) */
     int64_t prompt_tokens;
     int64_t cached_tokens;     /* of prompt_tokens, taken from the prefix cache */
     int64_t completion_tokens;
@@ -246,6 +263,7 @@ struct server_metrics {
     uint64_t rc_skip_no_store, rc_skip_not_stop; /* answers not stored, by reason */
     double rc_seconds_saved;                     /* generation time of the answers replayed */
     struct histogram ttft, decode_rate, duration, prompt_rate;
+    struct histogram ttft_path[PATH_N_CLASSES]; /* by class: model * PATH_PREFIX_N + prefix */
 };
 
 void metrics_init(struct server_metrics *m);
@@ -331,5 +349,15 @@ json_t *api_chunk(const struct job *j, const char *model_id, const char *text, s
 json_t *api_usage_chunk(const struct job *j, const char *model_id);
 json_t *api_usage(const struct job_stats *s);
 json_t *api_timings(const struct job_stats *s);
+/* The path class of a finished request (enum path_prefix from its stats). */
+int api_path_prefix(const struct job_stats *s);
+/* X-Infer-Path: "class=warm+ram; model=warm; ram=N; disk=N; computed=N" into buf. */
+const char *api_path_header(const struct job_stats *s, char *buf, size_t n);
+
+/* --warm-prompts (warm.c): prefill the prompts of cfg->warm_prompts into
+ * engine e (one per line: a JSON string, a raw prompt, or an object with
+ * "messages" rendered by the chat template, or "prompt").  Lines that fail
+ * are reported and skipped; returns the number prefilled. */
+int warm_prompts_run(const struct server_config *cfg, infer_model *m, infer_engine *e, infer_chat_family fam);
 
 #endif
