@@ -19,7 +19,7 @@ enum {
     O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
     O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V, O_EMBED_MODEL, O_EMBED_CTX,
-    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH,
+    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH, O_BOARD,
 };
 
 static const char *help =
@@ -62,6 +62,8 @@ static const char *help =
     "                            also $INFER_API_KEY); each key salts its own prefix cache\n"
     "      --api-key-file FILE   keys, one per line\n"
     "      --cors ORIGIN         send CORS headers allowing ORIGIN ('*' for any)\n"
+    "      --board-name NAME     sent as X-Infer-Board on every response (default: the host name),\n"
+    "                            for balancers and logs (contrib/haproxy)\n"
     "      --max-body BYTES      largest request body (default 1M; k/M suffixes)\n"
     "      --max-prompt-tokens N longest prompt (default: the context)\n"
     "      --max-tokens N        largest max_tokens, and the default (default 4096)\n"
@@ -145,6 +147,7 @@ int cmd_serve(int argc, char **argv)
         {"warm-prompts", required_argument, 0, O_WARM_PROMPTS}, {"cache-high", required_argument, 0, O_CACHE_HIGH},
         {"api-key", required_argument, 0, O_API_KEY}, {"api-key-file", required_argument, 0, O_API_KEY_FILE},
         {"cors", required_argument, 0, O_CORS}, {"max-body", required_argument, 0, O_MAX_BODY},
+        {"board-name", required_argument, 0, O_BOARD},
         {"max-prompt-tokens", required_argument, 0, O_MAX_PROMPT}, {"max-tokens", required_argument, 0, O_MAX_TOKENS},
         {"timeout", required_argument, 0, O_TIMEOUT}, {"max-connections", required_argument, 0, O_MAX_CONN},
         {"cache-type-k", required_argument, 0, O_CACHE_TYPE_K}, {"ctk", required_argument, 0, O_CACHE_TYPE_K},
@@ -201,6 +204,7 @@ int cmd_serve(int argc, char **argv)
         case O_API_KEY: ok = add_key(&c, optarg); break;
         case O_API_KEY_FILE: ok = read_keys(&c, optarg); break;
         case O_CORS: c.cors_origin = optarg; break;
+        case O_BOARD: c.board_name = optarg; break;
         case O_EMBED_MODEL: c.embedding_model_path = optarg; break;
         case O_EMBED_CTX: ok = parse_int(optarg, 2, 1 << 20, &c.embedding_ctx); break;
         case O_RC: c.response_cache = true; break;

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -111,6 +112,7 @@ static bool client_gone(int fd)
 
 static void add_common_headers(struct server *srv, struct MHD_Response *r)
 {
+    MHD_add_response_header(r, "X-Infer-Board", srv->board);
     if (srv->cfg->cors_origin) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", srv->cfg->cors_origin);
         if (strcmp(srv->cfg->cors_origin, "*"))
@@ -687,11 +689,12 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     if (!j->req.stream) {
         json_t *o = api_response(j, srv->model_id);
         const bool complete = j->finish == FINISH_STOP && !j->cancelled;
-        char path[160];
+        char path[160], cached[24];
         api_path_header(&j->stats, path, sizeof(path));
+        snprintf(cached, sizeof(cached), "%lld", (long long)j->stats.cached_tokens);
         pthread_mutex_unlock(&srv->mu);
         if (!rc_state) {
-            const char *hdrs[] = {"X-Infer-Path", path, NULL};
+            const char *hdrs[] = {"X-Infer-Path", path, "X-Infer-Cached-Tokens", cached, NULL};
             return respond_json_h(ctx, c, 200, o, hdrs);
         }
         if (o && !strcmp(rc_state, "miss")) {
@@ -716,10 +719,14 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
                 srv->metrics.rc_skip_not_stop++;
             pthread_mutex_unlock(&srv->mu);
         }
-        const char *hdrs[] = {"X-Infer-Cache", rc_state, "X-Infer-Path", path, NULL};
+        const char *hdrs[] = {"X-Infer-Cache", rc_state, "X-Infer-Path", path, "X-Infer-Cached-Tokens", cached, NULL};
         return respond_json_h(ctx, c, 200, o, hdrs);
     }
     ctx->refs++; /* the response's reference */
+    /* the job has its slot: the prefix lookup is done, so the balancer's
+     * hit figure goes out before the first SSE byte */
+    char cached[24];
+    snprintf(cached, sizeof(cached), "%lld", (long long)j->stats.cached_tokens);
     pthread_mutex_unlock(&srv->mu);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_reader, ctx, sse_free);
     if (!r) {
@@ -728,6 +735,7 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Infer-Cached-Tokens", cached);
     if (rc_state)
         MHD_add_response_header(r, "X-Infer-Cache", rc_state);
     add_common_headers(srv, r);
@@ -962,6 +970,17 @@ static void set_model_id(struct server *srv)
     }
     struct stat st;
     srv->model_created = stat(cfg->model_path, &st) == 0 ? (int64_t)st.st_mtime : (int64_t)time(NULL);
+    /* the board's name for X-Infer-Board: printable ASCII only (it is a header value) */
+    if (cfg->board_name)
+        snprintf(srv->board, sizeof(srv->board), "%s", cfg->board_name);
+    else if (gethostname(srv->board, sizeof(srv->board) - 1) != 0)
+        snprintf(srv->board, sizeof(srv->board), "infer");
+    srv->board[sizeof(srv->board) - 1] = '\0';
+    for (char *p = srv->board; *p; p++)
+        if (*p < 0x20 || *p > 0x7e)
+            *p = '_';
+    if (!srv->board[0])
+        snprintf(srv->board, sizeof(srv->board), "infer");
 }
 
 int server_run(const struct server_config *cfg)

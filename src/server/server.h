@@ -62,6 +62,7 @@ struct server_config {
     char **api_keys;           /* n_api_keys keys; none: no authentication */
     int n_api_keys;
     const char *cors_origin;   /* NULL: no CORS headers */
+    const char *board_name;    /* X-Infer-Board (NULL: the host name) */
     int timeout;               /* seconds of connection inactivity */
     int max_connections;
     bool verbose;
@@ -298,6 +299,7 @@ struct server {
     struct server_metrics metrics;
     struct sched *sched;
     char model_id[128];
+    char board[128];           /* X-Infer-Board: --board-name or the host name */
     int64_t model_created;
     volatile int stop;
     infer_embedder *embedder;      /* --embedding-model, loaded at start (read-only, thread-safe) */

@@ -145,6 +145,31 @@ def test_cached_tokens_on_repeated_prefix():
     assert m["infer_prompt_tokens_cached_total"] >= cached and m["infer_prefix_cache_hits_total"] >= 1
 
 
+def test_board_headers_and_routing_hints():
+    """X-Infer-Board (--board-name) and X-Infer-Cached-Tokens on plain and streamed answers (the
+    streamed one before the first SSE byte, as a balancer reads it); the routing hints
+    prompt_cache_key, user and X-Session-Id are accepted."""
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Which board answers?"}]
+    c = client()
+    extra = {"prompt_cache_key": "household-1", "user": "kitchen-tablet", "cache_salt": "board-test"}
+    raw = c.chat.completions.with_raw_response.create(model=model_id(), messages=msgs, max_tokens=2, temperature=0,
+                                                      extra_body=extra, extra_headers={"X-Session-Id": "s-42"})
+    first = raw.parse()
+    assert raw.headers["x-infer-board"] == "board-under-test", dict(raw.headers)
+    assert int(raw.headers["x-infer-cached-tokens"]) == first.usage.prompt_tokens_details.cached_tokens
+    raw2 = c.chat.completions.with_raw_response.create(model=model_id(), messages=msgs, max_tokens=2, temperature=0,
+                                                       extra_body=extra, stream=True)
+    assert raw2.headers["x-infer-board"] == "board-under-test"
+    cached = int(raw2.headers["x-infer-cached-tokens"])
+    assert cached >= first.usage.prompt_tokens // 2, (cached, first.usage)
+    for _ in raw2.parse():
+        pass
+    # every response carries the board, errors and GET routes too
+    import urllib.request
+    with urllib.request.urlopen(S.base_url.rsplit("/v1", 1)[0] + "/health") as r:
+        assert r.headers["X-Infer-Board"] == "board-under-test"
+
+
 # ---------------------------------------------------------- stop sequences
 
 def test_stop_sequences():
@@ -436,10 +461,11 @@ def main():
         print("SKIP: no model")
         return 77
     print(f"test_api: model {MODEL}", flush=True)
-    S = Server(MODEL, ["-c", str(CTX), "--max-tokens", "1024", "--cors", "*", "-np", "4", "-b", "64"], name="api")
+    S = Server(MODEL, ["-c", str(CTX), "--max-tokens", "1024", "--cors", "*", "-np", "4", "-b", "64",
+                       "--board-name", "board-under-test"], name="api")
     tests = [test_health, test_models, test_chat, test_chat_stream_equals_plain, test_completions,
              test_seed_reproducible, test_sampling_parameters, test_cached_tokens_on_repeated_prefix,
-             test_stop_sequences, test_errors, test_curl, test_cors, test_client_disconnect, test_metrics,
+             test_board_headers_and_routing_hints, test_stop_sequences, test_errors, test_curl, test_cors, test_client_disconnect, test_metrics,
              test_api_keys_and_tenants, test_queue_bound_and_keep_alive, test_health_while_loading_and_failed,
              test_default_model_smoke]
     if len(sys.argv) > 1:
