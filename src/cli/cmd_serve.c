@@ -19,7 +19,7 @@ enum {
     O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
     O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V, O_EMBED_MODEL, O_EMBED_CTX,
-    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH, O_BOARD,
+    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH, O_BOARD, O_ADMIN_KEY, O_DRAIN_TIMEOUT,
 };
 
 static const char *help =
@@ -64,6 +64,10 @@ static const char *help =
     "      --cors ORIGIN         send CORS headers allowing ORIGIN ('*' for any)\n"
     "      --board-name NAME     sent as X-Infer-Board on every response (default: the host name),\n"
     "                            for balancers and logs (contrib/haproxy)\n"
+    "      --admin-key KEY       allow POST /admin/drain with 'Authorization: Bearer KEY'\n"
+    "      --drain-timeout D     after SIGTERM (or /admin/drain) /health answers 503 'draining' while\n"
+    "                            requests are still served; the server exits when idle (after at\n"
+    "                            least 5 s) or after D (default 5m). SIGINT or a second SIGTERM: now\n"
     "      --max-body BYTES      largest request body (default 1M; k/M suffixes)\n"
     "      --max-prompt-tokens N longest prompt (default: the context)\n"
     "      --max-tokens N        largest max_tokens, and the default (default 4096)\n"
@@ -147,7 +151,8 @@ int cmd_serve(int argc, char **argv)
         {"warm-prompts", required_argument, 0, O_WARM_PROMPTS}, {"cache-high", required_argument, 0, O_CACHE_HIGH},
         {"api-key", required_argument, 0, O_API_KEY}, {"api-key-file", required_argument, 0, O_API_KEY_FILE},
         {"cors", required_argument, 0, O_CORS}, {"max-body", required_argument, 0, O_MAX_BODY},
-        {"board-name", required_argument, 0, O_BOARD},
+        {"board-name", required_argument, 0, O_BOARD}, {"admin-key", required_argument, 0, O_ADMIN_KEY},
+        {"drain-timeout", required_argument, 0, O_DRAIN_TIMEOUT},
         {"max-prompt-tokens", required_argument, 0, O_MAX_PROMPT}, {"max-tokens", required_argument, 0, O_MAX_TOKENS},
         {"timeout", required_argument, 0, O_TIMEOUT}, {"max-connections", required_argument, 0, O_MAX_CONN},
         {"cache-type-k", required_argument, 0, O_CACHE_TYPE_K}, {"ctk", required_argument, 0, O_CACHE_TYPE_K},
@@ -161,6 +166,7 @@ int cmd_serve(int argc, char **argv)
     struct server_config c = {
         .host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .n_batch = 256,
         .max_body = 1 << 20, .max_tokens = 4096, .keep_alive = -1, .timeout = 30, .max_connections = 64,
+        .drain_timeout = 300,
     };
     const char *model = NULL;
     int o, rc = 2;
@@ -205,6 +211,11 @@ int cmd_serve(int argc, char **argv)
         case O_API_KEY_FILE: ok = read_keys(&c, optarg); break;
         case O_CORS: c.cors_origin = optarg; break;
         case O_BOARD: c.board_name = optarg; break;
+        case O_ADMIN_KEY: c.admin_key = optarg; break;
+        case O_DRAIN_TIMEOUT:
+            if (!(ok = server_parse_duration(optarg, &c.drain_timeout) && c.drain_timeout >= 0))
+                fprintf(stderr, "error: bad --drain-timeout '%s' (5m, 30s, 0)\n", optarg);
+            break;
         case O_EMBED_MODEL: c.embedding_model_path = optarg; break;
         case O_EMBED_CTX: ok = parse_int(optarg, 2, 1 << 20, &c.embedding_ctx); break;
         case O_RC: c.response_cache = true; break;

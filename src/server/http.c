@@ -47,7 +47,7 @@
 
 enum route {
     R_NONE, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_OPTIONS,
-    R_CACHE_PURGE, R_CACHE_STATS,
+    R_CACHE_PURGE, R_CACHE_STATS, R_DRAIN,
 };
 
 struct conn_ctx {
@@ -210,14 +210,50 @@ static enum MHD_Result handle_health(struct conn_ctx *ctx, struct MHD_Connection
     pthread_mutex_lock(&srv->mu);
     sched_gauges(srv, &g);
     pthread_mutex_unlock(&srv->mu);
-    int status = g.model_state == 1 || g.model_state == 3 ? 503 : 200;
-    const char *s = g.model_state == 1 ? "loading" : g.model_state == 3 ? "error" : "ok";
+    int status = g.model_state == 1 || g.model_state == 3 || srv->draining ? 503 : 200;
+    const char *s = srv->draining          ? "draining"
+                    : g.model_state == 1   ? "loading"
+                    : g.model_state == 3   ? "error"
+                                           : "ok";
     json_t *o = json_pack("{s:s, s:s, s:s, s:f, s:i, s:i, s:i, s:f}", "status", s, "model", srv->model_id,
                           "model_state", state_name(g.model_state), "resident_percent",
                           g.model_bytes ? 100.0 * (double)g.model_resident_bytes / (double)g.model_bytes : 0.0,
                           "slots_processing", g.running, "slots_idle", g.parallel - g.running, "queued", g.queued,
                           "keep_alive", g.keep_alive);
     return respond_json(ctx, c, status, o);
+}
+
+/* Stop taking new work gracefully: /health says "draining" (a balancer takes
+ * the board out), requests that still arrive are served, and the server
+ * exits once idle (serve_run's loop).  SIGTERM does the same. */
+static void start_drain(struct server *srv, const char *why)
+{
+    if (srv->draining)
+        return;
+    srv->drain_start = infer_now_seconds();
+    srv->draining = 1;
+    fprintf(stderr, "serve: %s: draining (health 503, still serving; exit when idle, at most %.0f s)\n", why,
+            srv->cfg->drain_timeout);
+}
+
+static enum MHD_Result handle_drain(struct conn_ctx *ctx, struct MHD_Connection *c)
+{
+    struct server *srv = ctx->srv;
+    const char *key = srv->cfg->admin_key;
+    if (!key)
+        return fail(ctx, c, 403, "permission_error", "admin_disabled",
+                    "this server has no admin key (start it with --admin-key KEY)");
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7))
+        return fail(ctx, c, 401, "authentication_error", "invalid_admin_key",
+                    "the admin key is required: 'Authorization: Bearer KEY'");
+    h += 7;
+    while (*h == ' ')
+        h++;
+    if (!equal_const_time(h, strlen(h), key))
+        return fail(ctx, c, 401, "authentication_error", "invalid_admin_key", "wrong admin key");
+    start_drain(srv, "POST /admin/drain");
+    return respond_json(ctx, c, 202, json_pack("{s:s}", "status", "draining"));
 }
 
 static enum MHD_Result handle_metrics(struct conn_ctx *ctx, struct MHD_Connection *c)
@@ -769,6 +805,7 @@ static enum route route_of(const char *method, const char *url, const char **end
         {"GET", "/health", "health", R_HEALTH},
         {"GET", "/v1/health", "health", R_HEALTH},
         {"GET", "/metrics", "metrics", R_METRICS},
+        {"POST", "/admin/drain", "admin", R_DRAIN},
     };
     *endpoint = "other";
     if (!strcmp(method, "OPTIONS"))
@@ -854,7 +891,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return fail(ctx, c, strcmp(ctx->endpoint, "other") ? 405 : 404, "invalid_request_error",
                         strcmp(ctx->endpoint, "other") ? "method_not_allowed" : "not_found",
                         strcmp(ctx->endpoint, "other") ? "method not allowed on this path" : "no such endpoint");
-        if (ctx->route != R_HEALTH && !authorized(srv, c, ctx->salt_key))
+        if (ctx->route != R_HEALTH && ctx->route != R_DRAIN && !authorized(srv, c, ctx->salt_key))
             return fail(ctx, c, 401, "authentication_error", "invalid_api_key",
                         "a valid API key is required: 'Authorization: Bearer KEY'");
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -921,6 +958,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     switch (ctx->route) {
     case R_HEALTH: return handle_health(ctx, c);
+    case R_DRAIN: return handle_drain(ctx, c);
     case R_METRICS: return handle_metrics(ctx, c);
     case R_MODELS:
     case R_MODEL: return handle_models(ctx, c);
@@ -954,6 +992,10 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* ------------------------------------------------------------------ run */
+
+/* A drain lasts at least this long, so that a balancer's health checks
+ * (HAProxy: every 2 s, out after 2 failures) see 503 before the port closes. */
+#define DRAIN_MIN_S 5.0
 
 static void set_model_id(struct server *srv)
 {
@@ -1089,12 +1131,31 @@ int server_run(const struct server_config *cfg)
         rc = 1;
     } else {
         bool ready = false;
+        double idle_since = 0;
         for (;;) {
             struct timespec ts = {0, 200 * 1000 * 1000};
             int sig = sigtimedwait(&sigs, NULL, &ts);
-            if (sig > 0) {
+            if (sig == SIGTERM && !srv.draining && ready) {
+                start_drain(&srv, "SIGTERM");
+            } else if (sig > 0) { /* SIGINT, a second SIGTERM, or SIGTERM before the model is in */
                 fprintf(stderr, "serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
                 break;
+            }
+            if (srv.draining) {
+                /* exit once nothing ran for a second, but not before the balancer's health
+                 * checks saw 503 (DRAIN_MIN_S), and at the latest after --drain-timeout */
+                const double now = infer_now_seconds(), t = now - srv.drain_start;
+                struct server_gauges g;
+                pthread_mutex_lock(&srv.mu);
+                sched_gauges(&srv, &g);
+                pthread_mutex_unlock(&srv.mu);
+                if (g.running > 0 || g.queued > 0)
+                    idle_since = now;
+                if ((t >= DRAIN_MIN_S && now - idle_since >= 1.0) || t >= cfg->drain_timeout) {
+                    fprintf(stderr, "serve: drained after %.1f s%s: shutting down\n", t,
+                            g.running > 0 || g.queued > 0 ? " (--drain-timeout, requests still running)" : "");
+                    break;
+                }
             }
             if (!ready) {
                 pthread_mutex_lock(&srv.mu);

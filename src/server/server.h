@@ -63,6 +63,8 @@ struct server_config {
     int n_api_keys;
     const char *cors_origin;   /* NULL: no CORS headers */
     const char *board_name;    /* X-Infer-Board (NULL: the host name) */
+    const char *admin_key;     /* POST /admin/drain needs 'Authorization: Bearer KEY' (NULL: refused) */
+    double drain_timeout;      /* seconds a drain may take before the server exits anyway */
     int timeout;               /* seconds of connection inactivity */
     int max_connections;
     bool verbose;
@@ -307,6 +309,8 @@ struct server {
     char embed_id[128];
     int64_t embed_created;
     infer_respcache *rcache;       /* --semantic-cache, or NULL */
+    volatile int draining;         /* after SIGTERM or POST /admin/drain: /health 503, still serving */
+    double drain_start;            /* when it began (infer_now_seconds) */
 };
 
 /* Start the engine thread, which loads the model at once (sched_model_state

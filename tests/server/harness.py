@@ -109,11 +109,11 @@ class Server:
         return self.proc.poll() is None
 
     def stop(self, timeout=60):
-        """SIGTERM, wait; returns the exit status (an ASan report makes it non-zero).  The log
+        """SIGINT (shut down now; SIGTERM would drain for a few seconds first), wait; returns the exit status (an ASan report makes it non-zero).  The log
         file is removed after a clean exit (kept, and named on stdout, otherwise or with
         INFER_SERVE_KEEP_LOGS set)."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

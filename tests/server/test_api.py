@@ -170,6 +170,61 @@ def test_board_headers_and_routing_hints():
         assert r.headers["X-Infer-Board"] == "board-under-test"
 
 
+def test_drain():
+    """SIGTERM (or POST /admin/drain with the admin key) drains: /health turns 503 "draining" while
+    a running stream finishes and new requests are still answered; the server exits by itself once
+    idle (after its 5 s minimum), with status 0."""
+    import signal
+    srv = Server(MODEL, ["-c", "256", "-np", "2", "--admin-key", "adm-secret", "--drain-timeout", "60s"],
+                 name="drain")
+    try:
+        status, _, _ = srv.request("POST", "/admin/drain", headers={"Authorization": "Bearer wrong"})
+        assert status == 401, status
+        status, _, _ = S.request("POST", "/admin/drain", headers={"Authorization": "Bearer x"})
+        assert status == 403, status  # the main server has no admin key
+        c = client(srv)
+        mid = model_id(srv)
+        got = []
+
+        def stream():
+            s = c.chat.completions.create(model=mid, messages=[{"role": "user", "content": "Count slowly."}],
+                                          max_tokens=48, temperature=0, stream=True)
+            got.append("".join(ch.choices[0].delta.content or "" for ch in s if ch.choices))
+
+        t = threading.Thread(target=stream)
+        t.start()
+        time.sleep(0.3)
+        srv.proc.send_signal(signal.SIGTERM)
+        deadline = time.time() + 10
+        while True:
+            status, _, body = srv.request("GET", "/health")
+            if status == 503 or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        assert status == 503 and json.loads(body)["status"] == "draining", (status, body)
+        # still serving while draining
+        r = c.chat.completions.create(model=mid, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
+                                      temperature=0)
+        assert r.choices[0].finish_reason in ("length", "stop"), r
+        t.join(timeout=120)
+        assert got and got[0], "the stream running at SIGTERM did not complete"
+        code = srv.proc.wait(timeout=60)  # exits by itself once idle
+        assert code == 0, (code, srv.log()[-2000:])
+        assert "draining" in srv.log() and "drained after" in srv.log(), srv.log()[-2000:]
+    finally:
+        srv.stop()
+    # the admin endpoint drains too
+    srv = Server(MODEL, ["-c", "256", "-np", "1", "--admin-key", "adm-secret"], name="drain2")
+    try:
+        status, _, body = srv.request("POST", "/admin/drain", headers={"Authorization": "Bearer adm-secret"})
+        assert status == 202 and json.loads(body)["status"] == "draining", (status, body)
+        status, _, _ = srv.request("GET", "/health")
+        assert status == 503, status
+        assert srv.proc.wait(timeout=60) == 0
+    finally:
+        srv.stop()
+
+
 # ---------------------------------------------------------- stop sequences
 
 def test_stop_sequences():
@@ -465,7 +520,7 @@ def main():
                        "--board-name", "board-under-test"], name="api")
     tests = [test_health, test_models, test_chat, test_chat_stream_equals_plain, test_completions,
              test_seed_reproducible, test_sampling_parameters, test_cached_tokens_on_repeated_prefix,
-             test_board_headers_and_routing_hints, test_stop_sequences, test_errors, test_curl, test_cors, test_client_disconnect, test_metrics,
+             test_board_headers_and_routing_hints, test_drain, test_stop_sequences, test_errors, test_curl, test_cors, test_client_disconnect, test_metrics,
              test_api_keys_and_tenants, test_queue_bound_and_keep_alive, test_health_while_loading_and_failed,
              test_default_model_smoke]
     if len(sys.argv) > 1:
