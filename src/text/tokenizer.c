@@ -1610,6 +1610,22 @@ size_t detok_stream_push(struct detok_stream *s, const struct tokenizer *t, int3
     return o;
 }
 
+size_t detok_stream_push_text(struct detok_stream *s, const char *text, size_t len, char *out, size_t cap)
+{
+    size_t n = s->n_held + len;
+    unsigned char small[DETOK_STREAM_HOLD + 128], *in = n <= sizeof(small) ? small : malloc(n);
+    if (!in) {
+        infer_error(INFER_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    memcpy(in, s->held, s->n_held);
+    memcpy(in + s->n_held, text, len);
+    size_t o = stream_emit(s, in, n, out, cap, false);
+    if (in != small)
+        free(in);
+    return o;
+}
+
 size_t detok_stream_flush(struct detok_stream *s, char *out, size_t cap)
 {
     unsigned char in[DETOK_STREAM_HOLD];
