@@ -18,6 +18,9 @@ volatile sig_atomic_t cli_interrupted;
 
 enum { OPT_RUN_JSON_SCHEMA = 3000, OPT_RUN_JSON };
 
+/* Seconds spent choosing tokens (sampler and grammar) by cli_generate. */
+static double cli_sample_seconds;
+
 static void on_sigint(int sig)
 {
     (void)sig;
@@ -181,10 +184,12 @@ int cli_generate(infer_model *m, infer_session *s, infer_sampler *smp, int n_pre
     while (n_predict < 0 || n < n_predict) {
         if (cli_interrupted)
             break;
+        double ts = infer_now_seconds();
         int32_t id = infer_sampler_sample(smp, infer_session_logits(s), n_vocab);
         if (id < 0)
             break;
         infer_sampler_accept(smp, id);
+        cli_sample_seconds += infer_now_seconds() - ts;
         if (n == 0 && first_token_s)
             *first_token_s = infer_now_seconds() - t0;
         if (infer_model_is_eog(m, id))
@@ -281,6 +286,10 @@ static void print_timings(infer_session *s, int n_gen, double ttft)
             st.prompt_seconds > 0 ? (double)st.n_prompt_tokens / st.prompt_seconds : 0.0,
             (long long)st.n_reused_tokens, n_gen, st.decode_seconds,
             st.decode_seconds > 0 ? (double)st.n_decode_tokens / st.decode_seconds : 0.0, ttft);
+    double gen_s = st.decode_seconds + cli_sample_seconds;
+    fprintf(stderr, "sampling (sampler and grammar): %.1f ms, %.3f ms per token | decode with sampling: %.1f tok/s\n",
+            cli_sample_seconds * 1e3, n_gen > 0 ? cli_sample_seconds * 1e3 / n_gen : 0.0,
+            gen_s > 0 ? (double)st.n_decode_tokens / gen_s : 0.0);
     infer_cache_metrics cm;
     infer_engine_get_metrics(infer_session_engine(s), &cm);
     if (cm.enabled)

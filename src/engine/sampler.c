@@ -7,8 +7,8 @@
  * tokens only, as if every other logit were -inf, without computing the
  * whole mask when it need not: greedy checks the argmax first (inside a
  * JSON string it almost always fits); top-k takes the k best allowed tokens
- * from a window of the best logits, widened 8x while too few fit; only
- * when that fails (or top-k is off) the vocabulary trie gives the full set.
+ * from a window of the 4k best logits; only when too few of them fit (or
+ * top-k is off) the vocabulary trie gives the full set.
  */
 #include "util/common.h"
 #include "model/model.h"
@@ -305,12 +305,18 @@ static int32_t draw(infer_sampler *s, struct cand *c, int n)
 static int keep_allowed(infer_sampler *s, struct cand *c, int w)
 {
     int j = 0;
-    for (int i = 0; i < w; i++)
+    uint64_t next[4];
+    gmatcher_next_bytes(&s->gm, next);
+    for (int i = 0; i < w; i++) {
+        int b = gvocab_first_byte(s->gv, c[i].id); /* most fail on their first byte: no walk */
+        if (b >= 0 && !(next[b >> 6] >> (b & 63) & 1))
+            continue;
         if (gvocab_token_ok(s->gv, &s->gm, c[i].id)) {
             struct cand t = c[j];
             c[j++] = c[i];
             c[i] = t;
         }
+    }
     return j;
 }
 
@@ -319,13 +325,14 @@ static int keep_allowed(infer_sampler *s, struct cand *c, int w)
  * them, unordered.  Returns r (0: nothing is allowed). */
 static int grammar_filter(infer_sampler *s, struct cand *c, int n, int k)
 {
-    if (k > 0) {
-        for (int w = k * 4 < 64 ? 64 : k * 4; w < n && w <= 32768; w *= 8) {
-            select_top_k(c, n, w);
-            qsort(c, (size_t)w, sizeof(*c), cmp_cand_desc);
-            if (keep_allowed(s, c, w) >= k)
-                return k;
-        }
+    /* one window of the best logits; when too few of them fit, the state
+     * is a structural one (a key, a bracket) where the trie walk is cheap */
+    int w = k * 4 < 64 ? 64 : k * 4;
+    if (k > 0 && w < n) {
+        select_top_k(c, n, w);
+        qsort(c, (size_t)w, sizeof(*c), cmp_cand_desc);
+        if (keep_allowed(s, c, w) >= k)
+            return k;
     }
     gvocab_mask(s->gv, &s->gm, s->mask);
     int j = 0;

@@ -500,6 +500,11 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 ctx->tools_hold = j->req.kind == GEN_CHAT && j->req.tools &&
                                   j->req.tool_choice_eff != TOOL_CHOICE_NONE;
             }
+            if (ctx->tools_hold && n_text && !done) { /* all of it goes out at the end */
+                free(text);
+                text = NULL;
+                n_text = 0;
+            }
             if (n_text || done || !ctx->sent_first)
                 break;
             if (infer_now_seconds() - ctx->t_last_out > SSE_PING_SECONDS) {

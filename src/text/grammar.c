@@ -855,6 +855,13 @@ void gvocab_free(struct gvocab *v)
 }
 
 int32_t gvocab_n(const struct gvocab *v) { return v->n; }
+
+int gvocab_first_byte(const struct gvocab *v, int32_t id)
+{
+    if (id < 0 || id >= v->n || !v->len[id])
+        return -1;
+    return (unsigned char)v->blob[v->off[id]];
+}
 int32_t gvocab_eog(const struct gvocab *v) { return v->n_eog ? v->eog_ids[0] : -1; }
 
 bool gvocab_token_ok(const struct gvocab *v, struct gmatcher *m, int32_t id)

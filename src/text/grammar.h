@@ -144,6 +144,8 @@ struct gvocab;
 struct gvocab *gvocab_new(const char *const *texts, const uint32_t *lens, const bool *eog, int32_t n);
 void gvocab_free(struct gvocab *v);
 int32_t gvocab_n(const struct gvocab *v);
+/* First byte of token id's text, -1 when it has none (control, EOG). */
+int gvocab_first_byte(const struct gvocab *v, int32_t id);
 /* May token id follow the matcher's input? */
 bool gvocab_token_ok(const struct gvocab *v, struct gmatcher *m, int32_t id);
 /* Advance the matcher over token id (false, unchanged, when it does not fit). */
