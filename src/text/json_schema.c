@@ -82,17 +82,21 @@ static void seq_class(struct jsc *c, struct gseq *s, const uint64_t b[4])
     gseq_push(s, GEL(GEL_CHAR, gb_class(&c->b, b)));
 }
 
+/* Add "ref a" as an alternative of rule r (nothing when a < 0). */
+static void alt_ref(struct jsc *c, int r, int a)
+{
+    struct gseq s = {0};
+    gseq_ref(&s, a);
+    gb_alt(&c->b, r, &s);
+    gseq_free(&s);
+}
+
 /* rule := alternatives given as refs (n of them) */
 static int alt_rule(struct jsc *c, const int *alts, size_t n)
 {
     int r = gb_rule(&c->b);
-    struct gseq s = {0};
-    for (size_t i = 0; i < n; i++) {
-        gseq_reset(&s);
-        gseq_ref(&s, alts[i]);
-        gb_alt(&c->b, r, &s);
-    }
-    gseq_free(&s);
+    for (size_t i = 0; i < n; i++)
+        alt_ref(c, r, alts[i]);
     return r;
 }
 
@@ -348,13 +352,8 @@ static int value_rule(struct jsc *c)
     c->array = container(c, "[", "]", c->value, 0, -1);
     int alts[] = {c->object, c->array, string_rule(c, 0, -1), number_rule(c, true), lit(c, "true"),
                   lit(c, "false"), lit(c, "null")};
-    struct gseq s = {0};
-    for (size_t i = 0; i < sizeof(alts) / sizeof(alts[0]); i++) {
-        gseq_reset(&s);
-        gseq_ref(&s, alts[i]);
-        gb_alt(b, c->value, &s);
-    }
-    gseq_free(&s);
+    for (size_t i = 0; i < sizeof(alts) / sizeof(alts[0]); i++)
+        alt_ref(c, c->value, alts[i]);
     return c->value;
 }
 
@@ -522,10 +521,7 @@ static int compile_ref(struct jsc *c, const char *ref, int depth)
     memcpy(c->path, saved, sizeof(saved));
     if (t < 0)
         return -1;
-    struct gseq s = {0};
-    gseq_ref(&s, t);
-    gb_alt(&c->b, r, &s);
-    gseq_free(&s);
+    alt_ref(c, r, t);
     return r;
 }
 
@@ -834,21 +830,15 @@ static int compile(struct jsc *c, const json_t *s, int depth)
             return fail(c, "'enum' at %s must be a non-empty array", where(c));
         if (json_array_size(v) > MAX_ENUM)
             return fail(c, "'enum' at %s has more than %d values", where(c), MAX_ENUM);
-        const json_t *type = json_object_get(s, "type");
         int r = gb_rule(&c->b);
-        struct gseq q = {0};
         size_t i;
         const json_t *e;
         json_array_foreach(v, i, e) {
-            (void)type;
             int lr = literal_rule(c, e);
             if (lr < 0)
                 break;
-            gseq_reset(&q);
-            gseq_ref(&q, lr);
-            gb_alt(&c->b, r, &q);
+            alt_ref(c, r, lr);
         }
-        gseq_free(&q);
         return c->failed ? -1 : r;
     }
     const char *comb = json_object_get(s, "anyOf") ? "anyOf" : json_object_get(s, "oneOf") ? "oneOf" : NULL;
@@ -862,7 +852,6 @@ static int compile(struct jsc *c, const json_t *s, int depth)
         if (!comb && json_array_size(v) != 1)
             return fail(c, "'allOf' with more than one schema at %s is not supported", where(c));
         int r = gb_rule(&c->b);
-        struct gseq q = {0};
         size_t i;
         const json_t *e;
         json_array_foreach(v, i, e) {
@@ -871,11 +860,8 @@ static int compile(struct jsc *c, const json_t *s, int depth)
             int a = compile_at(c, e, depth, kw, idx);
             if (a < 0)
                 break;
-            gseq_reset(&q);
-            gseq_ref(&q, a);
-            gb_alt(&c->b, r, &q);
+            alt_ref(c, r, a);
         }
-        gseq_free(&q);
         return c->failed ? -1 : r;
     }
     const json_t *type = json_object_get(s, "type");
@@ -885,22 +871,16 @@ static int compile(struct jsc *c, const json_t *s, int depth)
         if (json_array_size(type) == 0)
             return fail(c, "'type' at %s is an empty list", where(c));
         int r = gb_rule(&c->b);
-        struct gseq q = {0};
         size_t i;
         const json_t *e;
         json_array_foreach(type, i, e) {
-            if (!json_is_string(e)) {
-                gseq_free(&q);
+            if (!json_is_string(e))
                 return fail(c, "'type' at %s must be a string or a list of strings", where(c));
-            }
             int a = compile_type(c, s, json_string_value(e), depth);
             if (a < 0)
                 break;
-            gseq_reset(&q);
-            gseq_ref(&q, a);
-            gb_alt(&c->b, r, &q);
+            alt_ref(c, r, a);
         }
-        gseq_free(&q);
         return c->failed ? -1 : r;
     }
     if (type)
