@@ -174,6 +174,30 @@ static void test_hostile(void **state)
     expect_refused("{\"type\":\"string\",\"maxLength\":-1}", "non-negative");
     expect_refused("{\"type\":\"integer\",\"minimum\":0,\"maximum\":1e12}", "1,000");
     expect_refused("[1,2]", "must be an object");
+
+    /* ambiguity: 100 identical alternatives keep the matcher within its
+     * stack limit and still match */
+    size_t acap = 100 * 20 + 32;
+    char *amb = malloc(acap);
+    strcpy(amb, "{\"anyOf\":[");
+    for (int i = 0; i < 100; i++)
+        strcat(amb, i ? ",{\"type\":\"string\"}" : "{\"type\":\"string\"}");
+    strcat(amb, "]}");
+    check(amb, L("\"abc\"", "\"\""), L("\"abc", "1"));
+    free(amb);
+
+    /* recursion in the input: nesting past the matcher's depth limit is
+     * refused, not a crash */
+    infer_grammar *g = compile_ok("{\"type\":\"array\",\"items\":{\"$ref\":\"#\"}}");
+    enum { DEEP = 3000 };
+    char *nest = malloc(2 * DEEP + 1);
+    for (int i = 0; i < DEEP; i++)
+        nest[i] = '[', nest[2 * DEEP - 1 - i] = ']';
+    nest[2 * DEEP] = '\0';
+    assert_true(infer_grammar_match(g, nest + DEEP - 50, 100)); /* 50 levels */
+    assert_false(infer_grammar_match(g, nest, 2 * DEEP));       /* 3000 levels */
+    free(nest);
+    infer_grammar_free(g);
 }
 
 static void test_json_object(void **state)

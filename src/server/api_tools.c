@@ -161,19 +161,24 @@ bool api_parse_tools(json_t *root, struct gen_request *r, struct api_error *e)
     }
     /* the conversation is rendered at admission (the family is the
      * model's): keep it when tools or tool turns are in it */
-    bool tool_turns = false;
+    bool tool_turns = false, called = false;
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
         json_t *tc = json_object_get(m, "tool_calls");
-        if ((role && !strcmp(role, "tool")) || (tc && !json_is_null(tc)))
-            tool_turns = true;
         if (tc && !json_is_null(tc) && !json_is_array(tc)) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value",
                           "messages[%zu].tool_calls must be an array", i);
             return false;
         }
+        if (role && !strcmp(role, "tool") && !called) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_value",
+                          "messages[%zu]: a 'tool' message must follow an assistant message with tool_calls", i);
+            return false;
+        }
+        called |= json_array_size(tc) > 0 && role && !strcmp(role, "assistant");
+        tool_turns |= (role && !strcmp(role, "tool")) || json_array_size(tc) > 0;
     }
     if (r->tools || tool_turns)
         r->raw_msgs = json_incref(msgs);
