@@ -169,6 +169,9 @@ static void test_hostile(void **state)
     snprintf(big + n, cap - n, "]}");
     expect_refused(big, "more than");
     free(big);
+    /* the largest lengths accepted compile (10,000 chained rules) */
+    check("{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":10000},\"maxItems\":10000}",
+          L("[]", "[\"abc\",\"\"]"), L("[1]"));
     expect_refused("{\"type\":\"string\",\"maxLength\":1000000000}", "too large");
     expect_refused("{\"type\":\"array\",\"minItems\":99999999}", "too large");
     expect_refused("{\"type\":\"string\",\"maxLength\":-1}", "non-negative");

@@ -349,8 +349,9 @@ static bool compute_min_len(struct grammar *g, char *err, size_t errlen)
         g->min_len[r] = INF_LEN, g->best_alt[r] = g->rule_start[r];
     for (bool changed = true; changed;) {
         changed = false;
-        for (uint32_t ri = n; ri-- > 0;) {
-            uint32_t r = ri;
+        /* ascending: a rule mostly refers to rules made before it, so
+         * one pass settles nearly everything */
+        for (uint32_t r = 0; r < n; r++) {
             uint32_t len = 0, alt = g->rule_start[r];
             for (uint32_t p = g->rule_start[r];; p++) {
                 uint32_t e = g->el[p];
