@@ -280,6 +280,9 @@ typedef struct infer_detok infer_detok;
 infer_detok *infer_detok_new(const infer_model *m); /* NULL when out of memory */
 /* Text of one more token into out (cap >= 64); returns bytes written. */
 size_t infer_detok_push(infer_detok *d, int32_t id, char *out, size_t cap);
+/* Bytes that are not a token's (a grammar's closing text) through the same
+ * stream, so that a character they complete comes out whole. */
+size_t infer_detok_push_text(infer_detok *d, const char *text, size_t n, char *out, size_t cap);
 /* Whatever is still pending (an incomplete character at the very end). */
 size_t infer_detok_flush(infer_detok *d, char *out, size_t cap);
 void infer_detok_free(infer_detok *d);
@@ -581,6 +584,56 @@ int32_t infer_argmax(const float *x, int n);
 /* Record a token in the repetition-penalty history. */
 void infer_sampler_accept(infer_sampler *s, int32_t token);
 void infer_sampler_reset(infer_sampler *s);
+
+/* --------------------------------------------- constrained generation */
+
+/* A grammar that generation can be held to: the JSON texts valid against
+ * a JSON schema (structured outputs), or any JSON object.  Immutable once
+ * built; one grammar may serve several samplers at once.
+ *
+ * The schema subset (the one llama.cpp's json-schema-to-grammar covers):
+ * type (or a list of types), object properties / required
+ * (additionalProperties false unless no properties are declared),
+ * array items / minItems / maxItems, string minLength / maxLength and
+ * format date / time / date-time / uuid, number, integer (small
+ * minimum..maximum ranges, minimum 0 or 1), boolean, null, enum, const,
+ * anyOf, oneOf, allOf of one schema, $ref inside the document ("#",
+ * "#/$defs/...", "#/definitions/...", recursion allowed).  Any other
+ * keyword is INFER_ERR_UNSUPPORTED with a message naming it and where it
+ * is; malformed or hostile schemas (cycles without progress, enums or
+ * lengths past the limits, nesting deeper than 64) are refused the same way. */
+typedef struct infer_grammar infer_grammar;
+infer_status infer_grammar_from_json_schema(infer_grammar **out, const char *schema, size_t len);
+/* The same, between two literal texts (prefix / suffix may be NULL): a
+ * tool call inside its model's tags, "<tool_call>\n" ... "\n</tool_call>". */
+infer_status infer_grammar_from_json_schema_wrapped(infer_grammar **out, const char *schema, size_t len,
+                                                    const char *prefix, const char *suffix);
+infer_status infer_grammar_json_object(infer_grammar **out);
+void infer_grammar_free(infer_grammar *g);
+/* Is text[0..len) a complete sentence of g? */
+bool infer_grammar_match(const infer_grammar *g, const char *text, size_t len);
+
+/* Hold sampler s to g (NULL: unconstrained again) for model m's
+ * vocabulary: every draw only considers tokens whose text keeps the output
+ * a prefix of a sentence of g, and end-of-generation tokens only when it is
+ * a whole one.  Greedy and temperature sampling pick exactly what they would
+ * pick with every other logit at -inf (the top-k of the allowed tokens);
+ * the mask is only computed in full when the most likely tokens do not
+ * fit.  The first call for a model builds its vocabulary trie (~0.1 s for
+ * 262k tokens).  g and m must outlive s.  infer_sampler_accept advances the
+ * grammar; infer_sampler_reset restarts it. */
+infer_status infer_sampler_set_grammar(infer_sampler *s, const infer_model *m, const infer_grammar *g);
+typedef enum infer_grammar_state {
+    INFER_GRAMMAR_NONE = 0,     /* no grammar */
+    INFER_GRAMMAR_OPEN = 1,     /* the output is not a whole sentence yet */
+    INFER_GRAMMAR_COMPLETE = 2, /* it is one, and could go on */
+    INFER_GRAMMAR_DONE = 3,     /* it is one, and nothing may follow */
+} infer_grammar_state;
+infer_grammar_state infer_sampler_grammar_state(const infer_sampler *s);
+/* The shortest text that makes the output so far a whole sentence (to close
+ * an answer cut by a token limit).  Writes up to cap bytes, returns the full
+ * length (0 when already complete or without a grammar). */
+size_t infer_sampler_grammar_close(const infer_sampler *s, char *out, size_t cap);
 
 /* ------------------------------------------------------- chat templates */
 

@@ -16,6 +16,11 @@
 
 volatile sig_atomic_t cli_interrupted;
 
+enum { OPT_RUN_JSON_SCHEMA = 3000, OPT_RUN_JSON };
+
+/* Seconds spent choosing tokens (sampler and grammar) by cli_generate. */
+static double cli_sample_seconds;
+
 static void on_sigint(int sig)
 {
     (void)sig;
@@ -179,10 +184,12 @@ int cli_generate(infer_model *m, infer_session *s, infer_sampler *smp, int n_pre
     while (n_predict < 0 || n < n_predict) {
         if (cli_interrupted)
             break;
+        double ts = infer_now_seconds();
         int32_t id = infer_sampler_sample(smp, infer_session_logits(s), n_vocab);
         if (id < 0)
             break;
         infer_sampler_accept(smp, id);
+        cli_sample_seconds += infer_now_seconds() - ts;
         if (n == 0 && first_token_s)
             *first_token_s = infer_now_seconds() - t0;
         if (infer_model_is_eog(m, id))
@@ -195,6 +202,8 @@ int cli_generate(infer_model *m, infer_session *s, infer_sampler *smp, int n_pre
             if (text)
                 text_append(text, &tlen, &tcap, piece, k);
         }
+        if (infer_sampler_grammar_state(smp) == INFER_GRAMMAR_DONE)
+            break;
         if (infer_session_n_tokens(s) + 1 > infer_session_n_ctx(s)) {
             fprintf(stderr, "\n[context full: %d tokens; use -c to enlarge it]\n", infer_session_n_ctx(s));
             break;
@@ -204,6 +213,20 @@ int cli_generate(infer_model *m, infer_session *s, infer_sampler *smp, int n_pre
             fprintf(stderr, "\nerror: %s\n", infer_last_error());
             return -1;
         }
+    }
+    if (infer_sampler_grammar_state(smp) == INFER_GRAMMAR_OPEN) {
+        /* cut short (-n, context, Ctrl-C): close the JSON so that it parses */
+        size_t nc = infer_sampler_grammar_close(smp, NULL, 0);
+        char *tail = malloc(nc + 1), *outb = malloc(nc + 512);
+        if (tail && outb) {
+            infer_sampler_grammar_close(smp, tail, nc);
+            size_t k = infer_detok_push_text(d, tail, nc, outb, nc + 512);
+            fwrite(outb, 1, k, out);
+            if (text)
+                text_append(text, &tlen, &tcap, outb, k);
+        }
+        free(tail);
+        free(outb);
     }
     size_t k = infer_detok_flush(d, piece, sizeof(piece));
     if (k) {
@@ -263,6 +286,10 @@ static void print_timings(infer_session *s, int n_gen, double ttft)
             st.prompt_seconds > 0 ? (double)st.n_prompt_tokens / st.prompt_seconds : 0.0,
             (long long)st.n_reused_tokens, n_gen, st.decode_seconds,
             st.decode_seconds > 0 ? (double)st.n_decode_tokens / st.decode_seconds : 0.0, ttft);
+    double gen_s = st.decode_seconds + cli_sample_seconds;
+    fprintf(stderr, "sampling (sampler and grammar): %.1f ms, %.3f ms per token | decode with sampling: %.1f tok/s\n",
+            cli_sample_seconds * 1e3, n_gen > 0 ? cli_sample_seconds * 1e3 / n_gen : 0.0,
+            gen_s > 0 ? (double)st.n_decode_tokens / gen_s : 0.0);
     infer_cache_metrics cm;
     infer_engine_get_metrics(infer_session_engine(s), &cm);
     if (cm.enabled)
@@ -279,11 +306,14 @@ int cmd_run(int argc, char **argv)
                                          {"file", required_argument, 0, 'f'},
                                          {"no-bos", no_argument, 0, OPT_NO_BOS},
                                          {"special", no_argument, 0, OPT_SPECIAL},
+                                         {"json-schema", required_argument, 0, OPT_RUN_JSON_SCHEMA},
+                                         {"json", no_argument, 0, OPT_RUN_JSON},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     struct cli_gen g;
     cli_gen_defaults(&g);
-    const char *prompt = NULL, *file = NULL;
+    const char *prompt = NULL, *file = NULL, *schema_file = NULL;
+    bool json_object = false;
     bool add_bos = true, special = false;
     int c;
     optind = 1;
@@ -292,6 +322,8 @@ int cmd_run(int argc, char **argv)
         else if (c == 'f') file = optarg;
         else if (c == OPT_NO_BOS) add_bos = false;
         else if (c == OPT_SPECIAL) special = true;
+        else if (c == OPT_RUN_JSON_SCHEMA) schema_file = optarg;
+        else if (c == OPT_RUN_JSON) json_object = true;
         else if (c == 'h') {
             printf("usage: infer run [-m MODEL] (-p PROMPT | -f FILE) [options]\n\n"
                    "Generates a continuation of the prompt; the text goes to stdout as it is\n"
@@ -299,7 +331,9 @@ int cmd_run(int argc, char **argv)
                    "  -p, --prompt TEXT       the prompt\n"
                    "  -f, --file FILE         read the prompt from FILE ('-' = stdin)\n"
                    "      --no-bos            do not add the BOS token\n"
-                   "      --special           parse special-token text in the prompt\n",
+                   "      --special           parse special-token text in the prompt\n"
+                   "      --json-schema FILE  constrain the output to JSON valid against the schema in FILE\n"
+                   "      --json              constrain the output to a JSON object\n",
                    cli_gen_help());
             return 0;
         } else if (cli_gen_option(&g, c, optarg))
@@ -315,13 +349,31 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "error: give a prompt with -p TEXT or -f FILE\n");
         return 2;
     }
+    infer_grammar *grammar = NULL;
+    if (schema_file || json_object) {
+        size_t slen = 0;
+        char *schema = schema_file ? cli_read_file(schema_file, &slen) : NULL;
+        infer_status st = schema_file ? (schema ? infer_grammar_from_json_schema(&grammar, schema, slen)
+                                                : INFER_ERR_IO)
+                                      : infer_grammar_json_object(&grammar);
+        free(schema);
+        if (st != INFER_OK) {
+            if (st != INFER_ERR_IO)
+                fprintf(stderr, "error: %s: %s\n", schema_file ? schema_file : "--json", infer_last_error());
+            free(owned);
+            return 1;
+        }
+    }
     infer_model *m;
     infer_session *s;
     infer_sampler *smp;
     if (cli_load(&g, &m, &s, &smp)) {
         free(owned);
+        infer_grammar_free(grammar);
         return 1;
     }
+    if (grammar && infer_sampler_set_grammar(smp, m, grammar) != INFER_OK)
+        cli_fail("grammar");
     int rc = 1;
     int64_t cap = (int64_t)strlen(prompt) + 16;
     int32_t *toks = malloc((size_t)cap * sizeof(int32_t));
@@ -346,6 +398,7 @@ int cmd_run(int argc, char **argv)
     free(toks);
     free(owned);
     infer_sampler_free(smp);
+    infer_grammar_free(grammar);
     infer_session_free(s);
     infer_model_free(m);
     return rc;

@@ -19,7 +19,7 @@ enum {
     O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
     O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V, O_EMBED_MODEL, O_EMBED_CTX,
-    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH, O_BOARD, O_ADMIN_KEY, O_DRAIN_TIMEOUT,
+    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH, O_BOARD, O_ADMIN_KEY, O_DRAIN_TIMEOUT, O_TOOL_CHOICE,
 };
 
 static const char *help =
@@ -52,6 +52,8 @@ static const char *help =
     "      --semantic-cache-db PATH  its SQLite file (default ~/.cache/infer/responses.sqlite)\n"
     "      --semantic-cache-ttl D    lifetime of a stored answer from creation (default 24h)\n"
     "      --semantic-cache-max-entries N  (default 100000; least recently hit go first)\n"
+    "      --tool-choice C       auto (default) or required: what a request with tools and no\n"
+    "                            tool_choice gets (required: a call, constrained to the tools' schemas)\n"
     "      --keep-alive D        unload after D idle: 5m, 30s, 1h30m, 0 (after each request),\n"
     "                            -1 (never; the default)\n"
     "      --cache-dir DIR       disk tier of the prefix cache: cached KV survives unloads and restarts\n"
@@ -162,6 +164,7 @@ int cmd_serve(int argc, char **argv)
         {"semantic-cache", no_argument, 0, O_RC}, {"semantic-cache-db", required_argument, 0, O_RC_DB},
         {"semantic-cache-ttl", required_argument, 0, O_RC_TTL},
         {"semantic-cache-max-entries", required_argument, 0, O_RC_MAX},
+        {"tool-choice", required_argument, 0, O_TOOL_CHOICE},
         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     struct server_config c = {
         .host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .n_batch = 256,
@@ -231,6 +234,16 @@ int cmd_serve(int argc, char **argv)
             c.response_cache_max_entries = v;
             break;
         }
+        case O_TOOL_CHOICE:
+            if (!strcmp(optarg, "auto"))
+                c.tool_choice = TOOL_CHOICE_AUTO;
+            else if (!strcmp(optarg, "required"))
+                c.tool_choice = TOOL_CHOICE_REQUIRED;
+            else {
+                fprintf(stderr, "error: --tool-choice '%s': auto or required\n", optarg);
+                ok = false;
+            }
+            break;
         case O_MAX_BODY: ok = parse_size(optarg, &c.max_body); break;
         case O_MAX_PROMPT: ok = parse_int(optarg, 1, 1 << 22, &c.max_prompt_tokens); break;
         case O_MAX_TOKENS: ok = parse_int(optarg, 1, 1 << 22, &c.max_tokens); break;

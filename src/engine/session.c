@@ -9,6 +9,7 @@
 #include "text/chat.h"
 #include "engine.h"
 #include "text/tokenizer.h"
+#include "text/grammar.h"
 
 #include "../../kernels/dispatch.h"
 
@@ -54,6 +55,7 @@ void infer_model_free(infer_model *m)
     if (!m)
         return;
     tokenizer_free(m->tok);
+    gvocab_free(m->gvocab);
     model_repack_release(m);
     model_unbind(m);
     infer_gguf_close(m->gguf);
@@ -601,6 +603,11 @@ infer_detok *infer_detok_new(const infer_model *m)
 size_t infer_detok_push(infer_detok *d, int32_t id, char *out, size_t cap)
 {
     return detok_stream_push(&d->st, d->t, id, out, cap);
+}
+
+size_t infer_detok_push_text(infer_detok *d, const char *text, size_t n, char *out, size_t cap)
+{
+    return detok_stream_push_text(&d->st, text, n, out, cap);
 }
 
 size_t infer_detok_flush(infer_detok *d, char *out, size_t cap)

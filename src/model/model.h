@@ -158,6 +158,7 @@ struct infer_model {
     int n_owned;
     double load_seconds;
     struct repack_state repack;
+    struct gvocab *gvocab; /* token texts as a trie for constrained sampling, built on first use */
 };
 
 /* Point the weights the active kernels run faster in a repacked layout at

@@ -8,8 +8,9 @@
  * JSON_PARSER_MAX_DEPTH, integers beyond int64, reals beyond double) is a 400
  * with jansson's message.  Fields set to null count as absent; unknown
  * fields are ignored, as OpenAI's and llama-server's are, except those asking
- * for something this server cannot do (tools, n > 1, logprobs), which are
- * refused rather than silently dropped.
+ * for something this server cannot do (n > 1, logprobs, functions, a schema
+ * keyword the grammar compiler lacks), which are refused rather than
+ * silently dropped.  response_format is api_format.c's, tools api_tools.c's.
  *
  * The builders below make the response objects (chat.completion,
  * text_completion, their streamed chunks, usage, timings) from a finished or
@@ -197,19 +198,26 @@ static bool parse_messages(json_t *root, struct gen_request *r, struct api_error
         }
         const char *rs = json_string_value(role);
         const char *canon = !strcmp(rs, "developer") ? "system"
-                            : !strcmp(rs, "system") || !strcmp(rs, "user") || !strcmp(rs, "assistant") ? rs
-                                                                                                        : NULL;
+                            : !strcmp(rs, "system") || !strcmp(rs, "user") || !strcmp(rs, "assistant") ||
+                                    !strcmp(rs, "tool")
+                                ? rs
+                                : NULL;
         if (!canon) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value",
-                          "messages[%zu].role must be system, developer, user or assistant", i);
+                          "messages[%zu].role must be system, developer, user, assistant or tool", i);
             return false;
         }
+        json_t *calls = json_object_get(m, "tool_calls"), *empty = NULL;
+        if ((!content || json_is_null(content)) && !strcmp(canon, "assistant") && json_is_array(calls) &&
+            json_array_size(calls) > 0)
+            content = empty = json_string(""); /* a tool call without text */
         if (!content || json_is_null(content)) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value", "messages[%zu].content is required",
                           i);
             return false;
         }
         char *text = message_content(content, i, e);
+        json_decref(empty);
         char *role_copy = strdup(canon);
         if (!text || !role_copy) {
             if (text && !role_copy)
@@ -301,8 +309,9 @@ static bool parse_stop(json_t *root, struct gen_request *r, struct api_error *e)
     return true;
 }
 
-/* Features this server does not have: refuse rather than ignore. */
-static bool refuse_unsupported(json_t *root, struct api_error *e)
+/* Features this server does not have: refuse rather than ignore; then
+ * response_format and tools. */
+static bool refuse_unsupported(json_t *root, struct gen_request *r, struct api_error *e)
 {
     json_t *v;
     int64_t n = 1;
@@ -310,25 +319,18 @@ static bool refuse_unsupported(json_t *root, struct api_error *e)
         api_error_set(e, 400, "invalid_request_error", "unsupported_value", "only 'n': 1 is supported");
         return false;
     }
-    if ((v = field(root, "tools")) && (!json_is_array(v) || json_array_size(v) > 0)) {
-        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "'tools' is not supported");
-        return false;
-    }
-    if ((v = field(root, "functions"))) {
-        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "'functions' is not supported");
-        return false;
-    }
     if ((v = field(root, "logprobs")) && !json_is_false(v)) {
         api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "'logprobs' is not supported");
         return false;
     }
-    if ((v = field(root, "response_format"))) {
-        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text")) {
-            api_error_set(e, 400, "invalid_request_error", "unsupported_parameter",
-                          "only 'response_format': {\"type\": \"text\"} is supported");
-            return false;
-        }
+    if (!api_parse_response_format(root, r, e))
+        return false;
+    if (r->kind == GEN_CHAT)
+        return api_parse_tools(root, r, e);
+    if ((v = field(root, "tools")) && (!json_is_array(v) || json_array_size(v) > 0)) {
+        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter",
+                      "'tools' needs /v1/chat/completions");
+        return false;
     }
     return true;
 }
@@ -363,7 +365,7 @@ bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct 
         !get_int(root, "top_k", 0, INT32_MAX, &top_k, e) || !get_real(root, "min_p", 0, 1, &r->sp.min_p, e) ||
         !get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, e) || !parse_stop(root, r, e) ||
         !get_bool(root, "stream", &r->stream, e) ||
-        !get_string(root, "cache_salt", GEN_MAX_SALT_LEN, &r->cache_salt, e) || !refuse_unsupported(root, e))
+        !get_string(root, "cache_salt", GEN_MAX_SALT_LEN, &r->cache_salt, e) || !refuse_unsupported(root, r, e))
         goto out;
     if ((so = field(root, "stream_options"))) {
         if (!json_is_object(so)) {
@@ -398,6 +400,11 @@ void gen_request_free(struct gen_request *r)
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     free(r->cache_salt);
+    infer_grammar_free(r->grammar);
+    free(r->format_key);
+    json_decref(r->tools);
+    json_decref(r->raw_msgs);
+    free(r->tool_name);
     memset(r, 0, sizeof(*r));
 }
 
@@ -409,6 +416,7 @@ const char *finish_reason_name(enum finish_reason f)
     case FINISH_STOP: return "stop";
     case FINISH_LENGTH: return "length";
     case FINISH_ERROR: return "error";
+    case FINISH_TOOL_CALLS: return "tool_calls";
     default: return NULL;
     }
 }
@@ -498,10 +506,29 @@ static json_t *chat_message(const struct job *j)
     return m;
 }
 
+/* The assistant message when the answer is tool calls (NULL otherwise). */
+static json_t *tool_call_message(const struct job *j)
+{
+    char *content = NULL;
+    json_t *calls = api_tools_parse(&j->req, j->text, j->text_len, &content);
+    if (!calls)
+        return NULL;
+    const char *id = strchr(j->id, '-') ? strchr(j->id, '-') + 1 : j->id;
+    json_t *m = json_pack("{s:s, s:o, s:o}", "role", "assistant", "content",
+                          content ? json_string(content) : json_null(), "tool_calls",
+                          api_tool_calls_openai(calls, id, false));
+    free(content);
+    json_decref(calls);
+    return m;
+}
+
 json_t *api_response(const struct job *j, const char *model_id)
 {
-    json_t *choice;
-    if (j->req.kind == GEN_CHAT)
+    json_t *choice, *tm;
+    if (j->req.kind == GEN_CHAT && (tm = tool_call_message(j)))
+        choice = json_pack("{s:i, s:o, s:s, s:n}", "index", 0, "message", tm, "finish_reason", "tool_calls",
+                           "logprobs");
+    else if (j->req.kind == GEN_CHAT)
         choice = json_pack("{s:i, s:o, s:o, s:n}", "index", 0, "message", chat_message(j), "finish_reason",
                            finish_json(j->finish), "logprobs");
     else
@@ -538,6 +565,26 @@ json_t *api_chunk(const struct job *j, const char *model_id, const char *text, s
         json_object_set_new(o, "usage", json_null());
     if (o && finish != FINISH_NONE)
         json_object_set_new(o, "timings", api_timings(&j->stats));
+    return o;
+}
+
+json_t *api_tool_calls_chunk(const struct job *j, const char *model_id)
+{
+    char *content = NULL;
+    json_t *calls = j->req.kind == GEN_CHAT ? api_tools_parse(&j->req, j->text, j->text_len, &content) : NULL;
+    if (!calls)
+        return NULL;
+    const char *id = strchr(j->id, '-') ? strchr(j->id, '-') + 1 : j->id;
+    json_t *delta = json_pack("{s:o}", "tool_calls", api_tool_calls_openai(calls, id, true));
+    if (delta && content)
+        json_object_set_new(delta, "content", json_string(content));
+    free(content);
+    json_decref(calls);
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:n}]}", "id", j->id, "object",
+                          "chat.completion.chunk", "created", (json_int_t)j->created, "model", model_id, "choices",
+                          "index", 0, "delta", delta, "finish_reason", "logprobs");
+    if (o && j->req.include_usage)
+        json_object_set_new(o, "usage", json_null());
     return o;
 }
 

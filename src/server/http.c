@@ -69,6 +69,8 @@ struct conn_ctx {
     bool sent_first, sent_final;
     infer_reasoning *reasoning; /* splits a thinking model's text (chat), else NULL */
     bool reasoning_checked;
+    bool tools_hold;           /* tools offered: the text is held until the end, then sent as
+                                  tool_calls or as content */
     double t_last_out;         /* last bytes handed to MHD (for keep-alive comments) */
     char *out;                 /* bytes serialized, not yet handed to MHD */
     size_t out_len, out_off, out_cap;
@@ -533,6 +535,13 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 ctx->reasoning_checked = true; /* the job is admitted: its markers are set */
                 if (j->think_open && j->req.kind == GEN_CHAT)
                     ctx->reasoning = infer_reasoning_new(j->think_open, j->think_close, false);
+                ctx->tools_hold = j->req.kind == GEN_CHAT && j->req.tools &&
+                                  j->req.tool_choice_eff != TOOL_CHOICE_NONE;
+            }
+            if (ctx->tools_hold && n_text && !done) { /* all of it goes out at the end */
+                free(text);
+                text = NULL;
+                n_text = 0;
             }
             if (n_text || done || !ctx->sent_first)
                 break;
@@ -561,7 +570,9 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
              * (a thinking model's reasoning as reasoning_content) */
             const char *content = text ? text : "", *reasoning = "";
             size_t n_content = n_text, n_reasoning = 0;
-            if (ctx->reasoning)
+            if (ctx->tools_hold)
+                n_content = 0; /* sent at the end, as tool_calls or content */
+            else if (ctx->reasoning)
                 infer_reasoning_push(ctx->reasoning, content, n_text, false, &reasoning, &n_reasoning, &content,
                                      &n_content);
             if (n_content || n_reasoning || !ctx->sent_first)
@@ -579,6 +590,15 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                     sse_push_raw(ctx, "\n\n");
                     free(e);
                 }
+            } else if (ctx->tools_hold) {
+                json_t *tc = api_tool_calls_chunk(j, srv->model_id);
+                if (tc)
+                    sse_push(ctx, tc);
+                else if (j->text_len)
+                    sse_push(ctx, api_chunk(j, srv->model_id, j->text, j->text_len, "", 0, false, FINISH_NONE));
+                sse_push(ctx, api_chunk(j, srv->model_id, "", 0, "", 0, false, tc ? FINISH_TOOL_CALLS : j->finish));
+                if (j->req.include_usage)
+                    sse_push(ctx, api_usage_chunk(j, srv->model_id));
             } else {
                 const char *content, *reasoning;
                 size_t n_content, n_reasoning;

@@ -7,7 +7,7 @@
  * cache_salt), the kind, every message (role and content) or the prompt,
  * and every parameter that changes the answer (effective max_tokens,
  * temperature, top_k, top_p, min_p, repeat penalty and window, seed, stop
- * strings).  Two requests share a key only when they are the same question
+ * strings, the response_format / tools constraint).  Two requests share a key only when they are the same question
  * to the same model from the same tenant, so a hit is the answer the model
  * gave to exactly this request (DESIGN.md decision 11: exact, and it says
  * where it came from).
@@ -87,6 +87,12 @@ bool rc_request_key(const struct server *srv, const struct job *j, uint8_t key[3
                           r->kind == GEN_CHAT ? "chat" : "completion", what, (json_int_t)max_tokens,
                           (double)r->sp.temp, r->sp.top_k, (double)r->sp.top_p, (double)r->sp.min_p,
                           (double)r->sp.repeat_penalty, r->sp.repeat_last_n, (json_int_t)r->sp.seed, stops);
+    if (k && r->format_key) /* structured output: another answer */
+        json_array_append_new(k, json_string(r->format_key));
+    char *tk = api_tools_key(r);
+    if (k && tk) /* tools, tool turns, tool_choice */
+        json_array_append_new(k, json_string(tk));
+    free(tk);
     char *s = k ? json_dumps(k, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(k);
     if (!s)

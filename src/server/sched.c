@@ -363,6 +363,11 @@ static bool admit(struct sched *s, struct job *j)
     if (r->kind == GEN_CHAT) {
         j->think_open = s->think_open;
         j->think_close = s->think_close;
+        /* tools and tool turns: rendered in the family's format */
+        if (!api_tools_render(&j->req, s->fam, cfg->tool_choice == TOOL_CHOICE_REQUIRED ? TOOL_CHOICE_REQUIRED
+                                                                                        : TOOL_CHOICE_AUTO,
+                              e))
+            return false;
         n = infer_model_tokenize_chat(s->model, s->fam, r->msgs, r->n_msgs, true, &j->tokens);
         if (n == INFER_ERR_INVALID) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value", "messages: %s", infer_last_error());
@@ -464,7 +469,8 @@ static bool slot_attach(struct sched *s, struct slot *sl, struct job *j)
             api_error_set(&sl->err, 500, "server_error", NULL, "%s", infer_last_error());
         return false;
     }
-    if (infer_sampler_new(&sl->smp, &j->req.sp) != INFER_OK || !(sl->detok = infer_detok_new(s->model))) {
+    if (infer_sampler_new(&sl->smp, &j->req.sp) != INFER_OK || !(sl->detok = infer_detok_new(s->model)) ||
+        (j->req.grammar && infer_sampler_set_grammar(sl->smp, s->model, j->req.grammar) != INFER_OK)) {
         api_error_set(&sl->err, 500, "server_error", NULL, "out of memory");
         return false;
     }
@@ -534,7 +540,7 @@ static void slot_sample(struct sched *s, struct slot *sl)
     const float *logits = infer_session_logits(sl->sess);
     const infer_sampler_params *sp = &sl->job->req.sp;
     int32_t id = -1;
-    if (logits && sp->temp <= 0.0f && sp->repeat_penalty == 1.0f) {
+    if (logits && sp->temp <= 0.0f && sp->repeat_penalty == 1.0f && !sl->job->req.grammar) {
         /* greedy: the first largest logit, as the sampler picks it, without
          * its copy of the whole vocabulary (1.3 ms for 262k tokens, per
          * token and sequence, on the engine thread) */
@@ -563,6 +569,10 @@ static void slot_sample(struct sched *s, struct slot *sl)
             sl->finish = FINISH_STOP;
         return;
     }
+    if (infer_sampler_grammar_state(sl->smp) == INFER_GRAMMAR_DONE) { /* nothing may follow: no EOS step */
+        sl->finish = FINISH_STOP;
+        return;
+    }
     if (sl->n_gen >= sl->job->max_gen || infer_session_n_tokens(sl->sess) + 1 > s->n_ctx ||
         infer_session_push(sl->sess, &id, 1) != INFER_OK)
         sl->finish = FINISH_LENGTH;
@@ -574,6 +584,20 @@ static void slot_flush(struct slot *sl)
 {
     if (sl->finish == FINISH_ERROR)
         return;
+    if (!sl->stop_hit && sl->detok && sl->smp && infer_sampler_grammar_state(sl->smp) == INFER_GRAMMAR_OPEN) {
+        /* cut by max_tokens or the context: close the JSON with the grammar's
+         * shortest ending, so that the answer still parses and validates
+         * (finish_reason stays "length") */
+        size_t n = infer_sampler_grammar_close(sl->smp, NULL, 0);
+        char *tail = malloc(n + 1), *piece = malloc(n + 512);
+        if (tail && piece) {
+            infer_sampler_grammar_close(sl->smp, tail, n);
+            size_t k = infer_detok_push_text(sl->detok, tail, n, piece, n + 512);
+            slot_add_text(sl, piece, k);
+        }
+        free(tail);
+        free(piece);
+    }
     if (!sl->stop_hit && sl->detok) {
         char piece[256];
         size_t k = infer_detok_flush(sl->detok, piece, sizeof(piece));

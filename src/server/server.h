@@ -36,6 +36,10 @@
 
 /* ------------------------------------------------------------ configuration */
 
+/* Tool calls (api_tools.c). */
+enum tool_choice { TOOL_CHOICE_DEFAULT, TOOL_CHOICE_AUTO, TOOL_CHOICE_NONE, TOOL_CHOICE_REQUIRED, TOOL_CHOICE_NAMED };
+enum tool_format { TOOL_FMT_GENERIC, TOOL_FMT_HERMES, TOOL_FMT_LLAMA3, TOOL_FMT_MISTRAL };
+
 struct server_config {
     const char *model_path;
     const char *model_id;      /* name in /v1/models and the "model" field (default: file name) */
@@ -74,6 +78,7 @@ struct server_config {
     const char *response_cache_db; /* NULL: $XDG_CACHE_HOME/infer/responses.sqlite or ~/.cache/infer/... */
     double response_cache_ttl; /* seconds from creation (0: 24 h) */
     int64_t response_cache_max_entries;
+    enum tool_choice tool_choice; /* --tool-choice: for requests with tools and no tool_choice (auto) */
 };
 
 /* Parse ollama's keep-alive syntax: "-1" (or any negative) forever, "0",
@@ -109,6 +114,16 @@ struct gen_request {
     bool stream;
     bool include_usage;
     char *cache_salt;          /* NULL: none */
+    infer_grammar *grammar;    /* structured output / forced tool call (NULL: free text) */
+    char *format_key;          /* canonical text of the constraint, for the response cache (NULL: none) */
+    /* tools: the request's tools array and messages as sent (rendered at
+     * admission, when the model's family is known), NULL without tools or
+     * tool turns */
+    json_t *tools, *raw_msgs;
+    enum tool_choice tool_choice;     /* as asked */
+    char *tool_name;                  /* TOOL_CHOICE_NAMED */
+    enum tool_choice tool_choice_eff; /* at admission: the default applied (NONE without tools) */
+    enum tool_format tool_format;     /* at admission: the family's */
 };
 
 /* An OpenAI-shaped error: HTTP status, message, type and code. */
@@ -129,6 +144,41 @@ char *api_error_json(const struct api_error *e);
 bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct gen_request *r,
                        struct api_error *e);
 void gen_request_free(struct gen_request *r);
+
+/* ------------------------------------------------------ structured outputs */
+
+/* A grammar for a `format`-like field (api_format.c): the string "json" (any
+ * JSON object) or a JSON schema.  NULL with e set: 400 naming the schema
+ * keyword that cannot be enforced (`what` names the field), 500 when out of
+ * memory.  For the Ollama API's "format" as for OpenAI's response_format. */
+infer_grammar *api_grammar_from_json(const json_t *format, struct api_error *e, const char *what);
+/* OpenAI's response_format of a request body: text, json_object, or
+ * json_schema (with strict): sets r->grammar and r->format_key. */
+bool api_parse_response_format(json_t *root, struct gen_request *r, struct api_error *e);
+
+/* -------------------------------------------------------------- tool calls */
+
+enum tool_format api_tool_format(infer_chat_family f);
+const char *api_tool_format_name(enum tool_format f);
+/* tools and tool_choice of a body, and whether the messages hold tool turns
+ * (then they are kept in r->raw_msgs).  false with e (400) set. */
+bool api_parse_tools(json_t *root, struct gen_request *r, struct api_error *e);
+/* At admission: r->msgs rendered for family fam (catalogue in the system
+ * turn, assistant tool_calls and role "tool" results in the family's
+ * format), tool_choice_eff settled (dflt when tools came without a
+ * tool_choice), and for required / a named function r->grammar set to the
+ * call's grammar.  false with e set (400 for parameters the schema compiler
+ * refuses). */
+bool api_tools_render(struct gen_request *r, infer_chat_family fam, enum tool_choice dflt, struct api_error *e);
+/* The tools part of the response cache's key (NULL without tools). */
+char *api_tools_key(const struct gen_request *r);
+/* The calls in a finished answer: [{"name", "arguments": {...}}] (NULL:
+ * none, or tools off); *content gets the text around them (malloc'ed, NULL
+ * when none). */
+json_t *api_tools_parse(const struct gen_request *r, const char *text, size_t len, char **content);
+/* Calls in OpenAI's shape (id "call_<id_base>_<i>", function.arguments as a
+ * JSON string); with_index for streamed deltas. */
+json_t *api_tool_calls_openai(const json_t *calls, const char *id_base, bool with_index);
 
 /* ------------------------------------------------------------ embeddings */
 
@@ -172,7 +222,7 @@ json_t *rc_replay(const char *answer, size_t len, const char *id, int64_t create
 
 /* ----------------------------------------------------------------- jobs */
 
-enum finish_reason { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_ERROR };
+enum finish_reason { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_ERROR, FINISH_TOOL_CALLS };
 
 enum job_state {
     JOB_NEW,        /* in the inbox, not yet looked at by the engine */
@@ -351,6 +401,9 @@ json_t *api_response(const struct job *j, const char *model_id);
 json_t *api_chunk(const struct job *j, const char *model_id, const char *text, size_t len, const char *reasoning,
                   size_t n_reasoning, bool first,
                   enum finish_reason finish);
+/* The chunk of a finished answer's tool calls (delta.tool_calls), NULL
+ * when the answer is not tool calls. */
+json_t *api_tool_calls_chunk(const struct job *j, const char *model_id);
 /* The final usage-only chunk of stream_options.include_usage. */
 json_t *api_usage_chunk(const struct job *j, const char *model_id);
 json_t *api_usage(const struct job_stats *s);

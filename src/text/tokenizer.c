@@ -1640,6 +1640,22 @@ static size_t stream_emit(struct detok_stream *s, const unsigned char *in, size_
     return o;
 }
 
+size_t detok_stream_push_text(struct detok_stream *s, const char *text, size_t len, char *out, size_t cap)
+{
+    size_t n = s->n_held + len;
+    unsigned char small[DETOK_STREAM_HOLD + 128], *in = n <= sizeof(small) ? small : malloc(n);
+    if (!in) {
+        infer_error(INFER_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    memcpy(in, s->held, s->n_held);
+    memcpy(in + s->n_held, text, len);
+    size_t o = stream_emit(s, in, n, out, cap, false);
+    if (in != small)
+        free(in);
+    return o;
+}
+
 size_t detok_stream_push(struct detok_stream *s, const struct tokenizer *t, int32_t id, char *out, size_t cap)
 {
     if (id < 0 || id >= t->n_vocab) {
@@ -1648,18 +1664,7 @@ size_t detok_stream_push(struct detok_stream *s, const struct tokenizer *t, int3
     }
     size_t len;
     const char *piece = token_text(t, id, s->special, &len);
-    size_t n = s->n_held + len;
-    unsigned char small[DETOK_STREAM_HOLD + 128], *in = n <= sizeof(small) ? small : malloc(n);
-    if (!in) {
-        infer_error(INFER_ERR_NOMEM, "out of memory");
-        return 0;
-    }
-    memcpy(in, s->held, s->n_held);
-    memcpy(in + s->n_held, piece, len);
-    size_t o = stream_emit(s, in, n, out, cap, false);
-    if (in != small)
-        free(in);
-    return o;
+    return detok_stream_push_text(s, piece, len, out, cap);
 }
 
 size_t detok_stream_flush(struct detok_stream *s, char *out, size_t cap)

@@ -105,6 +105,8 @@ size_t detok_stream_bound(const struct tokenizer *t);
  * held; beyond that text is lost and infer_last_error() says so).  A bad id
  * writes nothing and returns 0. */
 size_t detok_stream_push(struct detok_stream *s, const struct tokenizer *t, int32_t id, char *out, size_t cap);
+/* The same for bytes that are not a token's (a grammar's closing text). */
+size_t detok_stream_push_text(struct detok_stream *s, const char *text, size_t len, char *out, size_t cap);
 /* Write what is held (an incomplete character at the end becomes U+FFFD);
  * call again while it returns non-zero if cap may be small. */
 size_t detok_stream_flush(struct detok_stream *s, char *out, size_t cap);

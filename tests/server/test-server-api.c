@@ -115,6 +115,10 @@ static void test_rejected(void **state)
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": 1}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 2}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": \"required\"}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"xml\"}}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": "
+        "\"json_schema\", \"json_schema\": {\"schema\": {\"type\": \"string\", \"pattern\": \"a\"}}}}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream_options\": 3}",
     };

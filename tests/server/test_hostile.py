@@ -110,7 +110,9 @@ def wrong_types():
         "stop": [1, [1], {}, [["a"]], ["x"] * 40, ["y" * 1000]],
         "stream": ["yes", 1, []], "stream_options": ["x", 1, [], {"include_usage": "yes"}],
         "cache_salt": [1, [], "s" * 10000], "model": [1, [], {}], "n": [2, "1", 0],
-        "tools": [[{"type": "function"}]], "logprobs": [True], "response_format": [{"type": "json_object"}],
+        "tools": [[{"type": "function"}]], "logprobs": [True], "response_format": [{"type": "xml"}, "json", {"type": "json_schema"},
+                            {"type": "json_schema", "json_schema": {"schema": {"pattern": "a"}}}],
+        "tool_choice": ["sometimes", {"type": "function", "function": {"name": "nope"}}, "required", 3],
     }.items():
         for v in values:
             b = {"messages": m, field: v}
