@@ -820,6 +820,21 @@ infer_status infer_respcache_put(infer_respcache *c, const uint8_t key[32], cons
 int64_t infer_respcache_purge(infer_respcache *c, const char *tenant);
 void infer_respcache_get_stats(infer_respcache *c, infer_respcache_stats *out);
 
+/* ------------------------------------------- semantic cache: content gate */
+
+/* The text a question is embedded and gated as: ASCII lower case,
+ * contractions expanded ("don't" -> "do not"), punctuation dropped (not
+ * inside numbers: 7:30), filler words and request openers ("please", "can
+ * you") dropped.  Writes at most cap bytes (NUL included) and returns the
+ * length; what does not fit is cut at a word. */
+size_t infer_semgate_normalize(const char *text, size_t len, char *out, size_t cap);
+/* May the answer stored for question a answer question b?  Both normalised.
+ * True when they agree on numbers (as a sequence), times of day, days,
+ * negation, polarity words, question words, pronouns and content words, and
+ * their shared entity-like words come in the same order.  Otherwise false,
+ * with the first rule that failed in why (may be NULL). */
+bool infer_semgate_agree(const char *a, const char *b, char *why, size_t why_cap);
+
 #ifdef __cplusplus
 }
 #endif
