@@ -17,6 +17,7 @@ static const double ttft_bounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60
 static const double rate_bounds[] = {0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
 static const double duration_bounds[] = {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
 static const double prompt_rate_bounds[] = {1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000};
+static const double similarity_bounds[] = {0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0};
 
 #define HIST_INIT(h, b) ((h).bounds = (b), (h).n = (int)(sizeof(b) / sizeof((b)[0])))
 
@@ -27,6 +28,7 @@ void metrics_init(struct server_metrics *m)
     HIST_INIT(m->decode_rate, rate_bounds);
     HIST_INIT(m->duration, duration_bounds);
     HIST_INIT(m->prompt_rate, prompt_rate_bounds);
+    HIST_INIT(m->rc_similarity, similarity_bounds);
 }
 
 void hist_observe(struct histogram *h, double v)
@@ -160,6 +162,8 @@ char *metrics_render(const struct server_metrics *m, const struct server_gauges 
     fprintf(f, "# HELP infer_response_cache_lookups_total Generation requests by response-cache result.\n"
                "# TYPE infer_response_cache_lookups_total counter\n");
     fprintf(f, "infer_response_cache_lookups_total{result=\"hit-exact\"} %llu\n", (unsigned long long)m->rc_hits);
+    fprintf(f, "infer_response_cache_lookups_total{result=\"hit-semantic\"} %llu\n",
+            (unsigned long long)m->rc_hits_semantic);
     fprintf(f, "infer_response_cache_lookups_total{result=\"miss\"} %llu\n", (unsigned long long)m->rc_misses);
     fprintf(f, "infer_response_cache_lookups_total{result=\"bypass\"} %llu\n", (unsigned long long)m->rc_bypass);
     counter(f, "infer_response_cache_stores_total", "Answers stored in the response cache.", (double)m->rc_stores);
@@ -171,6 +175,39 @@ char *metrics_render(const struct server_metrics *m, const struct server_gauges 
             (unsigned long long)m->rc_skip_no_store);
     fprintf(f, "infer_response_cache_skipped_total{reason=\"not-complete\"} %llu\n",
             (unsigned long long)m->rc_skip_not_stop);
+    fprintf(f, "infer_response_cache_skipped_total{reason=\"error\"} %llu\n", (unsigned long long)m->rc_skip_error);
+    if (g->rc_on) {
+        fprintf(f, "# HELP infer_response_cache_evictions_total Stored answers removed, by reason.\n"
+                   "# TYPE infer_response_cache_evictions_total counter\n");
+        fprintf(f, "infer_response_cache_evictions_total{reason=\"expired\"} %llu\n",
+                (unsigned long long)g->rc.expired);
+        fprintf(f, "infer_response_cache_evictions_total{reason=\"capacity\"} %llu\n",
+                (unsigned long long)g->rc.evicted);
+        fprintf(f, "infer_response_cache_evictions_total{reason=\"purged\"} %llu\n",
+                (unsigned long long)g->rc.purged);
+        fprintf(f, "infer_response_cache_evictions_total{reason=\"embedding-model\"} %llu\n",
+                (unsigned long long)g->rc.evicted_model);
+        gauge(f, "infer_response_cache_entries", "Unexpired stored answers.", (double)g->rc.entries);
+        gauge(f, "infer_response_cache_bytes", "Bytes of the unexpired stored answers.", (double)g->rc.bytes);
+        gauge(f, "infer_response_cache_semantic_rows", "Questions in the semantic index.",
+              (double)g->rc.semantic_rows);
+        gauge(f, "infer_response_cache_storing", "1 while answers are stored (0 after a write failure).",
+              g->rc.storing ? 1.0 : 0.0);
+    }
+    fprintf(f, "# HELP infer_response_cache_tokens_saved_total Tokens of the replayed answers, by kind.\n"
+               "# TYPE infer_response_cache_tokens_saved_total counter\n");
+    fprintf(f, "infer_response_cache_tokens_saved_total{kind=\"prompt\"} %llu\n",
+            (unsigned long long)m->rc_prompt_tokens_saved);
+    fprintf(f, "infer_response_cache_tokens_saved_total{kind=\"completion\"} %llu\n",
+            (unsigned long long)m->rc_completion_tokens_saved);
+    counter(f, "infer_response_cache_embed_seconds_total", "Seconds embedding questions for the semantic tier.",
+            m->rc_embed_seconds);
+    counter(f, "infer_response_cache_embeds_total", "Questions embedded for the semantic tier.", (double)m->rc_embeds);
+    counter(f, "infer_response_cache_search_seconds_total", "Seconds in semantic searches (scan, gate, read).",
+            m->rc_search_seconds);
+    counter(f, "infer_response_cache_searches_total", "Semantic searches.", (double)m->rc_searches);
+    hist(f, "infer_response_cache_nearest_similarity", "Nearest stored question's cosine, per semantic lookup.",
+              &m->rc_similarity);
     counter(f, "infer_response_cache_seconds_saved_total", "Generation seconds of the answers replayed.",
             m->rc_seconds_saved);
     prefix_cache(f, g);
