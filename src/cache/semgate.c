@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ------------------------------------------------------------ normalising */
 
@@ -188,7 +189,9 @@ size_t infer_semgate_normalize(const char *text, size_t len, char *out, size_t c
     struct outbuf o = {out, 0, cap, false};
     char w[256];
     size_t i = 0;
+    bool sentence_start = true;
     while (i < len) {
+        bool title = false; /* "Mia" inside a sentence: a name, kept as it is written */
         /* gather one word: letters, digits, apostrophes, bytes >= 0x80, and
          * '.', ':' or ',' between digits; "a.m." / "p.m." are am / pm */
         size_t n = 0;
@@ -206,6 +209,10 @@ size_t infer_semgate_normalize(const char *text, size_t len, char *out, size_t c
                          i + 1 < len && isdigit((unsigned char)text[i + 1]);
             if (!(isalnum(ch) || ch == '\'' || ch >= 0x80 || inner))
                 break;
+            if (n == 0)
+                title = isupper(ch) && !sentence_start && ch != 'I'; /* "I", "I'm", "I've" */
+            else if (isupper(ch))
+                title = false; /* "TV", "NOT": not a name */
             if (n < sizeof(w))
                 w[n++] = (char)tolower(ch);
             else
@@ -229,12 +236,17 @@ size_t infer_semgate_normalize(const char *text, size_t len, char *out, size_t c
                 out_numeric(&o, w, n);
             else if (!in_list(w, n, fillers))
                 out_contracted(&o, w, n);
-            (void)before;
+            if (title && n > 1 && o.n > before) /* the word written first gets its capital back */
+                out[before + (before ? 1 : 0)] = (char)toupper((unsigned char)out[before + (before ? 1 : 0)]);
         } else if (n) {
             out_word(&o, w, n);
         }
+        if (n)
+            sentence_start = false;
         if (i < len) {
             unsigned char ch = (unsigned char)text[i];
+            if (ch == '.' || ch == '!' || ch == '?' || ch == ':' || ch == ';' || ch == '\n')
+                sentence_start = true;
             if (ch == '%')
                 out_str(&o, "percent");
             else if (ch == 0xC2 && i + 1 < len && (unsigned char)text[i + 1] == 0xB0) {
@@ -333,7 +345,8 @@ static const struct lex lexicon[] = {
     {"october", WC_DAY, NULL}, {"november", WC_DAY, NULL}, {"december", WC_DAY, NULL},
     {"next", WC_DAY, NULL}, {"last", WC_DAY, NULL}, {"previous", WC_DAY, "last"}, {"past", WC_DAY, "last"},
     {"coming", WC_DAY, "next"}, {"upcoming", WC_DAY, "next"}, {"ago", WC_DAY, NULL}, {"later", WC_DAY, NULL},
-    {"earlier", WC_DAY, NULL}, {"now", WC_DAY, NULL}, {"currently", WC_DAY, "now"}, {"right", WC_POLARITY, NULL},
+    {"earlier", WC_DAY, NULL}, {"now", WC_STOP, NULL}, {"currently", WC_STOP, NULL}, {"moment", WC_STOP, NULL},
+    {"right", WC_POLARITY, NULL},
     {"spring", WC_DAY, NULL}, {"summer", WC_DAY, NULL}, {"autumn", WC_DAY, NULL}, {"fall", WC_DAY, "autumn"},
     {"winter", WC_DAY, NULL}, {"daily", WC_DAY, NULL}, {"weekly", WC_DAY, NULL}, {"monthly", WC_DAY, NULL},
     /* negation */
@@ -404,11 +417,11 @@ static const struct lex lexicon[] = {
     /* question words */
     {"what", WC_QUESTION, NULL}, {"when", WC_QUESTION, NULL}, {"where", WC_QUESTION, NULL},
     {"who", WC_QUESTION, NULL}, {"whom", WC_QUESTION, "who"}, {"whose", WC_QUESTION, NULL},
-    {"why", WC_QUESTION, NULL}, {"how", WC_QUESTION, NULL}, {"which", WC_QUESTION, NULL},
+    {"why", WC_QUESTION, NULL}, {"how", WC_QUESTION, NULL}, {"which", WC_QUESTION, "what"},
     {"whats", WC_QUESTION, "what"},
     /* pronouns, by person */
-    {"i", WC_PERSON, "1s"}, {"me", WC_PERSON, "1s"}, {"my", WC_PERSON, "1s"}, {"mine", WC_PERSON, "1s"},
-    {"myself", WC_PERSON, "1s"}, {"you", WC_PERSON, "2"}, {"your", WC_PERSON, "2"}, {"yours", WC_PERSON, "2"},
+    {"i", WC_PERSON, "asker"}, {"me", WC_PERSON, "1s"}, {"my", WC_PERSON, "1s"}, {"mine", WC_PERSON, "1s"},
+    {"myself", WC_PERSON, "1s"}, {"you", WC_PERSON, "asker"}, {"your", WC_PERSON, "2"}, {"yours", WC_PERSON, "2"},
     {"yourself", WC_PERSON, "2"}, {"u", WC_PERSON, "2"}, {"ur", WC_PERSON, "2"}, {"he", WC_PERSON, "3m"},
     {"him", WC_PERSON, "3m"}, {"his", WC_PERSON, "3m"}, {"himself", WC_PERSON, "3m"}, {"she", WC_PERSON, "3f"},
     {"her", WC_PERSON, "3f"}, {"hers", WC_PERSON, "3f"}, {"herself", WC_PERSON, "3f"}, {"we", WC_PERSON, "1p"},
@@ -430,7 +443,9 @@ static const struct lex lexicon[] = {
     {"those", WC_STOP, NULL}, {"there", WC_STOP, NULL}, {"here", WC_STOP, NULL}, {"it", WC_STOP, NULL},
     {"its", WC_STOP, NULL}, {"and", WC_STOP, NULL}, {"but", WC_STOP, NULL}, {"if", WC_STOP, NULL},
     {"so", WC_STOP, NULL}, {"because", WC_STOP, NULL}, {"any", WC_STOP, NULL}, {"some", WC_STOP, NULL},
-    {"o", WC_STOP, NULL}, {"clock", WC_STOP, NULL}, {"oclock", WC_STOP, NULL}, {"via", WC_STOP, NULL}, {"than", WC_STOP, NULL}, {"towards", WC_STOP, NULL},
+    {"o", WC_STOP, NULL}, {"clock", WC_STOP, NULL}, {"oclock", WC_STOP, NULL}, {"via", WC_STOP, NULL}, {"than", WC_STOP, NULL}, {"von", WC_STOP, NULL}, {"nach", WC_STOP, NULL},
+    {"bis", WC_STOP, NULL}, {"desde", WC_STOP, NULL}, {"hasta", WC_STOP, NULL}, {"vers", WC_STOP, NULL},
+    {"naar", WC_STOP, NULL}, {"towards", WC_STOP, NULL},
     {"toward", WC_STOP, NULL}, {"vs", WC_STOP, NULL}, {"versus", WC_STOP, NULL},
     {"per", WC_STOP, NULL}, {"like", WC_STOP, NULL}, {"going", WC_STOP, NULL}, {"gonna", WC_STOP, NULL},
     {"wanna", WC_STOP, NULL}, {"anything", WC_STOP, NULL}, {"something", WC_STOP, NULL},
@@ -511,6 +526,7 @@ static int ordword_value(const char *w, size_t n)
 
 struct gword {
     enum wclass c;
+    bool name;         /* written with a capital inside a sentence (content words) */
     char v[GATE_WORD]; /* canonical value */
 };
 
@@ -522,8 +538,8 @@ struct analysis {
 /* Words that give the next entity a role: "from Berlin to Hamburg". */
 static bool is_marker(const char *w)
 {
-    static const char *const markers[] = {"from", "to", "than", "into", "onto", "towards", "toward", "vs",
-                                          "versus", NULL};
+    static const char *const markers[] = {"from", "to",    "than", "into",  "onto", "towards", "toward", "vs",
+                                          "versus", "von", "nach", "bis", "desde", "hasta", "vers", "naar", NULL};
     return in_list(w, strlen(w), markers);
 }
 
@@ -553,6 +569,7 @@ static void add(struct analysis *a, enum wclass c, const char *v, size_t n)
     if (n >= GATE_WORD)
         n = GATE_WORD - 1;
     a->w[a->n].c = c;
+    a->w[a->n].name = false;
     memcpy(a->w[a->n].v, v, n);
     a->w[a->n].v[n] = '\0';
     a->n++;
@@ -574,12 +591,22 @@ static void analyse(const char *text, struct analysis *a)
     while (*p && a->n < GATE_MAX_WORDS) {
         while (*p == ' ')
             p++;
-        const char *w = p;
+        const char *wr = p;
         while (*p && *p != ' ')
             p++;
-        size_t n = (size_t)(p - w);
+        size_t n = (size_t)(p - wr);
         if (!n)
             break;
+        char lw[GATE_WORD];
+        if (n >= GATE_WORD)
+            n = GATE_WORD - 1;
+        for (size_t k = 0; k < n; k++)
+            lw[k] = (char)tolower((unsigned char)wr[k]);
+        lw[n] = '\0';
+        const char *w = lw;
+        const bool is_name = isupper((unsigned char)wr[0]);
+        const char *next = *p == ' ' ? p + 1 : p; /* the next word (raw) */
+        size_t next_n = strcspn(next, " ");
         /* number words: "twenty one" = 21, "two hundred" = 200 */
         int nv = numword_value(w, n);
         if (nv >= 0) {
@@ -639,6 +666,39 @@ static void analyse(const char *text, struct analysis *a)
             prev = WC_TIME;
             continue;
         }
+        if (word_is(w, n, "what") && next_n == 4 && !strncasecmp(next, "time", 4)) {
+            add(a, WC_QUESTION, "when", 4); /* "what time is practice" = "when is practice" */
+            p = next + 4;
+            prev = WC_QUESTION;
+            continue;
+        }
+        if (word_is(w, n, "how") && next_n == 4 && !strncasecmp(next, "much", 4) &&
+            !strncmp(next + 4, " time", 5) && (next[9] == ' ' || next[9] == '\0')) {
+            add(a, WC_QUESTION, "how long", 8); /* "how much time is left" = "how long is left" */
+            p = next + 9;
+            prev = WC_QUESTION;
+            continue;
+        }
+        if (word_is(w, n, "right") && next_n == 3 && !strncasecmp(next, "now", 3)) {
+            p = next + 3; /* "right now": the default time */
+            continue;
+        }
+        /* "on" before an article, a possessive, a day or a number is a preposition ("on the list",
+         * "on Saturday"), not a state, except after turn / switch ("turn on the light") */
+        if (word_is(w, n, "on") && prev != WC_COMMON && next_n) {
+            static const char *const after[] = {"the", "a", "an", "my", "your", "his", "her", "our", "their",
+                                                "this", "that", "these", "those", "each", "every", "earth", NULL};
+            char nx[GATE_WORD];
+            size_t m = next_n < GATE_WORD ? next_n : GATE_WORD - 1;
+            for (size_t k = 0; k < m; k++)
+                nx[k] = (char)tolower((unsigned char)next[k]);
+            nx[m] = '\0';
+            const struct lex *nl = lex_find(nx, m);
+            if (in_list(nx, m, after) || isdigit((unsigned char)nx[0]) || (nl && nl->c == WC_DAY)) {
+                prev = WC_STOP;
+                continue;
+            }
+        }
         if (word_is(w, n, "how") && *p == ' ') {
             /* "how many", "how much", "how long", ...: one question word */
             const char *q = p + 1, *e = q;
@@ -697,6 +757,7 @@ static void analyse(const char *text, struct analysis *a)
             }
         }
         add(a, WC_CONTENT, canon, strlen(canon));
+        a->w[a->n - 1].name = is_name && a->n <= GATE_MAX_WORDS;
         prev = WC_CONTENT;
     }
     if (num_acc >= 0)
@@ -761,7 +822,7 @@ static bool same_multiset(const struct analysis *a, const struct analysis *b, en
 static const char *role_of(const struct analysis *a, int i)
 {
     for (int k = i - 1; k >= 0; k--) {
-        if (a->w[k].c == WC_CONTENT || a->w[k].c == WC_NUMBER)
+        if (a->w[k].c == WC_CONTENT || a->w[k].c == WC_NUMBER || a->w[k].c == WC_DAY)
             return "";
         if (a->w[k].c == WC_STOP && is_marker(a->w[k].v))
             return a->w[k].v;
@@ -777,10 +838,10 @@ static const char *role_of(const struct analysis *a, int i)
 static bool same_roles(const struct analysis *a, const struct analysis *b, const char **which)
 {
     for (int i = 0; i < a->n; i++) {
-        if (a->w[i].c != WC_CONTENT)
+        if (a->w[i].c != WC_CONTENT && a->w[i].c != WC_DAY) /* "from Monday to Wednesday" too */
             continue;
         for (int j = 0; j < b->n; j++)
-            if (b->w[j].c == WC_CONTENT && !strcmp(a->w[i].v, b->w[j].v)) {
+            if (b->w[j].c == a->w[i].c && !strcmp(a->w[i].v, b->w[j].v)) {
                 if (strcmp(role_of(a, i), role_of(b, j))) {
                     *which = a->w[i].v;
                     return false;
@@ -789,6 +850,54 @@ static bool same_roles(const struct analysis *a, const struct analysis *b, const
             }
     }
     return true;
+}
+
+/* Names (content words written with a capital inside a sentence, in either
+ * question) that both have come in the same order: "Did Mia call Leo" is not
+ * "Did Leo call Mia". */
+static bool same_name_order(const struct analysis *a, const struct analysis *b)
+{
+    const char *sa[GATE_MAX_WORDS], *sb[GATE_MAX_WORDS];
+    int na = 0, nb = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const struct analysis *x = pass ? b : a, *y = pass ? a : b;
+        const char **seq = pass ? sb : sa;
+        int *ns = pass ? &nb : &na;
+        for (int i = 0; i < x->n; i++) {
+            if (x->w[i].c != WC_CONTENT)
+                continue;
+            /* a name with a role ("from Berlin") is compared by same_roles() */
+            bool name = x->w[i].name && !*role_of(x, i), in_y = false, seen = false;
+            for (int j = 0; j < y->n; j++)
+                if (y->w[j].c == WC_CONTENT && !strcmp(y->w[j].v, x->w[i].v)) {
+                    in_y = true;
+                    name = (name || y->w[j].name) && !*role_of(y, j) && !*role_of(x, i);
+                }
+            for (int k = 0; k < *ns; k++)
+                seen |= !strcmp(seq[k], x->w[i].v);
+            if (name && in_y && !seen)
+                seq[(*ns)++] = x->w[i].v;
+        }
+    }
+    if (na != nb)
+        return false;
+    for (int k = 0; k < na; k++)
+        if (strcmp(sa[k], sb[k]))
+            return false;
+    return true;
+}
+
+/* Pronouns: when both questions have some, the same persons ("my calendar"
+ * is not "her calendar"); one without any ("cancel the timer" / "cancel my
+ * timer") does not conflict. */
+static bool same_people(const struct analysis *a, const struct analysis *b, const char **which)
+{
+    int pa = 0, pb = 0;
+    for (int i = 0; i < a->n; i++)
+        pa += a->w[i].c == WC_PERSON;
+    for (int i = 0; i < b->n; i++)
+        pb += b->w[i].c == WC_PERSON;
+    return !pa || !pb || same_multiset(a, b, WC_PERSON, false, which);
 }
 
 bool infer_semgate_agree(const char *a, const char *b, char *why, size_t why_cap)
@@ -819,11 +928,11 @@ bool infer_semgate_agree(const char *a, const char *b, char *why, size_t why_cap
         rule = class_names[WC_POLARITY];
     else if (!same_multiset(x, y, WC_QUESTION, false, &word))
         rule = class_names[WC_QUESTION];
-    else if (!same_multiset(x, y, WC_PERSON, false, &word))
+    else if (!same_people(x, y, &word))
         rule = class_names[WC_PERSON];
     else if (!same_multiset(x, y, WC_CONTENT, false, &word))
         rule = class_names[WC_CONTENT];
-    else if (!same_roles(x, y, &word))
+    else if (!same_roles(x, y, &word) || !same_name_order(x, y))
         rule = "order";
     if (rule && why && why_cap) {
         if (word)

@@ -397,7 +397,15 @@ json_t *rc_lookup(struct server *srv, struct MHD_Connection *c, const char *body
             rc_pending_free(p);
             p->sem = false;
         } else {
-            infer_semgate_normalize(q, qn, p->question, cap);
+            if (infer_semgate_normalize(q, qn, p->question, cap) == 0) {
+                /* nothing left to compare ("please", "?"): not a question tier 2 can match */
+                rc_pending_free(p);
+                p->sem = false;
+                p->sem_bypass = "empty question";
+                if (!p->have_key)
+                    p->state = "bypass";
+                goto tier2_done;
+            }
             const char *texts[1] = {p->question};
             pthread_mutex_lock(&srv->embed_mu);
             double t0 = infer_now_seconds();
@@ -441,6 +449,7 @@ json_t *rc_lookup(struct server *srv, struct MHD_Connection *c, const char *body
             return o;
         }
     }
+tier2_done:
     pthread_mutex_lock(&srv->mu);
     if (!strcmp(p->state, "bypass"))
         srv->metrics.rc_bypass++;

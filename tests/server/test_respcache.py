@@ -12,7 +12,6 @@ Run by tests/server/run.sh.
 """
 import json
 import os
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -46,14 +45,8 @@ def post(srv, body, headers=None):
 
 
 def find_stop():
-    """A stop string inside the greedy answer, so that the answer ends with finish_reason stop."""
     global STOP
-    st, h, r = post(S, {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 12, "temperature": 0,
-                        "cache": {"no-store": True}})
-    assert st == 200, r
-    text = r["choices"][0]["message"]["content"]
-    assert len(text) >= 4, repr(text)
-    STOP = text[2:4]
+    STOP = harness.find_stop(S, PROMPT)
 
 
 def test_hit_after_miss():
@@ -292,18 +285,7 @@ def main():
              test_only_complete_answers_stored,
              test_controls, test_stats_and_metrics, test_restart_ttl_and_purge, test_tenants_by_api_key,
              test_corrupt_and_foreign_files, test_unwritable_path, test_off_by_default]
-    if len(sys.argv) > 1:
-        tests = [t for t in tests if t.__name__ in sys.argv[1:]]
-    try:
-        find_stop()
-        rc = harness.run_tests(tests, "test_respcache")
-    finally:
-        code = S.stop()
-        if code != 0:
-            print(f"FAIL: the server exited with {code}:\n{S.log()[-4000:]}")
-            rc = 1
-        shutil.rmtree(TMP, ignore_errors=True)
-    return rc
+    return harness.run_with_server(S, tests, "test_respcache", setup=find_stop, cleanup_dir=TMP)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ damaged row is dropped, never used; GET /v1/cache/stats and /metrics.  Run by te
 """
 import json
 import os
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -61,14 +60,8 @@ def start(name, db, *extra, emb=EMB):
 
 
 def find_stop():
-    """A stop string the greedy answer reaches, so that answers end with finish_reason stop."""
     global STOP
-    st, h, r = post(S, {"messages": [{"role": "user", "content": Q}], "max_tokens": 12, "temperature": 0,
-                        "cache": {"no-store": True}})
-    assert st == 200, r
-    text = r["choices"][0]["message"]["content"]
-    assert len(text) >= 4, repr(text)
-    STOP = text[2:4]
+    STOP = harness.find_stop(S, Q)
 
 
 def test_paraphrase_hits():
@@ -88,7 +81,7 @@ def test_paraphrase_hits():
 def test_gate_refuses():
     post(S, body(Q))
     for q, rule in REFUSED:
-        st, h, r = post(S, body(q))
+        st, h, r = post(S, body(q, cache={"no-store": True}))  # Q stays the only row
         assert st == 200 and h.get("x-infer-cache") == "miss", (q, h)
         assert float(h["x-infer-cache-similarity"]) > 0.5, (q, h)  # the nearest, also on a miss
         assert h.get("x-infer-cache-gate", "").startswith(rule), (q, h)
@@ -185,9 +178,9 @@ def test_bypass_and_not_stored():
         assert srv.stop() == 0, srv.log()
 
 
-def test_ttl_capacity_restart_and_model_change():
+def test_capacity_restart_and_model_change():
     db = "persist.sqlite"
-    srv = start("sc-p1", db, "--semantic-cache-max-entries", "2", "--semantic-cache-ttl", "4s")
+    srv = start("sc-p1", db, "--semantic-cache-max-entries", "2")
     try:
         post(srv, body(Q))
         post(srv, body("What is the weather tomorrow?"))
@@ -196,30 +189,40 @@ def test_ttl_capacity_restart_and_model_change():
         assert h.get("x-infer-cache") == "miss", h
         m = srv.metrics()
         assert m['infer_response_cache_evictions_total{reason="capacity"}'] >= 1, m
-        st, h, r = post(srv, body("Set a 5 minute timer"))
+        st, h, r = post(srv, body("Set a timer for 5 minutes please"))
         assert h.get("x-infer-cache") == "hit-semantic", h
         st, s = srv.get_json("/v1/cache/stats")
         assert s["semantic"]["rows"] == 2 and s["entries"] == 2, s
     finally:
         assert srv.stop() == 0, srv.log()
-    srv = start("sc-p2", db, "--semantic-cache-ttl", "4s")
+    srv = start("sc-p2", db)
     try:
         assert "2 semantic rows loaded" in srv.log(), srv.log()
-        st, h, r = post(srv, body("set a timer for 5 minutes please"))
+        st, h, r = post(srv, body("set a timer for 5 minutes"))
         assert h.get("x-infer-cache") == "hit-semantic", h  # survived the restart
-        time.sleep(4.5)
-        st, h, r = post(srv, body("set a timer for 5 minutes please"))
-        assert h.get("x-infer-cache") == "miss" and "x-infer-cache-similarity" not in h, h  # expired
     finally:
         assert srv.stop() == 0, srv.log()
-    # the rows stored now were embedded by the F16 model: another model drops them
+    # those rows were embedded by the F16 model: another embedding model drops them
     srv = start("sc-p3", db, emb=EMB_Q8)
     try:
         assert "of another embedding model dropped" in srv.log()
         m = srv.metrics()
-        assert m['infer_response_cache_evictions_total{reason="embedding-model"}'] >= 1, (m, srv.log())
+        assert m['infer_response_cache_evictions_total{reason="embedding-model"}'] >= 2, (m, srv.log())
         st, s = srv.get_json("/v1/cache/stats")
         assert s["semantic"]["rows"] == 0, s
+    finally:
+        assert srv.stop() == 0, srv.log()
+
+
+def test_ttl():
+    srv = start("sc-ttl", "ttl.sqlite", "--semantic-cache-ttl", "2s")
+    try:
+        post(srv, body(Q))
+        st, s = srv.get_json("/v1/cache/stats")
+        assert s["semantic"]["rows"] == 1, s  # stored (expired or not, it is in the index)
+        time.sleep(2.5)
+        st, h, r = post(srv, body(PARA))
+        assert h.get("x-infer-cache") == "miss" and "x-infer-cache-similarity" not in h, h  # expired
     finally:
         assert srv.stop() == 0, srv.log()
 
@@ -269,19 +272,8 @@ def main():
     S = start("sc", "main.sqlite")
     tests = [test_paraphrase_hits, test_gate_refuses, test_bucket_isolation, test_tenants_by_api_key,
              test_threshold_raise_only, test_streamed_replay, test_bypass_and_not_stored,
-             test_ttl_capacity_restart_and_model_change, test_damaged_rows, test_stats_and_metrics]
-    if len(sys.argv) > 1:
-        tests = [t for t in tests if t.__name__ in sys.argv[1:]]
-    try:
-        find_stop()
-        rc = harness.run_tests(tests, "test_semcache")
-    finally:
-        code = S.stop()
-        if code != 0:
-            print(f"FAIL: the server exited with {code}:\n{S.log()[-4000:]}")
-            rc = 1
-        shutil.rmtree(TMP, ignore_errors=True)
-    return rc
+             test_capacity_restart_and_model_change, test_ttl, test_damaged_rows, test_stats_and_metrics]
+    return harness.run_with_server(S, tests, "test_semcache", setup=find_stop, cleanup_dir=TMP)
 
 
 if __name__ == "__main__":
