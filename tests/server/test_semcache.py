@@ -31,7 +31,9 @@ EMB = os.path.join(harness.srcdir(), "models", "all-minilm-l6-v2-f16.gguf")
 EMB_Q8 = os.path.join(harness.srcdir(), "models", "all-minilm-l6-v2-q8_0.gguf")
 TMP = None
 S = None
-STOP = None
+# stop strings nearly every first token contains: answers end with finish_reason "stop" (what is
+# stored) whatever the model and the question
+STOPS = ["\n", " ", "e", "a", "o", "i", "t", "n", "s", "r", ".", ",", "*", "I", "T", "A"]
 
 # stored question, a paraphrase the gate accepts (cosine ~0.93 with all-MiniLM-L6-v2)
 Q = "Turn on the kitchen lights please"
@@ -44,7 +46,7 @@ REFUSED = [("Turn off the kitchen lights", "polarity"), ("Turn on the bedroom li
 def body(content, system=None, history=(), **kw):
     msgs = ([{"role": "system", "content": system}] if system else []) + list(history)
     msgs.append({"role": "user", "content": content})
-    b = {"messages": msgs, "max_tokens": 16, "temperature": 0, "stop": [STOP]}
+    b = {"messages": msgs, "max_tokens": 16, "temperature": 0, "stop": STOPS}
     b.update(kw)
     return b
 
@@ -57,11 +59,6 @@ def post(srv, b, headers=None):
 def start(name, db, *extra, emb=EMB):
     return Server(MODEL, ["-c", "256", "-np", "1", "--max-tokens", "64", "--embedding-model", emb,
                           "--semantic-cache-db", os.path.join(TMP, db), *extra], name=name)
-
-
-def find_stop():
-    global STOP
-    STOP = harness.find_stop(S, Q)
 
 
 def test_paraphrase_hits():
@@ -94,7 +91,7 @@ def test_bucket_isolation():
     assert h.get("x-infer-cache") == "hit-semantic", h
     history = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there"}]
     for variant in (body(PARA, cache_salt="tenant-b"), body(PARA, system="You are a pirate."),
-                    body(PARA, history=history), body(PARA, max_tokens=15), body(PARA, stop=[STOP, "zz"])):
+                    body(PARA, history=history), body(PARA, max_tokens=15), body(PARA, stop=STOPS[:-1])):
         st, h, r = post(S, variant)
         assert h.get("x-infer-cache") == "miss", (variant, h)
         assert "x-infer-cache-similarity" not in h, (variant, h)  # another bucket: nothing to compare with
@@ -141,12 +138,16 @@ def test_threshold_raise_only():
 
 
 def test_streamed_replay():
-    st, h, a = post(S, body(Q))
+    qs = "Please, could you switch the kitchen lights on"
+    post(S, body(Q))
+    st, h, a = post(S, body(qs))  # the stored answer it gets ...
+    assert h.get("x-infer-cache") == "hit-semantic", h
     c = openai.OpenAI(base_url=S.base_url, api_key="none", max_retries=0)
     raw = c.chat.completions.with_raw_response.create(
-        model=c.models.list().data[0].id, messages=body(PARA)["messages"], max_tokens=16, temperature=0,
-        stop=[STOP], stream=True, stream_options={"include_usage": True})
-    assert raw.headers.get("x-infer-cache") == "hit-semantic", raw.headers
+        model=c.models.list().data[0].id, messages=body(qs)["messages"],
+        max_tokens=16, temperature=0,
+        stop=STOPS, stream=True, stream_options={"include_usage": True})
+    assert raw.headers.get("x-infer-cache") == "hit-semantic", raw.headers  # ... streamed
     chunks = list(raw.parse())
     assert all(ch.object == "chat.completion.chunk" for ch in chunks)
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
@@ -273,7 +274,7 @@ def main():
     tests = [test_paraphrase_hits, test_gate_refuses, test_bucket_isolation, test_tenants_by_api_key,
              test_threshold_raise_only, test_streamed_replay, test_bypass_and_not_stored,
              test_capacity_restart_and_model_change, test_ttl, test_damaged_rows, test_stats_and_metrics]
-    return harness.run_with_server(S, tests, "test_semcache", setup=find_stop, cleanup_dir=TMP)
+    return harness.run_with_server(S, tests, "test_semcache", cleanup_dir=TMP)
 
 
 if __name__ == "__main__":
