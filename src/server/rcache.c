@@ -170,8 +170,10 @@ static const struct {
     const char *sha256, *name;
     float threshold;
 } calibrated[] = {
-    {"99bce1aa4211fea3b2cd95d38007a35f41304501c021c865f4a9bbd15f355224", "all-MiniLM-L6-v2 F16", 0.80f},
-    {"791c1c434570a0595af297c3633b45b3fbcebf76d8e505a5f68947089f4071de", "all-MiniLM-L6-v2 Q8_0", 0.80f},
+    /* 2026-12-02, 436 English pairs: precision 1.000 [0.973, 1.000], recall 0.683 [0.616, 0.743]
+     * (the same recall as at 0.80, more margin); Q8_0 embeds within cosine 0.999 of F16 */
+    {"99bce1aa4211fea3b2cd95d38007a35f41304501c021c865f4a9bbd15f355224", "all-MiniLM-L6-v2 F16", 0.82f},
+    {"791c1c434570a0595af297c3633b45b3fbcebf76d8e505a5f68947089f4071de", "all-MiniLM-L6-v2 Q8_0", 0.82f},
 };
 #define RC_UNCALIBRATED 0.95f
 
