@@ -1024,6 +1024,10 @@ int server_run(const struct server_config *cfg)
                 fprintf(stderr, "serve: warning: response cache: no semantic tier: %s\n", infer_last_error());
             } else {
                 srv.rc_semantic = true;
+                infer_embedder_params ep1 = ep;
+                ep1.n_threads = 1;
+                if (infer_embedder_open(&srv.rc_embedder, cfg->embedding_model_path, &ep1) != INFER_OK)
+                    srv.rc_embedder = NULL; /* the shared handle does it, under embed_mu */
                 float th = rc_default_threshold(srv.embed_sha, &known);
                 if (cfg->response_cache_threshold > 0)
                     th = (float)cfg->response_cache_threshold;
@@ -1114,6 +1118,7 @@ int server_run(const struct server_config *cfg)
     MHD_stop_daemon(d);    /* connection threads see their jobs ended */
     sched_free(&srv);
     infer_respcache_close(srv.rcache);
+    infer_embedder_close(srv.rc_embedder);
     infer_embedder_close(srv.embedder);
     pthread_mutex_destroy(&srv.embed_mu);
     pthread_mutex_destroy(&srv.mu);

@@ -409,11 +409,15 @@ json_t *rc_lookup(struct server *srv, struct MHD_Connection *c, const char *body
                 goto tier2_done;
             }
             const char *texts[1] = {p->question};
-            pthread_mutex_lock(&srv->embed_mu);
+            /* one short question: the one-thread handle, beside any batch on the shared one */
+            infer_embedder *e = srv->rc_embedder ? srv->rc_embedder : srv->embedder;
+            if (!srv->rc_embedder)
+                pthread_mutex_lock(&srv->embed_mu);
             double t0 = infer_now_seconds();
-            infer_status st = infer_embed(srv->embedder, texts, NULL, 1, p->emb, NULL);
+            infer_status st = infer_embed(e, texts, NULL, 1, p->emb, NULL);
             double dt = infer_now_seconds() - t0;
-            pthread_mutex_unlock(&srv->embed_mu);
+            if (!srv->rc_embedder)
+                pthread_mutex_unlock(&srv->embed_mu);
             pthread_mutex_lock(&srv->mu);
             srv->metrics.rc_embed_seconds += dt;
             srv->metrics.rc_embeds++;

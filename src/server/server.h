@@ -339,6 +339,8 @@ struct server {
     char embed_sha[65];            /* sha256 of the embedding model's file (its identity) */
     float rc_threshold;            /* the semantic tier's default threshold */
     bool rc_semantic;              /* tier 2 is on (cache, embedding model and its index) */
+    infer_embedder *rc_embedder;   /* the same model on one thread, for tier 2's one-question
+                                    * embeddings (no wait for embed_mu, no spinning threads) */
 };
 
 /* Start the engine thread, which loads the model at once (sched_model_state
