@@ -10,7 +10,8 @@ threshold and never lowers it; a streamed request on a paraphrase is replayed as
 SDK parses; temperature above --semantic-cache-max-temp bypasses tier 2; length-cut answers and
 errors are never stored; DELETE /v1/cache empties the tenant's semantic rows; TTL expiry; capacity
 eviction (LRU); restart persistence; rows of another embedding model are dropped at start; a
-damaged row is dropped, never used; GET /v1/cache/stats and /metrics.  Run by tests/server/run.sh.
+damaged row is dropped, never used; a layout-1 (exact tier only) file is extended in place; GET
+/v1/cache/stats and /metrics.  Run by tests/server/run.sh.
 """
 import json
 import os
@@ -249,6 +250,32 @@ def test_damaged_rows():
         assert srv.stop() == 0, srv.log()
 
 
+def test_layout1_file_extended():
+    """A tier-1-only file (layout 1) is extended in place, its rows kept, not set aside."""
+    path = os.path.join(TMP, "layout1.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE entries(key BLOB PRIMARY KEY, tenant TEXT NOT NULL, created REAL NOT NULL,"
+                " expires REAL NOT NULL, last_hit REAL NOT NULL, hits INTEGER NOT NULL, answer BLOB NOT NULL)")
+    con.execute("INSERT INTO entries VALUES(?, '', ?, ?, ?, 0, '{}')",
+                (b"k" * 32, time.time(), time.time() + 3600, time.time()))
+    con.execute("PRAGMA user_version=1919090689")
+    con.commit()
+    con.close()
+    srv = start("sc-l1", "layout1.sqlite")
+    try:
+        assert "foreign or corrupt" not in srv.log(), srv.log()
+        post(srv, body(Q))
+        st, h, r = post(srv, body(PARA))
+        assert h.get("x-infer-cache") == "hit-semantic", h
+    finally:
+        assert srv.stop() == 0, srv.log()
+    con = sqlite3.connect(path)
+    cols = [c[1] for c in con.execute("PRAGMA table_info(entries)")]
+    n = con.execute("SELECT count(*) FROM entries WHERE key = ?", (b"k" * 32,)).fetchone()[0]
+    con.close()
+    assert "emb" in cols and "bucket" in cols and n == 1, (cols, n)
+
+
 def test_stats_and_metrics():
     st, s = S.get_json("/v1/cache/stats")
     assert st == 200 and s["tiers"] == ["exact", "semantic"] and s["lookups"]["hit-semantic"] >= 3, s
@@ -273,7 +300,8 @@ def main():
     S = start("sc", "main.sqlite")
     tests = [test_paraphrase_hits, test_gate_refuses, test_bucket_isolation, test_tenants_by_api_key,
              test_threshold_raise_only, test_streamed_replay, test_bypass_and_not_stored,
-             test_capacity_restart_and_model_change, test_ttl, test_damaged_rows, test_stats_and_metrics]
+             test_capacity_restart_and_model_change, test_ttl, test_damaged_rows, test_layout1_file_extended,
+             test_stats_and_metrics]
     return harness.run_with_server(S, tests, "test_semcache", cleanup_dir=TMP)
 
 
