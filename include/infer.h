@@ -854,9 +854,33 @@ typedef struct infer_respcache_params {
 typedef struct infer_respcache_stats {
     uint64_t entries, bytes;          /* unexpired rows now */
     uint64_t hits, misses, stores, store_errors, expired, evicted, purged, set_aside;
+    uint64_t hits_semantic;           /* infer_respcache_get_similar() hits */
+    uint64_t evicted_model;           /* rows dropped because another embedding model made them */
+    uint64_t semantic_rows, semantic_buckets; /* the semantic index now */
     bool storing;                     /* false after a write failure or on a read-only file */
     double ttl_seconds;
 } infer_respcache_stats;
+
+/* What a row carries for the semantic tier: the bucket (hash of everything
+ * of the request but its last question), the normalised question
+ * (infer_semgate_normalize) and its embedding (unit length, the n_embd of
+ * infer_respcache_set_embedder). */
+typedef struct infer_respcache_sem {
+    const uint8_t *bucket; /* 32 bytes */
+    const char *question;
+    const float *emb;
+} infer_respcache_sem;
+
+/* The outcome of a semantic lookup, hit or not. */
+typedef struct infer_respcache_match {
+    float nearest;          /* highest cosine in the bucket; -1: the bucket is empty */
+    bool nearest_agrees;    /* the content gate accepts the nearest question */
+    char nearest_why[96];   /* else the rule it failed */
+    float best_agreeing;    /* highest cosine the gate accepts (-1: none) */
+    float similarity;       /* of the hit */
+    int candidates;         /* unexpired rows compared */
+    double search_seconds;  /* scan, gate and answer read */
+} infer_respcache_match;
 
 /* note (may be NULL) gets what was worked around: a file set aside, storing
  * off.  Errors: the file cannot be opened at all (INFER_ERR_IO). */
@@ -869,10 +893,40 @@ bool infer_respcache_get(infer_respcache *c, const uint8_t key[32], char **answe
 /* Store (replacing an entry of the same key).  A write failure is returned
  * and, for a full disk or read-only file, turns storing off. */
 infer_status infer_respcache_put(infer_respcache *c, const uint8_t key[32], const char *tenant, const char *answer,
-                                 size_t len);
+                                 size_t len, const infer_respcache_sem *sem);
+/* Turn the semantic tier on for an embedding model (identity: any string
+ * that changes when the vectors would, e.g. the file's sha256): rows of
+ * another model are deleted, the unexpired rows of this one are loaded into
+ * per-bucket arrays.  note (may be NULL) gets a sentence on what was loaded
+ * and dropped, appended.  sem rows given to infer_respcache_put() before
+ * this are stored for the exact tier only. */
+infer_status infer_respcache_set_embedder(infer_respcache *c, const char *model_identity, int n_embd, char *note,
+                                          size_t note_cap);
+/* Tier 2: among the unexpired rows of `bucket`, the most similar stored
+ * question (dot product with emb) that the content gate accepts against
+ * `question` (normalised); a hit when its cosine is >= threshold.  Hit:
+ * true, *answer malloc'ed (caller frees), *age in seconds.  m is filled in
+ * either way (the nearest similarity, also on a miss). */
+bool infer_respcache_get_similar(infer_respcache *c, const uint8_t bucket[32], const float *emb, const char *question,
+                                 float threshold, char **answer, size_t *len, double *age, infer_respcache_match *m);
 /* Delete every entry of a tenant; returns how many, or -1. */
 int64_t infer_respcache_purge(infer_respcache *c, const char *tenant);
 void infer_respcache_get_stats(infer_respcache *c, infer_respcache_stats *out);
+
+/* ------------------------------------------- semantic cache: content gate */
+
+/* The text a question is embedded and gated as: ASCII lower case,
+ * contractions expanded ("don't" -> "do not"), punctuation dropped (not
+ * inside numbers: 7:30), filler words and request openers ("please", "can
+ * you") dropped.  Writes at most cap bytes (NUL included) and returns the
+ * length; what does not fit is cut at a word. */
+size_t infer_semgate_normalize(const char *text, size_t len, char *out, size_t cap);
+/* May the answer stored for question a answer question b?  Both normalised.
+ * True when they agree on numbers (as a sequence), times of day, days,
+ * negation, polarity words, question words, pronouns and content words, and
+ * their shared entity-like words come in the same order.  Otherwise false,
+ * with the first rule that failed in why (may be NULL). */
+bool infer_semgate_agree(const char *a, const char *b, char *why, size_t why_cap);
 
 #ifdef __cplusplus
 }

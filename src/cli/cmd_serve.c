@@ -19,7 +19,7 @@ enum {
     O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
     O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V, O_EMBED_MODEL, O_EMBED_CTX,
-    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH, O_BOARD, O_ADMIN_KEY, O_DRAIN_TIMEOUT, O_TOOL_CHOICE,
+    O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH, O_BOARD, O_ADMIN_KEY, O_DRAIN_TIMEOUT, O_TOOL_CHOICE, O_RC_MAX_BYTES, O_RC_THRESHOLD, O_RC_MAX_TEMP,
 };
 
 static const char *help =
@@ -47,13 +47,19 @@ static const char *help =
     "      --embedding-model FILE  also serve POST /v1/embeddings with this bert GGUF\n"
     "                            (e.g. models/all-minilm-l6-v2-f16.gguf from models/fetch-embedder)\n"
     "      --embedding-ctx N     truncate embedding inputs to N tokens (default: the model's maximum)\n"
-    "      --semantic-cache      answer a repeated request from the response cache (exact tier:\n"
-    "                            same model, tenant, messages and parameters; off by default)\n"
+    "      --semantic-cache      answer from the response cache (off by default): the exact tier\n"
+    "                            (same model, tenant, messages and parameters), and with\n"
+    "                            --embedding-model the semantic tier (same everything but the last\n"
+    "                            user question, which must be similar and pass the content gate)\n"
     "      --semantic-cache-db PATH  its SQLite file (default ~/.cache/infer/responses.sqlite)\n"
     "      --semantic-cache-ttl D    lifetime of a stored answer from creation (default 24h)\n"
     "      --semantic-cache-max-entries N  (default 100000; least recently hit go first)\n"
     "      --tool-choice C       auto (default) or required: what a request with tools and no\n"
     "                            tool_choice gets (required: a call, constrained to the tools' schemas)\n"
+    "      --semantic-cache-max-bytes N    answer bytes kept (k/M suffix; default 256M)\n"
+    "      --semantic-cache-threshold X    cosine a semantic hit needs (default: the one calibrated\n"
+    "                            for the embedding model, see README; requests may only raise it)\n"
+    "      --semantic-cache-max-temp T     no semantic tier above this temperature (default 1.0)\n"
     "      --keep-alive D        unload after D idle: 5m, 30s, 1h30m, 0 (after each request),\n"
     "                            -1 (never; the default)\n"
     "      --cache-dir DIR       disk tier of the prefix cache: cached KV survives unloads and restarts\n"
@@ -165,11 +171,15 @@ int cmd_serve(int argc, char **argv)
         {"semantic-cache-ttl", required_argument, 0, O_RC_TTL},
         {"semantic-cache-max-entries", required_argument, 0, O_RC_MAX},
         {"tool-choice", required_argument, 0, O_TOOL_CHOICE},
+        {"semantic-cache-max-bytes", required_argument, 0, O_RC_MAX_BYTES},
+        {"semantic-cache-threshold", required_argument, 0, O_RC_THRESHOLD},
+        {"semantic-cache-max-temp", required_argument, 0, O_RC_MAX_TEMP},
         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     struct server_config c = {
         .host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .n_batch = 256,
         .max_body = 1 << 20, .max_tokens = 4096, .keep_alive = -1, .timeout = 30, .max_connections = 64,
         .drain_timeout = 300,
+        .response_cache_max_temp = 1.0,
     };
     const char *model = NULL;
     int o, rc = 2;
@@ -244,6 +254,27 @@ int cmd_serve(int argc, char **argv)
                 ok = false;
             }
             break;
+        case O_RC_MAX_BYTES: {
+            size_t v;
+            ok = parse_size(optarg, &v);
+            c.response_cache_max_bytes = v;
+            break;
+        }
+        case O_RC_THRESHOLD:
+        case O_RC_MAX_TEMP: {
+            char *end;
+            double v = strtod(optarg, &end);
+            ok = end != optarg && !*end && v >= 0 && v <= (o == O_RC_THRESHOLD ? 1.0 : 2.0) && (o != O_RC_THRESHOLD || v > 0);
+            if (!ok)
+                fprintf(stderr, "error: --%s: '%s' is not a number in %s\n",
+                        o == O_RC_THRESHOLD ? "semantic-cache-threshold" : "semantic-cache-max-temp", optarg,
+                        o == O_RC_THRESHOLD ? "(0, 1]" : "[0, 2]");
+            else if (o == O_RC_THRESHOLD)
+                c.response_cache_threshold = v;
+            else
+                c.response_cache_max_temp = v;
+            break;
+        }
         case O_MAX_BODY: ok = parse_size(optarg, &c.max_body); break;
         case O_MAX_PROMPT: ok = parse_int(optarg, 1, 1 << 22, &c.max_prompt_tokens); break;
         case O_MAX_TOKENS: ok = parse_int(optarg, 1, 1 << 22, &c.max_tokens); break;

@@ -74,6 +74,8 @@ struct conn_ctx {
     double t_last_out;         /* last bytes handed to MHD (for keep-alive comments) */
     char *out;                 /* bytes serialized, not yet handed to MHD */
     size_t out_len, out_off, out_cap;
+    bool rc_on;                /* the response cache saw this request: rc says what to store */
+    struct rc_pending rc;
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -110,6 +112,16 @@ static bool client_gone(int fd)
         return false;
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* Append a (name, value) pair to a NULL-ended header list (room for it and
+ * the NULL is the caller's). */
+static void add_header_pair(const char **h, const char *name, const char *value)
+{
+    size_t n = 0;
+    while (h[n])
+        n++;
+    h[n] = name, h[n + 1] = value, h[n + 2] = NULL;
 }
 
 static void add_common_headers(struct server *srv, struct MHD_Response *r)
@@ -262,8 +274,14 @@ static enum MHD_Result handle_metrics(struct conn_ctx *ctx, struct MHD_Connectio
 {
     struct server *srv = ctx->srv;
     struct server_gauges g;
+    infer_respcache_stats rc;
+    if (srv->rcache)
+        infer_respcache_get_stats(srv->rcache, &rc); /* before mu: the store has its own lock */
     pthread_mutex_lock(&srv->mu);
     sched_gauges(srv, &g);
+    g.rc_on = srv->rcache != NULL;
+    if (g.rc_on)
+        g.rc = rc;
     char *text = metrics_render(&srv->metrics, &g);
     pthread_mutex_unlock(&srv->mu);
     if (!text)
@@ -343,16 +361,27 @@ static enum MHD_Result handle_cache(struct conn_ctx *ctx, struct MHD_Connection 
     infer_respcache_get_stats(srv->rcache, &st);
     pthread_mutex_lock(&srv->mu);
     const struct server_metrics *m = &srv->metrics;
-    json_t *o = json_pack("{s:s, s:b, s:f, s:I, s:I, s:{s:I, s:I, s:I}, s:I, s:I, s:{s:I, s:I}, s:I, s:I, s:I, s:f,"
-                          " s:s}",
-                          "object", "cache.stats", "storing", st.storing, "ttl_seconds", st.ttl_seconds, "entries",
-                          (json_int_t)st.entries, "bytes", (json_int_t)st.bytes, "lookups", "hit-exact",
-                          (json_int_t)m->rc_hits, "miss", (json_int_t)m->rc_misses, "bypass",
-                          (json_int_t)m->rc_bypass, "stores", (json_int_t)m->rc_stores, "store_errors",
-                          (json_int_t)m->rc_store_errors, "skipped", "no-store", (json_int_t)m->rc_skip_no_store,
-                          "not-complete", (json_int_t)m->rc_skip_not_stop, "expired", (json_int_t)st.expired,
-                          "evicted", (json_int_t)st.evicted, "purged", (json_int_t)st.purged, "seconds_saved",
-                          m->rc_seconds_saved, "tiers", "exact");
+    json_t *o = json_pack(
+        "{s:s, s:b, s:f, s:I, s:I, s:{s:I, s:I, s:I, s:I}, s:I, s:I, s:{s:I, s:I, s:I},"
+        " s:{s:I, s:I, s:I, s:I}, s:f, s:{s:I, s:I}, s:[s]}",
+        "object", "cache.stats", "storing", st.storing, "ttl_seconds", st.ttl_seconds, "entries",
+        (json_int_t)st.entries, "bytes", (json_int_t)st.bytes, "lookups", "hit-exact", (json_int_t)m->rc_hits,
+        "hit-semantic", (json_int_t)m->rc_hits_semantic, "miss", (json_int_t)m->rc_misses, "bypass",
+        (json_int_t)m->rc_bypass, "stores", (json_int_t)m->rc_stores, "store_errors", (json_int_t)m->rc_store_errors,
+        "skipped", "no-store", (json_int_t)m->rc_skip_no_store, "not-complete", (json_int_t)m->rc_skip_not_stop,
+        "error", (json_int_t)m->rc_skip_error, "evictions", "expired", (json_int_t)st.expired, "capacity",
+        (json_int_t)st.evicted, "purged", (json_int_t)st.purged, "embedding-model", (json_int_t)st.evicted_model,
+        "seconds_saved", m->rc_seconds_saved, "tokens_saved", "prompt", (json_int_t)m->rc_prompt_tokens_saved,
+        "completion", (json_int_t)m->rc_completion_tokens_saved, "tiers", "exact");
+    if (o && srv->rc_semantic)
+        json_array_append_new(json_object_get(o, "tiers"), json_string("semantic"));
+    if (o && srv->rc_semantic)
+        json_object_set_new(o, "semantic",
+                            json_pack("{s:s, s:s, s:f, s:I, s:I, s:f}", "embedding_model", srv->embed_id,
+                                      "embedding_sha256", srv->embed_sha, "threshold", (double)srv->rc_threshold,
+                                      "rows", (json_int_t)st.semantic_rows, "buckets",
+                                      (json_int_t)st.semantic_buckets, "max_temperature",
+                                      srv->cfg->response_cache_max_temp));
     pthread_mutex_unlock(&srv->mu);
     return respond_json(ctx, c, 200, o);
 }
@@ -443,6 +472,7 @@ static void ctx_unref(struct conn_ctx *ctx)
         free(ctx->body);
         free(ctx->out);
         infer_reasoning_free(ctx->reasoning);
+        rc_pending_free(&ctx->rc);
         free(ctx);
     }
 }
@@ -611,6 +641,11 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 sse_push(ctx, api_chunk(j, srv->model_id, "", 0, "", 0, false, j->finish));
                 if (j->req.include_usage)
                     sse_push(ctx, api_usage_chunk(j, srv->model_id));
+                if (ctx->rc_on) { /* the stream is complete: store it as the whole response */
+                    json_t *o = api_response(j, srv->model_id);
+                    rc_store(srv, &ctx->rc, j, o);
+                    json_decref(o);
+                }
             }
             sse_push_raw(ctx, "data: [DONE]\n\n");
             ctx->sent_final = true;
@@ -677,44 +712,32 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
         snprintf(j->salt, sizeof(j->salt), "k%s/s%s", ctx->salt_key, sh);
     }
 
-    /* response cache, tier 1 */
-    uint8_t rkey[32];
-    struct rc_control rctl = {0};
-    const char *rc_state = NULL; /* X-Infer-Cache, NULL when the cache is off */
+    /* response cache: tier 1, then tier 2 */
     if (srv->rcache) {
-        rc_control_parse(c, ctx->body, ctx->len, &rctl);
-        if (!rc_request_key(srv, j, rkey)) {
-            rc_state = "bypass";
-        } else if (!rctl.no_cache) {
-            char *ans;
-            size_t alen;
-            double age, saved;
-            if (infer_respcache_get(srv->rcache, rkey, &ans, &alen, &age)) {
-                json_t *o = rc_replay(ans, alen, j->id, j->created, &saved);
-                free(ans);
-                if (o) {
-                    char age_s[32];
-                    snprintf(age_s, sizeof(age_s), "%lld", (long long)(age > 0 ? age : 0));
-                    const char *hdrs[] = {"X-Infer-Cache", "hit-exact", "X-Infer-Cache-Similarity", "1", "Age", age_s,
-                                          "X-Infer-Path", "class=response-cache", NULL};
-                    pthread_mutex_lock(&srv->mu);
-                    srv->metrics.rc_hits++;
-                    srv->metrics.rc_seconds_saved += saved;
-                    job_unref(j);
-                    pthread_mutex_unlock(&srv->mu);
-                    return respond_json_h(ctx, c, 200, o, hdrs);
-                }
-            }
-            rc_state = "miss";
-        } else {
-            rc_state = "miss";
+        ctx->rc_on = true;
+        json_t *o = rc_lookup(srv, c, ctx->body, ctx->len, j, ctx->salt_key, &ctx->rc);
+        if (o) {
+            const char *hdrs[12];
+            rc_headers(&ctx->rc, hdrs);
+            add_header_pair(hdrs, "X-Infer-Path", "class=response-cache");
+            const bool stream = j->req.stream, usage = j->req.include_usage;
+            pthread_mutex_lock(&srv->mu);
+            job_unref(j);
+            pthread_mutex_unlock(&srv->mu);
+            if (!stream)
+                return respond_json_h(ctx, c, 200, o, hdrs);
+            size_t n;
+            char *sse = rc_replay_sse(o, usage, &n);
+            json_decref(o);
+            if (!sse)
+                return fail(ctx, c, 500, "server_error", NULL, "out of memory");
+            const char *h2[16];
+            size_t k = 0;
+            for (; hdrs[k]; k++)
+                h2[k] = hdrs[k];
+            h2[k++] = "Cache-Control", h2[k++] = "no-cache", h2[k] = NULL;
+            return respond_h(ctx, c, 200, "text/event-stream", sse, n, h2);
         }
-        pthread_mutex_lock(&srv->mu);
-        if (!strcmp(rc_state, "bypass"))
-            srv->metrics.rc_bypass++;
-        else
-            srv->metrics.rc_misses++;
-        pthread_mutex_unlock(&srv->mu);
     }
 
     pthread_mutex_lock(&srv->mu);
@@ -740,42 +763,25 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     if (j->state == JOB_DONE && j->err.status) {
         e = j->err;
         pthread_mutex_unlock(&srv->mu);
+        if (ctx->rc_on)
+            rc_store(srv, &ctx->rc, j, NULL); /* counted as skipped: errors are never stored */
         return respond_error(ctx, c, &e);
     }
     if (!j->req.stream) {
         json_t *o = api_response(j, srv->model_id);
-        const bool complete = j->finish == FINISH_STOP && !j->cancelled;
         char path[160], cached[24];
         api_path_header(&j->stats, path, sizeof(path));
         snprintf(cached, sizeof(cached), "%lld", (long long)j->stats.cached_tokens);
         pthread_mutex_unlock(&srv->mu);
-        if (!rc_state) {
+        if (!ctx->rc_on) {
             const char *hdrs[] = {"X-Infer-Path", path, "X-Infer-Cached-Tokens", cached, NULL};
             return respond_json_h(ctx, c, 200, o, hdrs);
         }
-        if (o && !strcmp(rc_state, "miss")) {
-            bool stored = false, failed = false;
-            if (!rctl.no_store && complete) {
-                char *s = json_dumps(o, JSON_COMPACT);
-                const char *tenant = ctx->salt_key;
-                stored = s && infer_respcache_put(srv->rcache, rkey, tenant, s, strlen(s)) == INFER_OK;
-                failed = !stored;
-                if (failed && srv->cfg->verbose)
-                    fprintf(stderr, "serve: response cache: %s\n", infer_last_error());
-                free(s);
-            }
-            pthread_mutex_lock(&srv->mu);
-            if (stored)
-                srv->metrics.rc_stores++;
-            else if (failed)
-                srv->metrics.rc_store_errors++;
-            else if (rctl.no_store)
-                srv->metrics.rc_skip_no_store++;
-            else
-                srv->metrics.rc_skip_not_stop++;
-            pthread_mutex_unlock(&srv->mu);
-        }
-        const char *hdrs[] = {"X-Infer-Cache", rc_state, "X-Infer-Path", path, "X-Infer-Cached-Tokens", cached, NULL};
+        rc_store(srv, &ctx->rc, j, o);
+        const char *hdrs[16];
+        rc_headers(&ctx->rc, hdrs);
+        add_header_pair(hdrs, "X-Infer-Path", path);
+        add_header_pair(hdrs, "X-Infer-Cached-Tokens", cached);
         return respond_json_h(ctx, c, 200, o, hdrs);
     }
     ctx->refs++; /* the response's reference */
@@ -792,8 +798,12 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Infer-Cached-Tokens", cached);
-    if (rc_state)
-        MHD_add_response_header(r, "X-Infer-Cache", rc_state);
+    if (ctx->rc_on) {
+        const char *hdrs[12];
+        rc_headers(&ctx->rc, hdrs);
+        for (size_t i = 0; hdrs[i]; i += 2)
+            MHD_add_response_header(r, hdrs[i], hdrs[i + 1]);
+    }
     add_common_headers(srv, r);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -1069,14 +1079,16 @@ int server_run(const struct server_config *cfg)
             db = dflt;
         }
         infer_respcache_params rp = {.path = db, .ttl_seconds = cfg->response_cache_ttl,
-                                     .max_entries = cfg->response_cache_max_entries};
+                                     .max_entries = cfg->response_cache_max_entries,
+                                     .max_bytes = cfg->response_cache_max_bytes};
         if (infer_respcache_open(&srv.rcache, &rp, note, sizeof(note)) != INFER_OK) {
             /* the server keeps answering, without the cache */
             fprintf(stderr, "serve: warning: response cache off: %s\n", infer_last_error());
         } else {
             if (note[0])
                 fprintf(stderr, "serve: warning: response cache: %s\n", note);
-            fprintf(stderr, "serve: response cache (exact tier) in %s, TTL %.0f s\n", db,
+            fprintf(stderr, "serve: response cache (exact tier%s) in %s, TTL %.0f s\n",
+                    cfg->embedding_model_path ? ", semantic tier" : "; no --embedding-model: no semantic tier", db,
                     cfg->response_cache_ttl > 0 ? cfg->response_cache_ttl : 86400.0);
         }
     }
@@ -1099,6 +1111,33 @@ int server_run(const struct server_config *cfg)
         fprintf(stderr, "serve: embedding model %s (%s, %d dims, inputs up to %d tokens, %.0f ms)\n", srv.embed_id,
                 infer_embedder_name(srv.embedder), infer_embedder_n_embd(srv.embedder),
                 infer_embedder_n_ctx(srv.embedder), infer_embedder_load_seconds(srv.embedder) * 1e3);
+        if (srv.rcache) {
+            /* the semantic tier: keyed by the embedding file's sha256, with
+             * the threshold calibrated for it */
+            char note[512] = "";
+            bool known = false;
+            if (infer_file_sha256(cfg->embedding_model_path, srv.embed_sha) != INFER_OK ||
+                infer_respcache_set_embedder(srv.rcache, srv.embed_sha, infer_embedder_n_embd(srv.embedder), note,
+                                             sizeof(note)) != INFER_OK) {
+                fprintf(stderr, "serve: warning: response cache: no semantic tier: %s\n", infer_last_error());
+            } else {
+                srv.rc_semantic = true;
+                infer_embedder_params ep1 = ep;
+                ep1.n_threads = 1;
+                if (infer_embedder_open(&srv.rc_embedder, cfg->embedding_model_path, &ep1) != INFER_OK)
+                    srv.rc_embedder = NULL; /* the shared handle does it, under embed_mu */
+                float th = rc_default_threshold(srv.embed_sha, &known);
+                if (cfg->response_cache_threshold > 0)
+                    th = (float)cfg->response_cache_threshold;
+                srv.rc_threshold = th;
+                fprintf(stderr, "serve: response cache: semantic tier with %s, threshold %.3f (%s); %s\n",
+                        srv.embed_id, (double)th,
+                        cfg->response_cache_threshold > 0 ? "--semantic-cache-threshold"
+                        : known                           ? "calibrated for this embedding model"
+                                                          : "not calibrated for this embedding model: conservative",
+                        note);
+            }
+        }
     }
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai;
@@ -1196,6 +1235,7 @@ int server_run(const struct server_config *cfg)
     MHD_stop_daemon(d);    /* connection threads see their jobs ended */
     sched_free(&srv);
     infer_respcache_close(srv.rcache);
+    infer_embedder_close(srv.rc_embedder);
     infer_embedder_close(srv.embedder);
     pthread_mutex_destroy(&srv.embed_mu);
     pthread_mutex_destroy(&srv.mu);

@@ -17,6 +17,7 @@ static const double ttft_bounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60
 static const double rate_bounds[] = {0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
 static const double duration_bounds[] = {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
 static const double prompt_rate_bounds[] = {1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000};
+static const double similarity_bounds[] = {0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0};
 
 #define HIST_INIT(h, b) ((h).bounds = (b), (h).n = (int)(sizeof(b) / sizeof((b)[0])))
 
@@ -29,6 +30,7 @@ void metrics_init(struct server_metrics *m)
     HIST_INIT(m->prompt_rate, prompt_rate_bounds);
     for (int i = 0; i < PATH_N_CLASSES; i++)
         HIST_INIT(m->ttft_path[i], ttft_bounds);
+    HIST_INIT(m->rc_similarity, similarity_bounds);
 }
 
 void hist_observe(struct histogram *h, double v)
@@ -65,6 +67,15 @@ static void counter(FILE *f, const char *name, const char *help, double v)
 {
     head(f, name, "counter", help);
     fprintf(f, "%s %.17g\n", name, v);
+}
+
+/* A counter family with one label: name{label="keys[i]"} vals[i]. */
+static void labelled(FILE *f, const char *name, const char *help, const char *label, const char *const *keys,
+                     const uint64_t *vals, int n)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s{%s=\"%s\"} %llu\n", name, label, keys[i], (unsigned long long)vals[i]);
 }
 
 static void gauge(FILE *f, const char *name, const char *help, double v)
@@ -184,20 +195,40 @@ char *metrics_render(const struct server_metrics *m, const struct server_gauges 
     counter(f, "infer_embedding_truncated_total", "Inputs cut to the embedding model's maximum.",
             (double)m->embed_truncated);
     counter(f, "infer_embedding_seconds_total", "Seconds spent embedding.", m->embed_seconds);
-    fprintf(f, "# HELP infer_response_cache_lookups_total Generation requests by response-cache result.\n"
-               "# TYPE infer_response_cache_lookups_total counter\n");
-    fprintf(f, "infer_response_cache_lookups_total{result=\"hit-exact\"} %llu\n", (unsigned long long)m->rc_hits);
-    fprintf(f, "infer_response_cache_lookups_total{result=\"miss\"} %llu\n", (unsigned long long)m->rc_misses);
-    fprintf(f, "infer_response_cache_lookups_total{result=\"bypass\"} %llu\n", (unsigned long long)m->rc_bypass);
+    static const char *const results[] = {"hit-exact", "hit-semantic", "miss", "bypass"};
+    const uint64_t lookups[] = {m->rc_hits, m->rc_hits_semantic, m->rc_misses, m->rc_bypass};
+    labelled(f, "infer_response_cache_lookups_total", "Generation requests by response-cache result.", "result",
+             results, lookups, 4);
     counter(f, "infer_response_cache_stores_total", "Answers stored in the response cache.", (double)m->rc_stores);
     counter(f, "infer_response_cache_store_errors_total", "Answers the store could not write.",
             (double)m->rc_store_errors);
-    fprintf(f, "# HELP infer_response_cache_skipped_total Answers not stored, by reason.\n"
-               "# TYPE infer_response_cache_skipped_total counter\n");
-    fprintf(f, "infer_response_cache_skipped_total{reason=\"no-store\"} %llu\n",
-            (unsigned long long)m->rc_skip_no_store);
-    fprintf(f, "infer_response_cache_skipped_total{reason=\"not-complete\"} %llu\n",
-            (unsigned long long)m->rc_skip_not_stop);
+    static const char *const skips[] = {"no-store", "not-complete", "error"};
+    const uint64_t skipped[] = {m->rc_skip_no_store, m->rc_skip_not_stop, m->rc_skip_error};
+    labelled(f, "infer_response_cache_skipped_total", "Answers not stored, by reason.", "reason", skips, skipped, 3);
+    if (g->rc_on) {
+        static const char *const why[] = {"expired", "capacity", "purged", "embedding-model"};
+        const uint64_t evicted[] = {g->rc.expired, g->rc.evicted, g->rc.purged, g->rc.evicted_model};
+        labelled(f, "infer_response_cache_evictions_total", "Stored answers removed, by reason.", "reason", why,
+                 evicted, 4);
+        gauge(f, "infer_response_cache_entries", "Unexpired stored answers.", (double)g->rc.entries);
+        gauge(f, "infer_response_cache_bytes", "Bytes of the unexpired stored answers.", (double)g->rc.bytes);
+        gauge(f, "infer_response_cache_semantic_rows", "Questions in the semantic index.",
+              (double)g->rc.semantic_rows);
+        gauge(f, "infer_response_cache_storing", "1 while answers are stored (0 after a write failure).",
+              g->rc.storing ? 1.0 : 0.0);
+    }
+    static const char *const kinds[] = {"prompt", "completion"};
+    const uint64_t saved[] = {m->rc_prompt_tokens_saved, m->rc_completion_tokens_saved};
+    labelled(f, "infer_response_cache_tokens_saved_total", "Tokens of the replayed answers, by kind.", "kind", kinds,
+             saved, 2);
+    counter(f, "infer_response_cache_embed_seconds_total", "Seconds embedding questions for the semantic tier.",
+            m->rc_embed_seconds);
+    counter(f, "infer_response_cache_embeds_total", "Questions embedded for the semantic tier.", (double)m->rc_embeds);
+    counter(f, "infer_response_cache_search_seconds_total", "Seconds in semantic searches (scan, gate, read).",
+            m->rc_search_seconds);
+    counter(f, "infer_response_cache_searches_total", "Semantic searches.", (double)m->rc_searches);
+    hist(f, "infer_response_cache_nearest_similarity", "Nearest stored question's cosine, per semantic lookup.",
+              &m->rc_similarity);
     counter(f, "infer_response_cache_seconds_saved_total", "Generation seconds of the answers replayed.",
             m->rc_seconds_saved);
     prefix_cache(f, g);

@@ -79,6 +79,9 @@ struct server_config {
     double response_cache_ttl; /* seconds from creation (0: 24 h) */
     int64_t response_cache_max_entries;
     enum tool_choice tool_choice; /* --tool-choice: for requests with tools and no tool_choice (auto) */
+    uint64_t response_cache_max_bytes;  /* answer bytes (0: 256 MiB) */
+    double response_cache_threshold;    /* tier 2's default cosine (0: the embedding model's calibrated one) */
+    double response_cache_max_temp;     /* tier 2 only at or below this temperature */
 };
 
 /* Parse ollama's keep-alive syntax: "-1" (or any negative) forever, "0",
@@ -209,16 +212,56 @@ struct server;
 struct MHD_Connection;
 
 /* Per-request cache controls: Cache-Control: no-cache / no-store, or the
- * body's "cache": {"no-cache": true, "no-store": true} (rcache.c). */
+ * body's "cache": {"no-cache": true, "no-store": true, "threshold": x}
+ * (rcache.c); sem_bypass names what keeps tier 2 out (n > 1, logprobs,
+ * tools), or NULL. */
 struct rc_control {
     bool no_cache, no_store;
+    double threshold;          /* 0: not given */
+    const char *sem_bypass;
 };
 void rc_control_parse(struct MHD_Connection *c, const char *body, size_t len, struct rc_control *out);
 /* The exact tier's key of a validated job; false when the request bypasses
- * the cache (streamed, or sampled without a fixed seed). */
+ * it (sampled without a fixed seed). */
 bool rc_request_key(const struct server *srv, const struct job *j, uint8_t key[32]);
+/* The semantic tier's bucket of a job: NULL and bucket set, or the reason
+ * tier 2 does not apply. */
+const char *rc_semantic_bucket(const struct server *srv, const struct job *j, const struct rc_control *ctl,
+                               uint8_t bucket[32]);
+/* The calibrated threshold of an embedding model (by file sha256); *known
+ * false: not calibrated, a conservative default. */
+float rc_default_threshold(const char *sha256, bool *known);
 /* A stored answer made into this request's response (fresh id and created). */
 json_t *rc_replay(const char *answer, size_t len, const char *id, int64_t created, double *saved_seconds);
+/* A stored chat.completion / text_completion replayed as SSE: role chunk,
+ * the text in small pieces, the final chunk with finish_reason, the usage
+ * chunk (include_usage) and [DONE].  malloc'ed (NUL-terminated), or NULL. */
+char *rc_replay_sse(const json_t *o, bool include_usage, size_t *len);
+
+/* One request's passage through the cache: what was looked up, the headers
+ * to send, and what to store once the answer is complete. */
+struct rc_pending {
+    struct rc_control ctl;
+    const char *state;         /* X-Infer-Cache: hit-exact, hit-semantic, miss, bypass */
+    const char *sem_bypass;    /* why tier 2 did not apply, or NULL */
+    bool have_key, sem;
+    uint8_t key[32], bucket[32];
+    char *question;            /* normalised last user message (tier 2) */
+    float *emb;                /* its embedding */
+    char tenant[20];
+    char sim[16], gate[112], age[24]; /* header values, "" when not sent */
+};
+/* Both tiers; a hit returns the response (p->state says which), a miss
+ * NULL with p ready for rc_store.  Counts lookups in srv->metrics. */
+json_t *rc_lookup(struct server *srv, struct MHD_Connection *c, const char *body, size_t len, const struct job *j,
+                  const char *tenant, struct rc_pending *p);
+/* After a generation: store o (the non-streamed response) when the job
+ * ended complete (finish stop, no error, not cancelled) and no-store was
+ * not asked; counts stores and skips by reason. */
+void rc_store(struct server *srv, struct rc_pending *p, const struct job *j, const json_t *o);
+/* Header name/value pairs of p into h (at least 9 slots), NULL-terminated. */
+void rc_headers(const struct rc_pending *p, const char **h);
+void rc_pending_free(struct rc_pending *p);
 
 /* ----------------------------------------------------------------- jobs */
 
@@ -312,9 +355,13 @@ struct server_metrics {
     double model_load_seconds;             /* last load */
     uint64_t embed_inputs, embed_tokens, embed_truncated;
     double embed_seconds;
-    uint64_t rc_hits, rc_misses, rc_bypass, rc_stores, rc_store_errors;
-    uint64_t rc_skip_no_store, rc_skip_not_stop; /* answers not stored, by reason */
+    uint64_t rc_hits, rc_hits_semantic, rc_misses, rc_bypass, rc_stores, rc_store_errors;
+    uint64_t rc_skip_no_store, rc_skip_not_stop, rc_skip_error; /* answers not stored, by reason */
     double rc_seconds_saved;                     /* generation time of the answers replayed */
+    uint64_t rc_prompt_tokens_saved, rc_completion_tokens_saved;
+    uint64_t rc_embeds, rc_searches;             /* tier 2: questions embedded, buckets searched */
+    double rc_embed_seconds, rc_search_seconds;
+    struct histogram rc_similarity;              /* nearest similarity of every tier-2 lookup */
     struct histogram ttft, decode_rate, duration, prompt_rate;
     struct histogram ttft_path[PATH_N_CLASSES]; /* by class: model * PATH_PREFIX_N + prefix */
 };
@@ -336,6 +383,8 @@ struct server_gauges {
     bool prefix_cache;
     double keep_alive;
     double idle_seconds;
+    bool rc_on;                     /* the response cache's store figures below are valid */
+    infer_respcache_stats rc;
 };
 
 /* Prometheus text exposition format 0.0.4 (caller frees). */
@@ -361,6 +410,11 @@ struct server {
     infer_respcache *rcache;       /* --semantic-cache, or NULL */
     volatile int draining;         /* after SIGTERM or POST /admin/drain: /health 503, still serving */
     double drain_start;            /* when it began (infer_now_seconds) */
+    char embed_sha[65];            /* sha256 of the embedding model's file (its identity) */
+    float rc_threshold;            /* the semantic tier's default threshold */
+    bool rc_semantic;              /* tier 2 is on (cache, embedding model and its index) */
+    infer_embedder *rc_embedder;   /* the same model on one thread, for tier 2's one-question
+                                    * embeddings (no wait for embed_mu, no spinning threads) */
 };
 
 /* Start the engine thread, which loads the model at once (sched_model_state

@@ -238,3 +238,38 @@ def run_tests(tests, title):
     print(f"{title}: {time.monotonic() - t_all:.1f} s", flush=True)
     print(f"{passed} passed, {failed} failed, {skipped} skipped", flush=True)
     return 1 if failed else 0
+
+
+def run_with_server(srv, tests, title, setup=None, cleanup_dir=None):
+    """The main of a suite around one server: keep the tests named on the command line (all when
+    none are), run setup() then the tests, stop the server (a non-zero exit, e.g. an ASan report,
+    fails the suite) and remove cleanup_dir.  Returns the exit status."""
+    import shutil
+    if len(sys.argv) > 1:
+        tests = [t for t in tests if t.__name__ in sys.argv[1:]]
+    rc = 1
+    try:
+        if setup:
+            setup()
+        rc = run_tests(tests, title)
+    finally:
+        code = srv.stop()
+        if code != 0:
+            print(f"FAIL: the server exited with {code}:\n{srv.log()[-4000:]}")
+            rc = 1
+        if cleanup_dir:
+            shutil.rmtree(cleanup_dir, ignore_errors=True)
+    return rc
+
+
+def find_stop(srv, content):
+    """A stop string inside the greedy answer to content (not stored), so that asking it again with
+    that stop ends with finish_reason "stop" (what the response cache stores)."""
+    st, h, raw = srv.request("POST", "/v1/chat/completions",
+                             {"messages": [{"role": "user", "content": content}], "max_tokens": 12,
+                              "temperature": 0, "cache": {"no-store": True}})
+    r = json.loads(raw)
+    assert st == 200, r
+    text = r["choices"][0]["message"]["content"]
+    assert len(text) >= 4, repr(text)
+    return text[2:4]

@@ -12,7 +12,6 @@ Run by tests/server/run.sh.
 """
 import json
 import os
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -46,14 +45,8 @@ def post(srv, body, headers=None):
 
 
 def find_stop():
-    """A stop string inside the greedy answer, so that the answer ends with finish_reason stop."""
     global STOP
-    st, h, r = post(S, {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 12, "temperature": 0,
-                        "cache": {"no-store": True}})
-    assert st == 200, r
-    text = r["choices"][0]["message"]["content"]
-    assert len(text) >= 4, repr(text)
-    STOP = text[2:4]
+    STOP = harness.find_stop(S, PROMPT)
 
 
 def test_hit_after_miss():
@@ -94,8 +87,47 @@ def test_any_difference_misses():
 def test_bypass():
     st, h, r = post(S, chat_body(temperature=0.7))  # random seed: no one answer to repeat
     assert h.get("x-infer-cache") == "bypass", h
-    st, h, raw = S.request("POST", "/v1/chat/completions", chat_body(stream=True))
-    assert st == 200 and h.get("x-infer-cache") == "bypass", h
+
+
+def sse_events(raw):
+    """The JSON objects of an SSE body, and whether it ended with [DONE]."""
+    events, done = [], False
+    for block in raw.decode().split("\n\n"):
+        if not block.startswith("data: "):
+            continue
+        data = block[len("data: "):]
+        if data == "[DONE]":
+            done = True
+        else:
+            events.append(json.loads(data))
+    return events, done
+
+
+def test_streamed_store_and_replay():
+    # a streamed answer is stored once its stream completes ...
+    body = chat_body(content="Is the back door locked?")
+    st, h, raw = S.request("POST", "/v1/chat/completions", dict(body, stream=True))
+    assert st == 200 and h.get("x-infer-cache") == "miss", h
+    events, done = sse_events(raw)
+    assert done and events[-1]["choices"][0]["finish_reason"] == "stop", events[-1]
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+    st, h, r = post(S, body)
+    assert h.get("x-infer-cache") == "hit-exact", h
+    assert r["choices"][0]["message"]["content"] == text
+    # ... and a hit on a streamed request is replayed as chunks, parsed by the openai SDK
+    c = openai.OpenAI(base_url=S.base_url, api_key="none", max_retries=0)
+    raw = c.chat.completions.with_raw_response.create(
+        model=c.models.list().data[0].id, messages=body["messages"], max_tokens=16, temperature=0,
+        stop=[STOP], stream=True, stream_options={"include_usage": True})
+    assert raw.headers.get("x-infer-cache") == "hit-exact", raw.headers
+    assert raw.headers.get("content-type", "").startswith("text/event-stream")
+    chunks = list(raw.parse())
+    assert chunks[0].object == "chat.completion.chunk" and chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == text
+    finals = [ch for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+    assert len(finals) == 1 and finals[0].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == r["usage"]["completion_tokens"]
+    assert len({ch.id for ch in chunks}) == 1 and chunks[0].id != r["id"]
 
 
 def test_only_complete_answers_stored():
@@ -131,7 +163,7 @@ def test_controls():
 
 def test_stats_and_metrics():
     st, s = S.get_json("/v1/cache/stats")
-    assert st == 200 and s["entries"] >= 3 and s["lookups"]["hit-exact"] >= 3 and s["tiers"] == "exact", s
+    assert st == 200 and s["entries"] >= 3 and s["lookups"]["hit-exact"] >= 3 and s["tiers"] == ["exact"], s
     m = S.metrics()
     assert m['infer_response_cache_lookups_total{result="hit-exact"}'] >= 3, m
     assert m['infer_response_cache_skipped_total{reason="not-complete"}'] >= 1
@@ -249,21 +281,11 @@ def main():
     print(f"test_respcache: model {MODEL}", flush=True)
     S = Server(MODEL, ["-c", "256", "-np", "2", "--max-tokens", "64", "--semantic-cache-db",
                        os.path.join(TMP, "main.sqlite")], name="rc")
-    tests = [test_hit_after_miss, test_any_difference_misses, test_bypass, test_only_complete_answers_stored,
+    tests = [test_hit_after_miss, test_any_difference_misses, test_bypass, test_streamed_store_and_replay,
+             test_only_complete_answers_stored,
              test_controls, test_stats_and_metrics, test_restart_ttl_and_purge, test_tenants_by_api_key,
              test_corrupt_and_foreign_files, test_unwritable_path, test_off_by_default]
-    if len(sys.argv) > 1:
-        tests = [t for t in tests if t.__name__ in sys.argv[1:]]
-    try:
-        find_stop()
-        rc = harness.run_tests(tests, "test_respcache")
-    finally:
-        code = S.stop()
-        if code != 0:
-            print(f"FAIL: the server exited with {code}:\n{S.log()[-4000:]}")
-            rc = 1
-        shutil.rmtree(TMP, ignore_errors=True)
-    return rc
+    return harness.run_with_server(S, tests, "test_respcache", setup=find_stop, cleanup_dir=TMP)
 
 
 if __name__ == "__main__":
