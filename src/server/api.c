@@ -550,3 +550,37 @@ bool server_parse_duration(const char *s, double *seconds)
     *seconds = negative ? -1 : total;
     return true;
 }
+
+/* ------------------------------------------- shared with api_ollama.c */
+
+/* The same checks on another object (ollama's "options", its messages):
+ * one parser for the fields whose meaning the two APIs share. */
+bool api_get_real(json_t *o, const char *key, double lo, double hi, float *out, struct api_error *e)
+{
+    return get_real(o, key, lo, hi, out, e);
+}
+
+bool api_get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, struct api_error *e)
+{
+    return get_int(o, key, lo, hi, out, e);
+}
+
+bool api_get_bool(json_t *o, const char *key, bool *out, struct api_error *e)
+{
+    return get_bool(o, key, out, e);
+}
+
+bool api_get_string(json_t *o, const char *key, size_t max_len, char **out, struct api_error *e)
+{
+    return get_string(o, key, max_len, out, e);
+}
+
+bool api_parse_stop(json_t *o, struct gen_request *r, struct api_error *e)
+{
+    return parse_stop(o, r, e);
+}
+
+bool api_parse_messages(json_t *o, struct gen_request *r, struct api_error *e)
+{
+    return parse_messages(o, r, e);
+}
