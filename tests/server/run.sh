@@ -4,8 +4,9 @@
 # Starts the real server on loopback ports and drives it with the official openai SDK,
 # curl and raw sockets: test_api.py (API behaviour), test_hostile.py (malformed and
 # hostile requests), test_embeddings.py (/v1/embeddings; skipped without models/fetch-embedder),
-# test_respcache.py (the response cache's exact tier), load.py (a bounded concurrent load:
-# zero errors, no memory growth).
+# test_respcache.py (the response cache's exact tier), test_ollama.py (the Ollama API through the
+# official ollama client; skipped without it), load.py (a bounded concurrent load: zero errors,
+# no memory growth).
 # In an --enable-asan build the server runs under ASan/UBSan and any report fails it.
 #
 # Environment: PYTHON (configure's), INFER_BUILDDIR, INFER_SRCDIR (set by the generated
@@ -49,6 +50,7 @@ rc=0
 "$PYTHON" "$here/test_hostile.py" || rc=1
 "$PYTHON" "$here/test_embeddings.py"; e=$?; [ $e -eq 0 ] || [ $e -eq 77 ] || rc=1
 "$PYTHON" "$here/test_respcache.py" || rc=1
+"$PYTHON" "$here/test_ollama.py"; e=$?; [ $e -eq 0 ] || [ $e -eq 77 ] || rc=1
 "$PYTHON" "$here/load.py" --clients "$1" --requests "$2" --max-tokens 4 --check || rc=1
 if [ $rc -eq 0 ]; then echo "server suite: all passed"; else echo "server suite: FAILED"; fi
 exit $rc
