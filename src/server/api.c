@@ -333,6 +333,23 @@ static bool refuse_unsupported(json_t *root, struct api_error *e)
     return true;
 }
 
+json_t *api_load_object(const char *body, size_t len, struct api_error *e)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr);
+    if (!root) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_json",
+                      "the request body is not valid JSON: %s (at byte %d)", jerr.text, jerr.position);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_json", "the request body must be a JSON object");
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
 bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct gen_request *r,
                        struct api_error *e)
 {
@@ -340,18 +357,10 @@ bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct 
     r->kind = kind;
     r->max_tokens = -1;
     infer_sampler_params_default(&r->sp);
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, 0, &jerr);
-    if (!root) {
-        api_error_set(e, 400, "invalid_request_error", "invalid_json",
-                      "the request body is not valid JSON: %s (at byte %d)", jerr.text, jerr.position);
+    json_t *root = api_load_object(body, len, e);
+    if (!root)
         return false;
-    }
     bool ok = false;
-    if (!json_is_object(root)) {
-        api_error_set(e, 400, "invalid_request_error", "invalid_json", "the request body must be a JSON object");
-        goto out;
-    }
     int64_t max_tokens = -1, top_k = r->sp.top_k, seed = -1;
     bool have_seed = field(root, "seed") != NULL;
     json_t *so;
@@ -555,6 +564,16 @@ bool server_parse_duration(const char *s, double *seconds)
 
 /* The same checks on another object (ollama's "options", its messages):
  * one parser for the fields whose meaning the two APIs share. */
+json_t *api_field(json_t *o, const char *key)
+{
+    return field(o, key);
+}
+
+bool api_bad(struct api_error *e, const char *fmt, const char *key)
+{
+    return bad(e, fmt, key);
+}
+
 bool api_get_real(json_t *o, const char *key, double lo, double hi, float *out, struct api_error *e)
 {
     return get_real(o, key, lo, hi, out, e);

@@ -37,18 +37,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static bool bad(struct api_error *e, const char *fmt, const char *key)
-{
-    api_error_set(e, 400, "invalid_request_error", "invalid_value", fmt, key);
-    return false;
-}
-
-static json_t *field(json_t *root, const char *key)
-{
-    json_t *v = json_object_get(root, key);
-    return v && !json_is_null(v) ? v : NULL;
-}
-
 char *ollama_error_json(const struct api_error *e)
 {
     json_t *o = json_pack("{s:s}", "error", e->message);
@@ -69,7 +57,7 @@ char *ollama_error_json(const struct api_error *e)
 static bool ollama_format_tools_hook(json_t *root, struct gen_request *r, struct api_error *e)
 {
     (void)r;
-    json_t *f = field(root, "format"), *t = field(root, "tools");
+    json_t *f = api_field(root, "format"), *t = api_field(root, "tools");
     if (f && !(json_is_string(f) && json_string_length(f) == 0)) {
         api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "format is not supported yet");
         return false;
@@ -113,11 +101,11 @@ static bool in_list(const char *key, const char *const *list, size_t n)
 
 static bool parse_options(json_t *root, struct gen_request *r, struct api_error *e)
 {
-    json_t *o = field(root, "options");
+    json_t *o = api_field(root, "options");
     if (!o)
         return true;
     if (!json_is_object(o))
-        return bad(e, "'%s' must be an object", "options");
+        return api_bad(e, "'%s' must be an object", "options");
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {
@@ -154,7 +142,7 @@ static bool parse_options(json_t *root, struct gen_request *r, struct api_error 
         return false;
     r->sp.top_k = (int)top_k;
     r->sp.repeat_last_n = last_n < 0 ? 4096 : (int)last_n; /* -1: "the context", bounded */
-    if (field(o, "seed"))
+    if (api_field(o, "seed"))
         r->sp.seed = (uint64_t)seed;
     if (num_predict > 0) /* -1 (no limit), -2 (fill the context), 0: the server's limit */
         r->max_tokens = num_predict;
@@ -164,18 +152,18 @@ static bool parse_options(json_t *root, struct gen_request *r, struct api_error 
 
 static bool parse_keep_alive(json_t *root, struct gen_request *r, struct api_error *e)
 {
-    json_t *v = field(root, "keep_alive");
+    json_t *v = api_field(root, "keep_alive");
     if (!v)
         return true;
     double sec;
     if (json_is_number(v)) {
         sec = json_number_value(v);
         if (!isfinite(sec))
-            return bad(e, "'%s' must be a duration", "keep_alive");
+            return api_bad(e, "'%s' must be a duration", "keep_alive");
         if (sec < 0)
             sec = -1;
     } else if (!json_is_string(v) || !server_parse_duration(json_string_value(v), &sec)) {
-        return bad(e, "'%s' must be a number of seconds or a duration such as \"5m\", \"1h30m\", \"0\" or \"-1\"",
+        return api_bad(e, "'%s' must be a number of seconds or a duration such as \"5m\", \"1h30m\", \"0\" or \"-1\"",
                    "keep_alive");
     }
     r->keep_alive_set = true;
@@ -185,7 +173,7 @@ static bool parse_keep_alive(json_t *root, struct gen_request *r, struct api_err
 
 static bool parse_think(json_t *root, struct gen_request *r, struct api_error *e)
 {
-    json_t *v = field(root, "think");
+    json_t *v = api_field(root, "think");
     if (!v)
         return true;
     if (json_is_boolean(v)) {
@@ -199,7 +187,7 @@ static bool parse_think(json_t *root, struct gen_request *r, struct api_error *e
             return true;
         }
     }
-    return bad(e, "'%s' must be true, false, \"low\", \"medium\" or \"high\"", "think");
+    return api_bad(e, "'%s' must be true, false, \"low\", \"medium\" or \"high\"", "think");
 }
 
 /* Fields Ollama has that would change the answer and that infer cannot honour. */
@@ -207,22 +195,22 @@ static bool refuse_unsupported(json_t *root, struct api_error *e)
 {
     static const char *const refused[] = {"template", "suffix", "images", "context"};
     for (size_t i = 0; i < N_OF(refused); i++) {
-        json_t *v = field(root, refused[i]);
+        json_t *v = api_field(root, refused[i]);
         if (v && !(json_is_string(v) && json_string_length(v) == 0) && !(json_is_array(v) && json_array_size(v) == 0)) {
             api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "'%s' is not supported",
                           refused[i]);
             return false;
         }
     }
-    json_t *v = field(root, "logprobs");
+    json_t *v = api_field(root, "logprobs");
     if (v && !json_is_false(v)) {
         api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "'logprobs' is not supported");
         return false;
     }
-    json_t *msgs = field(root, "messages");
+    json_t *msgs = api_field(root, "messages");
     size_t i;
     json_array_foreach(json_is_array(msgs) ? msgs : NULL, i, v) {
-        json_t *img = json_is_object(v) ? field(v, "images") : NULL;
+        json_t *img = json_is_object(v) ? api_field(v, "images") : NULL;
         if (img && (!json_is_array(img) || json_array_size(img) > 0)) {
             api_error_set(e, 400, "invalid_request_error", "unsupported_parameter",
                           "messages[%zu].images: images are not supported", i);
@@ -288,31 +276,23 @@ bool ollama_parse_request(enum ollama_api api, const char *body, size_t len, str
     r->think = -1;
     r->stream = true; /* Ollama streams unless told not to */
     infer_sampler_params_default(&r->sp);
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, 0, &jerr);
-    if (!root) {
-        api_error_set(e, 400, "invalid_request_error", "invalid_json",
-                      "the request body is not valid JSON: %s (at byte %d)", jerr.text, jerr.position);
+    json_t *root = api_load_object(body, len, e);
+    if (!root)
         return false;
-    }
     bool ok = false;
-    if (!json_is_object(root)) {
-        api_error_set(e, 400, "invalid_request_error", "invalid_json", "the request body must be a JSON object");
-        goto out;
-    }
     if (!api_get_string(root, "model", 256, &r->model, e))
         goto out;
     if (!r->model || !*r->model) {
-        bad(e, "%s is required", "model");
+        api_bad(e, "%s is required", "model");
         goto out;
     }
     if (!api_get_bool(root, "stream", &r->stream, e) || !parse_keep_alive(root, r, e) || !parse_think(root, r, e) ||
         !parse_options(root, r, e) || !refuse_unsupported(root, e) || !ollama_format_tools_hook(root, r, e))
         goto out;
     if (api == OLLAMA_CHAT) {
-        json_t *m = field(root, "messages");
+        json_t *m = api_field(root, "messages");
         if (m && !json_is_array(m)) {
-            bad(e, "'%s' must be an array", "messages");
+            api_bad(e, "'%s' must be an array", "messages");
             goto out;
         }
         if (!m || json_array_size(m) == 0)
@@ -587,23 +567,17 @@ json_t *ollama_show(const struct ollama_model *m)
 
 char *ollama_request_model(const char *body, size_t len, struct api_error *e)
 {
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, 0, &jerr);
-    if (!root) {
-        api_error_set(e, 400, "invalid_request_error", "invalid_json",
-                      "the request body is not valid JSON: %s (at byte %d)", jerr.text, jerr.position);
+    json_t *root = api_load_object(body, len, e);
+    if (!root)
         return NULL;
-    }
     char *name = NULL;
-    if (!json_is_object(root)) {
-        api_error_set(e, 400, "invalid_request_error", "invalid_json", "the request body must be a JSON object");
-    } else if (api_get_string(root, "model", 256, &name, e) && !name &&
+    if (api_get_string(root, "model", 256, &name, e) && !name &&
                api_get_string(root, "name", 256, &name, e) && !name) {
-        bad(e, "%s is required", "model");
+        api_bad(e, "%s is required", "model");
     } else if (name && !*name) {
         free(name);
         name = NULL;
-        bad(e, "%s is required", "model");
+        api_bad(e, "%s is required", "model");
     }
     json_decref(root);
     return name;

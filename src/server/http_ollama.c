@@ -141,17 +141,29 @@ static int handle_tags(struct conn_ctx *ctx)
     return http_respond_json(ctx, 200, json_pack("{s:o}", "models", list));
 }
 
-static int handle_show(struct conn_ctx *ctx)
+/* The model the body names: *name (caller frees) and the model it is, or
+ * NULL when the body is bad (then answered here: returns false, *ret set). */
+static bool requested_model(struct conn_ctx *ctx, char **name, struct ollama_model **m, int *ret)
 {
-    struct server *srv = http_server(ctx);
     size_t len;
     const char *body = http_body(ctx, &len);
     struct api_error e = {0};
-    char *name = ollama_request_model(body, len, &e);
-    if (!name)
-        return http_respond_error(ctx, &e);
-    struct ollama_model *m = find_model(srv, name);
-    int ret = m ? http_respond_json(ctx, 200, ollama_show(m)) : not_found(ctx, name);
+    if (!(*name = ollama_request_model(body, len, &e))) {
+        *ret = http_respond_error(ctx, &e);
+        return false;
+    }
+    *m = find_model(http_server(ctx), *name);
+    return true;
+}
+
+static int handle_show(struct conn_ctx *ctx)
+{
+    char *name;
+    struct ollama_model *m;
+    int ret;
+    if (!requested_model(ctx, &name, &m, &ret))
+        return ret;
+    ret = m ? http_respond_json(ctx, 200, ollama_show(m)) : not_found(ctx, name);
     free(name);
     return ret;
 }
@@ -207,12 +219,12 @@ static int handle_embed(struct conn_ctx *ctx, bool legacy)
     size_t len;
     const char *body = http_body(ctx, &len);
     struct api_error e = {0};
-    char *name = ollama_request_model(body, len, &e);
-    if (!name)
-        return http_respond_error(ctx, &e);
-    struct ollama_model *m = find_model(srv, name);
+    char *name;
+    struct ollama_model *m;
+    int ret;
+    if (!requested_model(ctx, &name, &m, &ret))
+        return ret;
     if (!m || !m->embedding) {
-        int ret;
         if (m) {
             api_error_set(&e, srv->embedder ? 400 : 501, "invalid_request_error", "invalid_value",
                           "\"%.200s\" does not support embeddings%s", name,

@@ -126,6 +126,8 @@ void api_error_set(struct api_error *e, int status, const char *type, const char
 /* {"error": {"message", "type", "code", "param"}} as a NUL-terminated string (caller frees). */
 char *api_error_json(const struct api_error *e);
 
+/* The body as a JSON object; NULL with e set (400: not JSON, or not an object). */
+json_t *api_load_object(const char *body, size_t len, struct api_error *e);
 /* Parse a request body into r.  On error returns false with e filled in
  * (400 for malformed JSON and wrong types or values) and r freed. */
 bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct gen_request *r,
@@ -348,6 +350,9 @@ json_t *api_timings(const struct job_stats *s);
 
 /* api.c's field checks, shared with api_ollama.c (same contracts as the
  * OpenAI parser: absent or null leaves *out alone; false with e set). */
+json_t *api_field(json_t *o, const char *key); /* NULL when absent or null */
+/* A 400 invalid_value with fmt's one %s filled by key; returns false. */
+bool api_bad(struct api_error *e, const char *fmt, const char *key);
 bool api_get_real(json_t *o, const char *key, double lo, double hi, float *out, struct api_error *e);
 bool api_get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, struct api_error *e);
 bool api_get_bool(json_t *o, const char *key, bool *out, struct api_error *e);
