@@ -462,14 +462,17 @@ bool ollama_model_init(struct ollama_model *m, const char *path, const char *id,
     m->path = path;
     m->embedding = embedding;
     snprintf(m->name, sizeof(m->name), strchr(id, ':') ? "%s" : "%s:latest", id);
+    struct stat st;
+    if (stat(path, &st) == 0)
+        m->size = (int64_t)st.st_size, m->mtime = (int64_t)st.st_mtime;
     infer_gguf *g;
     if (infer_gguf_open(&g, path, INFER_GGUF_OPEN_SMALL_PAGES) != INFER_OK) {
-        fprintf(stderr, "serve: error: %s: %s\n", path, infer_last_error());
-        return false;
+        /* the engine's load reports it (and /health says "failed"): list the file as it is */
+        snprintf(m->family, sizeof(m->family), "unknown");
+        snprintf(m->quantization_level, sizeof(m->quantization_level), "unknown");
+        m->model_info = json_object();
+        return m->model_info != NULL;
     }
-    m->size = (int64_t)infer_gguf_file_size(g);
-    struct stat st;
-    m->mtime = stat(path, &st) == 0 ? (int64_t)st.st_mtime : 0;
     const char *arch = infer_gguf_get_str(g, "general.architecture", "unknown");
     snprintf(m->family, sizeof(m->family), "%s", arch);
     char key[128];

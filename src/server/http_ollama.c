@@ -67,15 +67,19 @@ bool ollama_init(struct server *srv)
 {
     const struct server_config *cfg = srv->cfg;
     srv->ollama_models = calloc(2, sizeof(*srv->ollama_models));
-    if (!srv->ollama_models)
+    if (!srv->ollama_models) {
+        fprintf(stderr, "serve: error: out of memory\n");
         return false;
+    }
     if (!ollama_model_init(&srv->ollama_models[0], cfg->model_path, srv->model_id, false)) {
+        fprintf(stderr, "serve: error: out of memory\n");
         ollama_free(srv);
         return false;
     }
     srv->n_ollama_models = 1;
     if (srv->embedder) {
         if (!ollama_model_init(&srv->ollama_models[1], cfg->embedding_model_path, srv->embed_id, true)) {
+            fprintf(stderr, "serve: error: out of memory\n");
             ollama_free(srv);
             return false;
         }

@@ -394,7 +394,9 @@ struct ollama_model {
     json_t *model_info;        /* the scalar metadata, for /api/show */
     char digest[72];           /* "sha256:..." once computed ("" until then) */
 };
-/* Read path's metadata into m (name from id).  false with a message on stderr. */
+/* Read path's metadata into m (name from id).  A file that does not parse is
+ * described by its name, size and time alone (the engine's load reports why);
+ * false only when out of memory. */
 bool ollama_model_init(struct ollama_model *m, const char *path, const char *id, bool embedding);
 void ollama_model_free(struct ollama_model *m);
 /* Does name ("x", "x:latest") name the model with id / file path? */

@@ -397,6 +397,30 @@ def test_disconnect_mid_stream():
     assert S.metrics().get("infer_requests_running", 0) == 0
 
 
+def test_broken_model_still_answers():
+    """A model file that does not load: the server still starts, lists it, and answers chat with a
+    503 in Ollama's shape (as /v1 answers it in OpenAI's)."""
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="infer-ollama-bad-")
+    bad = os.path.join(tmp, "broken.gguf")
+    with open(MODEL, "rb") as f, open(bad, "wb") as g:
+        g.write(f.read(4096))
+    srv = Server(bad, ["-c", "256"], name="ollama-bad", wait_ready=False)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and srv.get_json("/health")[1]["model_state"] != "failed":
+            time.sleep(0.05)
+        st, tags = srv.get_json("/api/tags")
+        assert st == 200 and tags["models"][0]["name"] == "broken:latest", tags
+        assert tags["models"][0]["size"] == 4096
+        st, data = srv.post("/api/chat", {"model": "broken", "messages": HELLO, "stream": False})
+        assert st == 503 and "broken.gguf" in data["error"], (st, data)
+    finally:
+        assert srv.stop() == 0, srv.log()
+        os.unlink(bad)
+        os.rmdir(tmp)
+
+
 def main():
     global S
     if ollama is None:
@@ -408,14 +432,16 @@ def main():
     args = ["-c", "512", "-np", "2", "--alias", ALIAS, "--max-tokens", "256"]
     if HAVE_EMBEDDER:
         args += ["--embedding-model", EMBEDDER]
-    print(f"test_ollama: ollama {ollama.__version__ if hasattr(ollama, '__version__') else '?'}, model {MODEL}, "
+    import importlib.metadata
+    print(f"test_ollama: ollama {importlib.metadata.version('ollama')}, model {MODEL}, "
           f"embedder {EMBEDDER if HAVE_EMBEDDER else 'none'}", flush=True)
     S = Server(MODEL, args, name="ollama")
     tests = [test_probe_and_version, test_chat, test_streaming_chat_equals_whole, test_generate, test_names,
              test_num_predict_limits_eval_count, test_seed_repeats_sampled_answer, test_stop_cuts,
              test_num_ctx_bounds_the_context, test_options_refused, test_prefix_cache_under_chat, test_tags_show_ps,
              test_model_management_refused, test_embed, test_malformed_bodies, test_wrong_types,
-             test_methods_and_paths, test_disconnect_mid_stream, test_keep_alive_unload_and_load]
+             test_methods_and_paths, test_disconnect_mid_stream, test_broken_model_still_answers,
+             test_keep_alive_unload_and_load]
     if len(sys.argv) > 1:
         tests = [t for t in tests if t.__name__ in sys.argv[1:]]
     try:
