@@ -28,7 +28,7 @@ DEB_PACKAGES="build-essential autoconf automake libtool pkg-config
 # Only on amd64 hosts: the aarch64 cross toolchain and qemu, to test the NEON kernels.
 DEB_PACKAGES_AMD64="qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 # Python packages for contrib/, the test-model generators and the server tests (pinned; bump together).
-PY_PACKAGES="gguf==0.19.0 numpy==2.4.6 openai==3.57.0 jsonschema==4.26.0"
+PY_PACKAGES="gguf==0.19.0 numpy==2.4.6 openai==3.57.0 jsonschema==4.26.0 ollama==0.6.3"
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -152,7 +152,7 @@ run_server_asan() {
     local model=$root/build/models/gen/gemma3-q8_0.gguf
     [[ -f $model ]] || die "$model is missing (make check generates it)"
     local rc=0 e
-    for suite in test_api test_hostile test_embeddings test_respcache test_structured test_semcache; do
+    for suite in test_api test_hostile test_embeddings test_respcache test_structured test_semcache test_ollama; do
         env INFER_BUILDDIR="$root/build-asan" INFER_SRCDIR="$root" INFER_SERVE_TEST_MODEL="$model" \
             INFER_SERVE_SKIP_DEFAULT=1 OMP_NUM_THREADS=2 PYTHONDONTWRITEBYTECODE=1 \
             ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:exitcode=66 \

@@ -25,7 +25,9 @@ enum {
 static const char *help =
     "usage: infer serve [-m MODEL] [options]\n\n"
     "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
-    "POST /v1/embeddings (with --embedding-model), GET /v1/models, /health, /metrics.\n\n"
+    "POST /v1/embeddings (with --embedding-model), GET /v1/models, /health, /metrics;\n"
+    "and an Ollama-compatible one on the same port: POST /api/chat, /api/generate,\n"
+    "/api/show, /api/embed, GET /api/tags, /api/ps, /api/version, HEAD / (model: --alias).\n\n"
     "  -m, --model FILE          GGUF model (default: the default model)\n"
     "      --alias NAME          model id in the API (default: the file name without .gguf)\n"
     "      --host ADDR           numeric IPv4/IPv6 address to bind (default 127.0.0.1)\n"

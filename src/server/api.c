@@ -335,6 +335,23 @@ static bool refuse_unsupported(json_t *root, struct gen_request *r, struct api_e
     return true;
 }
 
+json_t *api_load_object(const char *body, size_t len, struct api_error *e)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr);
+    if (!root) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_json",
+                      "the request body is not valid JSON: %s (at byte %d)", jerr.text, jerr.position);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_json", "the request body must be a JSON object");
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
 bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct gen_request *r,
                        struct api_error *e)
 {
@@ -342,18 +359,10 @@ bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct 
     r->kind = kind;
     r->max_tokens = -1;
     infer_sampler_params_default(&r->sp);
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, 0, &jerr);
-    if (!root) {
-        api_error_set(e, 400, "invalid_request_error", "invalid_json",
-                      "the request body is not valid JSON: %s (at byte %d)", jerr.text, jerr.position);
+    json_t *root = api_load_object(body, len, e);
+    if (!root)
         return false;
-    }
     bool ok = false;
-    if (!json_is_object(root)) {
-        api_error_set(e, 400, "invalid_request_error", "invalid_json", "the request body must be a JSON object");
-        goto out;
-    }
     int64_t max_tokens = -1, top_k = r->sp.top_k, seed = -1;
     bool have_seed = field(root, "seed") != NULL;
     json_t *so;
@@ -634,4 +643,48 @@ bool server_parse_duration(const char *s, double *seconds)
     }
     *seconds = negative ? -1 : total;
     return true;
+}
+
+/* ------------------------------------------- shared with api_ollama.c */
+
+/* The same checks on another object (ollama's "options", its messages):
+ * one parser for the fields whose meaning the two APIs share. */
+json_t *api_field(json_t *o, const char *key)
+{
+    return field(o, key);
+}
+
+bool api_bad(struct api_error *e, const char *fmt, const char *key)
+{
+    return bad(e, fmt, key);
+}
+
+bool api_get_real(json_t *o, const char *key, double lo, double hi, float *out, struct api_error *e)
+{
+    return get_real(o, key, lo, hi, out, e);
+}
+
+bool api_get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, struct api_error *e)
+{
+    return get_int(o, key, lo, hi, out, e);
+}
+
+bool api_get_bool(json_t *o, const char *key, bool *out, struct api_error *e)
+{
+    return get_bool(o, key, out, e);
+}
+
+bool api_get_string(json_t *o, const char *key, size_t max_len, char **out, struct api_error *e)
+{
+    return get_string(o, key, max_len, out, e);
+}
+
+bool api_parse_stop(json_t *o, struct gen_request *r, struct api_error *e)
+{
+    return parse_stop(o, r, e);
+}
+
+bool api_parse_messages(json_t *o, struct gen_request *r, struct api_error *e)
+{
+    return parse_messages(o, r, e);
 }

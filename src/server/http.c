@@ -16,6 +16,9 @@
  *   GET  /health                                  503 while loading, else 200
  *   GET  /metrics                                 Prometheus text
  *   OPTIONS *                                     CORS preflight
+ *   /api/..., GET /                               Ollama's API (http_ollama.c; chat and generate run
+ *                                                 through handle_generate below, streamed as NDJSON,
+ *                                                 errors as {"error": "..."})
  *
  * Limits, all answered with an OpenAI-shaped error: request headers beyond
  * MHD's connection memory (431 from MHD), a body over --max-body (413, from
@@ -47,13 +50,15 @@
 
 enum route {
     R_NONE, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_OPTIONS,
-    R_CACHE_PURGE, R_CACHE_STATS, R_DRAIN,
+    R_CACHE_PURGE, R_CACHE_STATS, R_DRAIN, R_OLLAMA,
 };
 
 struct conn_ctx {
     struct server *srv;
     int refs;                  /* the connection, and the SSE response if any (under srv->mu) */
     enum route route;
+    enum ollama_route ollama;  /* R_OLLAMA: which (http_ollama.c) */
+    bool ollama_shape;         /* a path under /api/: errors as {"error": "..."}, streams as NDJSON */
     const char *endpoint;      /* metrics label */
     const char *method, *url;
     double t_start;
@@ -190,7 +195,7 @@ static enum MHD_Result respond_json(struct conn_ctx *ctx, struct MHD_Connection 
 
 static enum MHD_Result respond_error(struct conn_ctx *ctx, struct MHD_Connection *c, const struct api_error *e)
 {
-    char *s = api_error_json(e);
+    char *s = ctx->ollama_shape ? ollama_error_json(e) : api_error_json(e);
     if (!s)
         return MHD_NO;
     const char *hn = NULL, *hv = NULL;
@@ -388,6 +393,47 @@ static enum MHD_Result handle_cache(struct conn_ctx *ctx, struct MHD_Connection 
 
 /* ------------------------------------------------------------ embeddings */
 
+bool server_embed_run(struct server *srv, const struct embed_request *r, float **vec_out,
+                      infer_embed_info **info_out, double *seconds, struct api_error *e)
+{
+    const int d = infer_embedder_n_embd(srv->embedder);
+    float *vec = malloc(r->n * (size_t)d * sizeof(float));
+    infer_embed_info *info = malloc(r->n * sizeof(*info));
+    if (!vec || !info) {
+        free(vec);
+        free(info);
+        api_error_set(e, 500, "server_error", NULL, "out of memory");
+        return false;
+    }
+    pthread_mutex_lock(&srv->embed_mu);
+    double t0 = infer_now_seconds();
+    infer_status st = infer_embed(srv->embedder, r->inputs, r->lens, r->n, vec, info);
+    double dt = infer_now_seconds() - t0;
+    pthread_mutex_unlock(&srv->embed_mu);
+    if (st != INFER_OK) {
+        api_error_set(e, st == INFER_ERR_NOMEM ? 503 : 500, "server_error", NULL, "embedding failed: %s",
+                      infer_last_error());
+        free(vec);
+        free(info);
+        return false;
+    }
+    uint64_t n_tok = 0, n_trunc = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        n_tok += (uint64_t)info[i].n_tokens;
+        n_trunc += info[i].truncated;
+    }
+    pthread_mutex_lock(&srv->mu);
+    srv->metrics.embed_inputs += r->n;
+    srv->metrics.embed_tokens += n_tok;
+    srv->metrics.embed_truncated += n_trunc;
+    srv->metrics.embed_seconds += dt;
+    pthread_mutex_unlock(&srv->mu);
+    *vec_out = vec;
+    *info_out = info;
+    *seconds = dt;
+    return true;
+}
+
 static enum MHD_Result handle_embeddings(struct conn_ctx *ctx, struct MHD_Connection *c)
 {
     struct server *srv = ctx->srv;
@@ -405,38 +451,16 @@ static enum MHD_Result handle_embeddings(struct conn_ctx *ctx, struct MHD_Connec
         embed_request_free(&r);
         return respond_error(ctx, c, &e);
     }
-    float *vec = malloc(r.n * (size_t)d * sizeof(float));
-    infer_embed_info *info = malloc(r.n * sizeof(*info));
-    if (!vec || !info) {
-        free(vec);
-        free(info);
-        embed_request_free(&r);
-        return fail(ctx, c, 500, "server_error", NULL, "out of memory");
-    }
-    pthread_mutex_lock(&srv->embed_mu);
-    double t0 = infer_now_seconds();
-    infer_status st = infer_embed(srv->embedder, r.inputs, r.lens, r.n, vec, info);
-    double dt = infer_now_seconds() - t0;
-    pthread_mutex_unlock(&srv->embed_mu);
-    if (st != INFER_OK) {
-        api_error_set(&e, st == INFER_ERR_NOMEM ? 503 : 500, "server_error", NULL, "embedding failed: %s",
-                      infer_last_error());
-        free(vec);
-        free(info);
+    float *vec;
+    infer_embed_info *info;
+    double dt;
+    if (!server_embed_run(srv, &r, &vec, &info, &dt, &e)) {
         embed_request_free(&r);
         return respond_error(ctx, c, &e);
     }
-    uint64_t n_tok = 0, n_trunc = 0;
-    for (size_t i = 0; i < r.n; i++) {
-        n_tok += (uint64_t)info[i].n_tokens;
+    uint64_t n_trunc = 0;
+    for (size_t i = 0; i < r.n; i++)
         n_trunc += info[i].truncated;
-    }
-    pthread_mutex_lock(&srv->mu);
-    srv->metrics.embed_inputs += r.n;
-    srv->metrics.embed_tokens += n_tok;
-    srv->metrics.embed_truncated += n_trunc;
-    srv->metrics.embed_seconds += dt;
-    pthread_mutex_unlock(&srv->mu);
     json_t *o = api_embed_response(&r, vec, d, info, srv->embed_id);
     free(vec);
     free(info);
@@ -494,7 +518,8 @@ static bool wait_job(struct conn_ctx *ctx, struct job *j, enum job_state state)
     return true;
 }
 
-/* Append "data: <json>\n\n" to the SSE output (takes o). */
+/* Append "data: <json>\n\n" to the SSE output, or "<json>\n" to an Ollama
+ * NDJSON stream (takes o). */
 static bool sse_push(struct conn_ctx *ctx, json_t *o)
 {
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -511,7 +536,7 @@ static bool sse_push(struct conn_ctx *ctx, json_t *o)
         ctx->out = b;
         ctx->out_cap = need * 2;
     }
-    ctx->out_len += (size_t)sprintf(ctx->out + ctx->out_len, "data: %s\n\n", s);
+    ctx->out_len += (size_t)sprintf(ctx->out + ctx->out_len, ctx->ollama_shape ? "%s\n" : "data: %s\n\n", s);
     free(s);
     return true;
 }
@@ -575,7 +600,8 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
             }
             if (n_text || done || !ctx->sent_first)
                 break;
-            if (infer_now_seconds() - ctx->t_last_out > SSE_PING_SECONDS) {
+            if (!ctx->ollama_shape && infer_now_seconds() - ctx->t_last_out > SSE_PING_SECONDS) {
+                /* (NDJSON has no comments: Ollama streams stay silent until the first token) */
                 ping = true;
                 break;
             }
@@ -606,18 +632,20 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 infer_reasoning_push(ctx->reasoning, content, n_text, false, &reasoning, &n_reasoning, &content,
                                      &n_content);
             if (n_content || n_reasoning || !ctx->sent_first)
-                sse_push(ctx, api_chunk(j, srv->model_id, content, n_content, reasoning, n_reasoning,
-                                        !ctx->sent_first, FINISH_NONE));
+                sse_push(ctx, ctx->ollama_shape
+                                  ? ollama_chunk(j, j->req.model, content, n_content, reasoning, n_reasoning)
+                                  : api_chunk(j, srv->model_id, content, n_content, reasoning, n_reasoning,
+                                              !ctx->sent_first, FINISH_NONE));
             ctx->sent_first = true;
         }
         free(text);
         if (done) {
             if (j->err.status) {
-                char *e = api_error_json(&j->err);
+                char *e = ctx->ollama_shape ? ollama_error_json(&j->err) : api_error_json(&j->err);
                 if (e) {
-                    sse_push_raw(ctx, "data: ");
+                    sse_push_raw(ctx, ctx->ollama_shape ? "" : "data: ");
                     sse_push_raw(ctx, e);
-                    sse_push_raw(ctx, "\n\n");
+                    sse_push_raw(ctx, ctx->ollama_shape ? "\n" : "\n\n");
                     free(e);
                 }
             } else if (ctx->tools_hold) {
@@ -636,18 +664,25 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                     infer_reasoning_push(ctx->reasoning, "", 0, true, &reasoning, &n_reasoning, &content,
                                          &n_content) == INFER_OK &&
                     (n_content || n_reasoning)) /* what was held back */
-                    sse_push(ctx, api_chunk(j, srv->model_id, content, n_content, reasoning, n_reasoning, false,
-                                            FINISH_NONE));
-                sse_push(ctx, api_chunk(j, srv->model_id, "", 0, "", 0, false, j->finish));
-                if (j->req.include_usage)
-                    sse_push(ctx, api_usage_chunk(j, srv->model_id));
-                if (ctx->rc_on) { /* the stream is complete: store it as the whole response */
-                    json_t *o = api_response(j, srv->model_id);
-                    rc_store(srv, &ctx->rc, j, o);
-                    json_decref(o);
+                    sse_push(ctx, ctx->ollama_shape
+                                      ? ollama_chunk(j, j->req.model, content, n_content, reasoning, n_reasoning)
+                                      : api_chunk(j, srv->model_id, content, n_content, reasoning, n_reasoning,
+                                                  false, FINISH_NONE));
+                if (ctx->ollama_shape) {
+                    sse_push(ctx, ollama_final(j, j->req.model));
+                } else {
+                    sse_push(ctx, api_chunk(j, srv->model_id, "", 0, "", 0, false, j->finish));
+                    if (j->req.include_usage)
+                        sse_push(ctx, api_usage_chunk(j, srv->model_id));
+                    if (ctx->rc_on) { /* the stream is complete: store it as the whole response */
+                        json_t *o = api_response(j, srv->model_id);
+                        rc_store(srv, &ctx->rc, j, o);
+                        json_decref(o);
+                    }
                 }
             }
-            sse_push_raw(ctx, "data: [DONE]\n\n");
+            if (!ctx->ollama_shape)
+                sse_push_raw(ctx, "data: [DONE]\n\n");
             ctx->sent_final = true;
             /* idle timeout again (it was off while generating) */
             MHD_set_connection_option(ctx->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)srv->cfg->timeout);
@@ -677,20 +712,31 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     struct job *j = job_new();
     if (!j)
         return fail(ctx, c, 500, "server_error", NULL, "out of memory");
-    if (!api_parse_request(ctx->route == R_CHAT ? GEN_CHAT : GEN_COMPLETION, ctx->body ? ctx->body : "", ctx->len,
-                           &j->req, &e)) {
+    const char *body = ctx->body ? ctx->body : "";
+    if (ctx->route == R_OLLAMA ? !ollama_parse_request(ctx->ollama == OR_CHAT ? OLLAMA_CHAT : OLLAMA_GENERATE, body,
+                                                       ctx->len, &j->req, &e)
+                               : !api_parse_request(ctx->route == R_CHAT ? GEN_CHAT : GEN_COMPLETION, body, ctx->len,
+                                                    &j->req, &e)) {
         pthread_mutex_lock(&srv->mu);
         job_unref(j);
         pthread_mutex_unlock(&srv->mu);
         return respond_error(ctx, c, &e);
     }
-    if (j->req.model && !model_known(srv, j->req.model)) {
+    if (j->req.ollama && srv->embedder &&
+        ollama_name_matches(j->req.model, srv->embed_id, cfg->embedding_model_path)) {
+        api_error_set(&e, 400, "invalid_request_error", "invalid_value", "\"%.200s\" does not support %s",
+                      j->req.model, j->req.ollama == OLLAMA_CHAT ? "chat" : "generate");
+    } else if (j->req.ollama && !ollama_name_matches(j->req.model, srv->model_id, cfg->model_path)) {
+        api_error_set(&e, 404, "invalid_request_error", "model_not_found",
+                      "model \"%.200s\" not found, try pulling it first (this server has \"%s\")", j->req.model,
+                      srv->ollama_models[0].name);
+    } else if (!j->req.ollama && j->req.model && !model_known(srv, j->req.model)) {
         api_error_set(&e, 404, "invalid_request_error", "model_not_found",
                       "the model '%.200s' does not exist (this server has '%s')", j->req.model, srv->model_id);
     } else if (j->req.max_tokens > cfg->max_tokens) {
         api_error_set(&e, 400, "invalid_request_error", "max_tokens_exceeded",
-                      "max_tokens is %lld, more than this server's limit of %d", (long long)j->req.max_tokens,
-                      cfg->max_tokens);
+                      "%s is %lld, more than this server's limit of %d", j->req.ollama ? "num_predict" : "max_tokens",
+                      (long long)j->req.max_tokens, cfg->max_tokens);
     }
     if (e.status) {
         pthread_mutex_lock(&srv->mu);
@@ -712,8 +758,23 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
         snprintf(j->salt, sizeof(j->salt), "k%s/s%s", ctx->salt_key, sh);
     }
 
-    /* response cache: tier 1, then tier 2 */
-    if (srv->rcache) {
+    /* ollama's unload request for a model that is not loaded: nothing to do */
+    if (j->req.load_only && j->req.keep_alive_set && j->req.keep_alive == 0) {
+        pthread_mutex_lock(&srv->mu);
+        const bool loaded = sched_model_state(srv) == 2;
+        if (!loaded) {
+            j->finish = FINISH_STOP;
+            j->t_done = infer_now_seconds();
+            json_t *o = ollama_response(j, j->req.model);
+            job_unref(j);
+            pthread_mutex_unlock(&srv->mu);
+            return respond_json(ctx, c, 200, o);
+        }
+        pthread_mutex_unlock(&srv->mu);
+    }
+
+    /* response cache: tier 1, then tier 2 (not for Ollama's shapes: the stored answers are OpenAI's) */
+    if (srv->rcache && !j->req.ollama) {
         ctx->rc_on = true;
         json_t *o = rc_lookup(srv, c, ctx->body, ctx->len, j, ctx->salt_key, &ctx->rc);
         if (o) {
@@ -768,7 +829,7 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
         return respond_error(ctx, c, &e);
     }
     if (!j->req.stream) {
-        json_t *o = api_response(j, srv->model_id);
+        json_t *o = j->req.ollama ? ollama_response(j, j->req.model) : api_response(j, srv->model_id);
         char path[160], cached[24];
         api_path_header(&j->stats, path, sizeof(path));
         snprintf(cached, sizeof(cached), "%lld", (long long)j->stats.cached_tokens);
@@ -795,7 +856,7 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
         ctx_unref(ctx);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Content-Type", ctx->ollama_shape ? "application/x-ndjson" : "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Infer-Cached-Tokens", cached);
     if (ctx->rc_on) {
@@ -812,6 +873,35 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     metrics_count_request(&srv->metrics, ctx->endpoint, 200);
     pthread_mutex_unlock(&srv->mu);
     return ret;
+}
+
+/* ------------------------------------------------- for http_ollama.c */
+
+struct server *http_server(const struct conn_ctx *ctx)
+{
+    return ctx->srv;
+}
+
+const char *http_body(const struct conn_ctx *ctx, size_t *len)
+{
+    *len = ctx->len;
+    return ctx->body ? ctx->body : "";
+}
+
+int http_respond_json(struct conn_ctx *ctx, int status, json_t *o)
+{
+    return respond_json(ctx, ctx->conn, status, o);
+}
+
+int http_respond_error(struct conn_ctx *ctx, const struct api_error *e)
+{
+    return respond_error(ctx, ctx->conn, e);
+}
+
+int http_respond_text(struct conn_ctx *ctx, int status, const char *ctype, const char *text)
+{
+    char *s = strdup(text);
+    return s ? respond(ctx, ctx->conn, status, ctype, s, strlen(s), NULL, NULL) : MHD_NO;
 }
 
 /* --------------------------------------------------------------- routing */
@@ -901,6 +991,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             ctx->fd = ci->connect_fd;
         *con_cls = ctx;
         ctx->route = route_of(method, url, &ctx->endpoint);
+        ctx->ollama_shape = !strncmp(url, "/api/", 5);
+        if (ctx->route == R_NONE && (ctx->ollama = ollama_route_of(method, url, &ctx->endpoint)) != OR_NONE)
+            ctx->route = R_OLLAMA;
         if (ctx->route == R_OPTIONS) {
             struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
             if (!r)
@@ -921,7 +1014,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return fail(ctx, c, strcmp(ctx->endpoint, "other") ? 405 : 404, "invalid_request_error",
                         strcmp(ctx->endpoint, "other") ? "method_not_allowed" : "not_found",
                         strcmp(ctx->endpoint, "other") ? "method not allowed on this path" : "no such endpoint");
-        if (ctx->route != R_HEALTH && ctx->route != R_DRAIN && !authorized(srv, c, ctx->salt_key))
+        if (ctx->route != R_HEALTH && ctx->route != R_DRAIN && ctx->ollama != OR_ROOT &&
+            !authorized(srv, c, ctx->salt_key))
             return fail(ctx, c, 401, "authentication_error", "invalid_api_key",
                         "a valid API key is required: 'Authorization: Bearer KEY'");
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -997,6 +1091,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_EMBEDDINGS: return handle_embeddings(ctx, c);
     case R_CACHE_PURGE:
     case R_CACHE_STATS: return handle_cache(ctx, c);
+    case R_OLLAMA:
+        if (ctx->ollama == OR_CHAT || ctx->ollama == OR_GENERATE)
+            return handle_generate(ctx, c);
+        return (enum MHD_Result)ollama_handle(ctx, ctx->ollama);
     default: return fail(ctx, c, 404, "invalid_request_error", "not_found", "no such endpoint");
     }
 }
@@ -1140,6 +1238,12 @@ int server_run(const struct server_config *cfg)
         }
     }
 
+    pthread_mutex_init(&srv.digest_mu, NULL);
+    if (!ollama_init(&srv)) {
+        infer_embedder_close(srv.embedder);
+        return 1;
+    }
+
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai;
     char port[16];
     snprintf(port, sizeof(port), "%d", cfg->port);
@@ -1147,6 +1251,7 @@ int server_run(const struct server_config *cfg)
     if (gai) {
         fprintf(stderr, "serve: error: --host '%s' is not a numeric IPv4 or IPv6 address: %s\n", cfg->host,
                 gai_strerror(gai));
+        ollama_free(&srv);
         infer_embedder_close(srv.embedder);
         return 1;
     }
@@ -1174,6 +1279,7 @@ int server_run(const struct server_config *cfg)
     if (!d) {
         fprintf(stderr, "serve: error: cannot listen on %s port %d: %s\n", cfg->host, cfg->port,
                 errno ? strerror(errno) : "libmicrohttpd failed");
+        ollama_free(&srv);
         infer_embedder_close(srv.embedder);
         pthread_mutex_destroy(&srv.embed_mu);
         pthread_mutex_destroy(&srv.mu);
@@ -1236,6 +1342,7 @@ int server_run(const struct server_config *cfg)
     sched_free(&srv);
     infer_respcache_close(srv.rcache);
     infer_embedder_close(srv.rc_embedder);
+    ollama_free(&srv);
     infer_embedder_close(srv.embedder);
     pthread_mutex_destroy(&srv.embed_mu);
     pthread_mutex_destroy(&srv.mu);

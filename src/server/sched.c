@@ -65,6 +65,8 @@ struct sched {
     int model_state;
     bool warmed;               /* --warm-prompts done (after the first load only) */
     double idle_since;         /* last time the engine became idle */
+    double keep_alive;         /* idle seconds before unloading (< 0: never): --keep-alive, or the
+                                  keep_alive of the last request that gave one (ollama's rule) */
     infer_cache_metrics cm;    /* engine figures, copied after every step (under mu) */
     infer_cache_metrics base;  /* counters of engines already freed (unloads) */
     uint64_t model_bytes;
@@ -168,6 +170,7 @@ static void job_finish(struct server *srv, struct job *j)
 {
     (void)srv;
     j->state = JOB_DONE;
+    j->t_done = infer_now_seconds();
     pthread_cond_broadcast(&j->cv);
     job_unref(j);
 }
@@ -360,6 +363,13 @@ static bool admit(struct sched *s, struct job *j)
     const struct gen_request *r = &j->req;
     struct api_error *e = &j->err;
     int64_t n;
+    if (r->think == 1 && r->kind == GEN_CHAT && !s->think_open) {
+        api_error_set(e, 400, "invalid_request_error", "invalid_value", "\"%s\" does not support thinking",
+                      r->model ? r->model : s->srv->model_id);
+        return false;
+    }
+    if (r->load_only) /* ollama's load/unload request: nothing to evaluate */
+        return true;
     if (r->kind == GEN_CHAT) {
         j->think_open = s->think_open;
         j->think_close = s->think_close;
@@ -401,25 +411,27 @@ static bool admit(struct sched *s, struct job *j)
         api_error_set(e, 400, "invalid_request_error", "invalid_value", "the prompt is empty");
         return false;
     }
-    int64_t limit = s->n_ctx - 1;
+    /* the context of this request: the sequence's, or less (ollama's num_ctx) */
+    const int n_ctx = r->n_ctx_limit > 1 && r->n_ctx_limit < s->n_ctx ? (int)r->n_ctx_limit : s->n_ctx;
+    int64_t limit = n_ctx - 1;
     if (cfg->max_prompt_tokens > 0 && cfg->max_prompt_tokens < limit)
         limit = cfg->max_prompt_tokens;
     if (n > limit) {
         api_error_set(e, 400, "invalid_request_error", "context_length_exceeded",
                       "the prompt has %lld tokens, more than the %lld allowed (context of %d tokens)", (long long)n,
-                      (long long)limit, s->n_ctx);
+                      (long long)limit, n_ctx);
         return false;
     }
-    if (r->max_tokens > 0 && n + r->max_tokens > s->n_ctx) {
+    if (r->max_tokens > 0 && n + r->max_tokens > n_ctx && !r->ollama) { /* ollama's num_predict: up to the end */
         api_error_set(e, 400, "invalid_request_error", "context_length_exceeded",
                       "this model's context is %d tokens, but %lld were requested (%lld in the prompt, %lld in "
                       "the completion)",
-                      s->n_ctx, (long long)(n + r->max_tokens), (long long)n, (long long)r->max_tokens);
+                      n_ctx, (long long)(n + r->max_tokens), (long long)n, (long long)r->max_tokens);
         return false;
     }
     j->max_gen = r->max_tokens > 0 ? r->max_tokens : cfg->max_tokens;
-    if (j->max_gen > s->n_ctx - n)
-        j->max_gen = s->n_ctx - n;
+    if (j->max_gen > n_ctx - n)
+        j->max_gen = n_ctx - n;
     j->stats.prompt_tokens = n;
     return true;
 }
@@ -709,6 +721,8 @@ static void publish(struct sched *s)
         j->finish = sl->finish == FINISH_NONE ? FINISH_ERROR : sl->finish;
         if (sl->finish == FINISH_ERROR)
             j->err = sl->err;
+        if (j->req.keep_alive_set)
+            s->keep_alive = j->req.keep_alive;
         slot_release(sl);
         s->n_running--;
         job_finish(srv, j);
@@ -766,7 +780,7 @@ static void *engine_main(void *arg)
                 fprintf(stderr, "serve: error: %s\n", err);
                 fail_all(s, &s->inbox, &s->inbox_tail, &s->n_inbox, 503, err);
             }
-            /* the requests that waited for this load: its own class */
+            /* the requests that waited for this load: its own class (and Ollama's load_duration) */
             for (struct job *j = s->inbox; ok && j; j = j->next) {
                 j->stats.path_model = srv->metrics.model_loads > 1 ? PATH_MODEL_RELOAD : PATH_MODEL_LOAD;
                 j->stats.load_ms = t_load * 1e3;
@@ -788,6 +802,13 @@ static void *engine_main(void *arg)
                 list = j->next;
                 if (!j->admitted) {
                     j->finish = FINISH_ERROR;
+                    job_finish(srv, j);
+                } else if (j->req.load_only) { /* loaded: done; its keep_alive starts now */
+                    if (j->req.keep_alive_set)
+                        s->keep_alive = j->req.keep_alive;
+                    if (s->n_running == 0)
+                        s->idle_since = infer_now_seconds();
+                    j->finish = FINISH_STOP;
                     job_finish(srv, j);
                 } else {
                     j->state = JOB_WAITING;
@@ -848,8 +869,8 @@ static void *engine_main(void *arg)
         if (s->n_inbox > 0 || s->waiting)
             continue;
         double wait = 3600;
-        if (s->model_state == MODEL_LOADED && cfg->keep_alive >= 0) {
-            double left = s->idle_since + cfg->keep_alive - infer_now_seconds();
+        if (s->model_state == MODEL_LOADED && s->keep_alive >= 0) {
+            double left = s->idle_since + s->keep_alive - infer_now_seconds();
             if (left <= 0) {
                 pthread_mutex_unlock(&srv->mu);
                 model_unload(s);
@@ -857,7 +878,7 @@ static void *engine_main(void *arg)
                 s->model_state = MODEL_UNLOADED;
                 srv->metrics.model_unloads++;
                     if (cfg->verbose)
-                    fprintf(stderr, "serve: idle for %.0f s: model unloaded\n", cfg->keep_alive);
+                    fprintf(stderr, "serve: idle for %.0f s: model unloaded\n", s->keep_alive);
                 continue;
             }
             wait = left;
@@ -906,6 +927,7 @@ int sched_start(struct server *srv)
     }
     cond_init_monotonic(&s->cv);
     s->model_state = MODEL_LOADING;
+    s->keep_alive = srv->cfg->keep_alive;
     srv->sched = s;
     if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
         fprintf(stderr, "serve: error: cannot start the engine thread: %s\n", strerror(errno));
@@ -1003,6 +1025,6 @@ void sched_gauges(struct server *srv, struct server_gauges *g)
     g->n_experts_total = s->n_experts_total;
     g->n_experts = s->n_experts;
     g->prefix_cache = !srv->cfg->no_prefix_cache;
-    g->keep_alive = srv->cfg->keep_alive;
+    g->keep_alive = s->keep_alive;
     g->idle_seconds = s->n_running == 0 && s->n_waiting == 0 ? infer_now_seconds() - s->idle_since : 0;
 }

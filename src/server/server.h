@@ -127,6 +127,13 @@ struct gen_request {
     char *tool_name;                  /* TOOL_CHOICE_NAMED */
     enum tool_choice tool_choice_eff; /* at admission: the default applied (NONE without tools) */
     enum tool_format tool_format;     /* at admission: the family's */
+    /* Ollama's /api/chat and /api/generate (api_ollama.c); zero for OpenAI requests */
+    enum ollama_api { OLLAMA_NONE, OLLAMA_CHAT, OLLAMA_GENERATE } ollama;
+    bool load_only;            /* no prompt/messages: load (or unload) the model, generate nothing */
+    int think;                 /* -1 not given, 0 false (reasoning dropped), 1 true (reasoning required) */
+    bool keep_alive_set;       /* keep_alive given: the model's idle timeout from this request on */
+    double keep_alive;         /* seconds, < 0 forever (server_parse_duration) */
+    int64_t n_ctx_limit;       /* options.num_ctx: prompt + answer at most this (0: the context) */
 };
 
 /* An OpenAI-shaped error: HTTP status, message, type and code. */
@@ -142,6 +149,8 @@ void api_error_set(struct api_error *e, int status, const char *type, const char
 /* {"error": {"message", "type", "code", "param"}} as a NUL-terminated string (caller frees). */
 char *api_error_json(const struct api_error *e);
 
+/* The body as a JSON object; NULL with e set (400: not JSON, or not an object). */
+json_t *api_load_object(const char *body, size_t len, struct api_error *e);
 /* Parse a request body into r.  On error returns false with e filled in
  * (400 for malformed JSON and wrong types or values) and r freed. */
 bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct gen_request *r,
@@ -317,6 +326,7 @@ struct job {
     enum finish_reason finish;
     struct api_error err;      /* err.status != 0: failed */
     struct job_stats stats;
+    double t_done;             /* infer_now_seconds() when it finished */
     struct job *next;          /* inbox / waiting list link */
 
     /* engine thread only, from admission on (the markers are read by the
@@ -415,6 +425,9 @@ struct server {
     bool rc_semantic;              /* tier 2 is on (cache, embedding model and its index) */
     infer_embedder *rc_embedder;   /* the same model on one thread, for tier 2's one-question
                                     * embeddings (no wait for embed_mu, no spinning threads) */
+    struct ollama_model *ollama_models; /* the chat model, then the embedding model if any (http_ollama.c) */
+    int n_ollama_models;
+    pthread_mutex_t digest_mu;     /* computing their sha256 digests (once, on first use) */
 };
 
 /* Start the engine thread, which loads the model at once (sched_model_state
@@ -472,5 +485,93 @@ const char *api_path_header(const struct job_stats *s, char *buf, size_t n);
  * "messages" rendered by the chat template, or "prompt").  Lines that fail
  * are reported and skipped; returns the number prefilled. */
 int warm_prompts_run(const struct server_config *cfg, infer_model *m, infer_engine *e, infer_chat_family fam);
+
+/* ------------------------------------------------------------ Ollama API */
+
+/* api.c's field checks, shared with api_ollama.c (same contracts as the
+ * OpenAI parser: absent or null leaves *out alone; false with e set). */
+json_t *api_field(json_t *o, const char *key); /* NULL when absent or null */
+/* A 400 invalid_value with fmt's one %s filled by key; returns false. */
+bool api_bad(struct api_error *e, const char *fmt, const char *key);
+bool api_get_real(json_t *o, const char *key, double lo, double hi, float *out, struct api_error *e);
+bool api_get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, struct api_error *e);
+bool api_get_bool(json_t *o, const char *key, bool *out, struct api_error *e);
+bool api_get_string(json_t *o, const char *key, size_t max_len, char **out, struct api_error *e);
+bool api_parse_stop(json_t *o, struct gen_request *r, struct api_error *e);
+bool api_parse_messages(json_t *o, struct gen_request *r, struct api_error *e);
+
+/* The version /api/version reports: the Ollama API release whose shapes
+ * api_ollama.c follows (clients compare it), not infer's own version. */
+#define OLLAMA_API_VERSION "0.12.0"
+
+/* Parse the body of POST /api/chat or /api/generate into r (api_ollama.c).
+ * On error returns false with e filled in (400 for malformed JSON, wrong
+ * types, unknown or unsupported options) and r freed. */
+bool ollama_parse_request(enum ollama_api api, const char *body, size_t len, struct gen_request *r,
+                          struct api_error *e);
+/* {"error": message} (caller frees). */
+char *ollama_error_json(const struct api_error *e);
+/* One streamed line (done: false) with this text and reasoning. */
+json_t *ollama_chunk(const struct job *j, const char *model, const char *text, size_t len, const char *reasoning,
+                     size_t n_reasoning);
+/* The last streamed line: done, done_reason and the measured durations. */
+json_t *ollama_final(const struct job *j, const char *model);
+/* The whole answer of "stream": false. */
+json_t *ollama_response(const struct job *j, const char *model);
+/* RFC 3339 UTC time with nanoseconds (Go's time.Time JSON) of unix time t into buf. */
+void ollama_time(double t, char buf[40]);
+
+/* A GGUF file served under an Ollama name: what /api/tags, /api/show and
+ * /api/ps say about it, read once from its metadata at start. */
+struct ollama_model {
+    char name[144];            /* "ALIAS:latest" (or ALIAS when it has a tag already) */
+    const char *path;
+    int64_t size, mtime;
+    char family[64], parameter_size[32], quantization_level[32];
+    int64_t context_length;
+    bool embedding, thinking;
+    char *template_text;       /* tokenizer.chat_template, or NULL */
+    json_t *model_info;        /* the scalar metadata, for /api/show */
+    char digest[72];           /* "sha256:..." once computed ("" until then) */
+};
+/* Read path's metadata into m (name from id).  A file that does not parse is
+ * described by its name, size and time alone (the engine's load reports why);
+ * false only when out of memory. */
+bool ollama_model_init(struct ollama_model *m, const char *path, const char *id, bool embedding);
+void ollama_model_free(struct ollama_model *m);
+/* Does name ("x", "x:latest") name the model with id / file path? */
+bool ollama_name_matches(const char *name, const char *id, const char *path);
+json_t *ollama_details(const struct ollama_model *m);
+json_t *ollama_show(const struct ollama_model *m);
+/* The body of a request naming a model ("model", or the older "name"):
+ * the name (a copy; caller frees) or NULL with e set (400). */
+char *ollama_request_model(const char *body, size_t len, struct api_error *e);
+
+/* http_ollama.c: the routes under /api/ and GET / */
+enum ollama_route {
+    OR_NONE, OR_CHAT, OR_GENERATE, OR_TAGS, OR_SHOW, OR_PS, OR_VERSION, OR_EMBED, OR_EMBEDDINGS,
+    OR_UNSUPPORTED, OR_ROOT,
+};
+/* The route of method + url; OR_NONE with *endpoint set to a label when the
+ * path is Ollama's but the method is not (405), left alone otherwise. */
+enum ollama_route ollama_route_of(const char *method, const char *url, const char **endpoint);
+struct conn_ctx;
+/* Answer a whole request of one of the non-generating routes (an MHD_Result). */
+int ollama_handle(struct conn_ctx *ctx, enum ollama_route route);
+/* The served models' descriptions, read at start.  false: the server cannot start. */
+bool ollama_init(struct server *srv);
+void ollama_free(struct server *srv);
+
+/* http.c, for http_ollama.c (MHD_Result as int) */
+struct server *http_server(const struct conn_ctx *ctx);
+const char *http_body(const struct conn_ctx *ctx, size_t *len);
+int http_respond_json(struct conn_ctx *ctx, int status, json_t *o);
+int http_respond_error(struct conn_ctx *ctx, const struct api_error *e);
+int http_respond_text(struct conn_ctx *ctx, int status, const char *ctype, const char *text);
+/* Embed r's inputs with the server's embedder (one batch at a time) and
+ * count them in the metrics.  vec (n x n_embd) and info are the caller's to
+ * free.  false with e set (and nothing to free) on failure. */
+bool server_embed_run(struct server *srv, const struct embed_request *r, float **vec, infer_embed_info **info,
+                      double *seconds, struct api_error *e);
 
 #endif

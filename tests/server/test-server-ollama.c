@@ -1,0 +1,295 @@
+/*
+ * test-server-ollama.c - unit tests of Ollama's request parsing and
+ * response shapes (src/server/api_ollama.c), without a model or a socket:
+ * chat and generate bodies into a gen_request (options mapped onto the
+ * sampler, keep_alive, think, the load/unload form), what is refused and
+ * with which status, the streamed and final lines with their durations,
+ * the {"error"} shape, names and timestamps.  The same code runs end to end
+ * against the real server in tests/server/test_ollama.py.
+ */
+#include "../../src/server/server.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static bool parse(enum ollama_api api, const char *body, struct gen_request *r, struct api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return ollama_parse_request(api, body, strlen(body), r, e);
+}
+
+/* Refused with 400 and a message containing `word`. */
+static void expect_400(enum ollama_api api, const char *body, const char *word)
+{
+    struct gen_request r;
+    struct api_error e;
+    if (parse(api, body, &r, &e)) {
+        gen_request_free(&r);
+        fail_msg("accepted: %s", body);
+    }
+    assert_int_equal(e.status, 400);
+    if (!strstr(e.message, word))
+        fail_msg("'%s' does not name '%s' (%s)", e.message, word, body);
+}
+
+static void test_chat_options(void **state)
+{
+    (void)state;
+    struct gen_request r;
+    struct api_error e;
+    assert_true(parse(OLLAMA_CHAT,
+                      "{\"model\": \"tiny:latest\", \"messages\": [{\"role\": \"system\", \"content\": \"s\"},"
+                      " {\"role\": \"user\", \"content\": \"u\"}], \"keep_alive\": \"5m\", \"tools\": [],"
+                      " \"options\": {\"temperature\": 0.3, \"top_k\": 7, \"top_p\": 0.5, \"min_p\": 0.1,"
+                      " \"repeat_penalty\": 1.2, \"repeat_last_n\": 32, \"seed\": 99, \"num_predict\": 12,"
+                      " \"num_ctx\": 2048, \"stop\": [\"</s>\", \"END\"], \"num_gpu\": 1, \"mirostat\": 0},"
+                      " \"unknown_field\": {\"x\": 1}}",
+                      &r, &e));
+    assert_int_equal(r.ollama, OLLAMA_CHAT);
+    assert_int_equal(r.kind, GEN_CHAT);
+    assert_string_equal(r.model, "tiny:latest");
+    assert_true(r.stream); /* Ollama's default */
+    assert_int_equal(r.n_msgs, 2);
+    assert_string_equal(r.msgs[0].role, "system");
+    assert_true(r.sp.temp == 0.3f && r.sp.top_p == 0.5f && r.sp.min_p == 0.1f && r.sp.repeat_penalty == 1.2f);
+    assert_int_equal(r.sp.top_k, 7);
+    assert_int_equal(r.sp.repeat_last_n, 32);
+    assert_int_equal(r.sp.seed, 99);
+    assert_int_equal(r.max_tokens, 12);
+    assert_int_equal(r.n_ctx_limit, 2048);
+    assert_int_equal(r.n_stop, 2);
+    assert_string_equal(r.stop[1], "END");
+    assert_true(r.keep_alive_set && r.keep_alive == 300);
+    assert_int_equal(r.think, -1);
+    assert_false(r.load_only);
+    gen_request_free(&r);
+
+    /* num_predict -1 / -2 / 0: the server's limit; keep_alive as a number; stream false */
+    assert_true(parse(OLLAMA_CHAT,
+                      "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"u\"}], \"stream\": false,"
+                      " \"keep_alive\": -1, \"think\": false, \"options\": {\"num_predict\": -1, \"repeat_last_n\": -1}}",
+                      &r, &e));
+    assert_int_equal(r.max_tokens, -1);
+    assert_false(r.stream);
+    assert_true(r.keep_alive_set && r.keep_alive < 0);
+    assert_int_equal(r.think, 0);
+    assert_int_equal(r.sp.repeat_last_n, 4096);
+    gen_request_free(&r);
+
+    /* no messages: load the model; with keep_alive 0: unload */
+    assert_true(parse(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": [], \"keep_alive\": 0}", &r, &e));
+    assert_true(r.load_only && !r.stream && r.keep_alive_set && r.keep_alive == 0);
+    gen_request_free(&r);
+    assert_true(parse(OLLAMA_CHAT, "{\"model\": \"m\", \"think\": \"high\"}", &r, &e));
+    assert_true(r.load_only && r.think == 1);
+    gen_request_free(&r);
+}
+
+static void test_generate_prompt(void **state)
+{
+    (void)state;
+    struct gen_request r;
+    struct api_error e;
+    /* templated: the system prompt, then the prompt as a user turn */
+    assert_true(parse(OLLAMA_GENERATE, "{\"model\": \"m\", \"prompt\": \"p\", \"system\": \"s\"}", &r, &e));
+    assert_int_equal(r.kind, GEN_CHAT);
+    assert_int_equal(r.ollama, OLLAMA_GENERATE);
+    assert_int_equal(r.n_msgs, 2);
+    assert_string_equal(r.msgs[0].role, "system");
+    assert_string_equal(r.msgs[1].role, "user");
+    assert_string_equal(r.msgs[1].content, "p");
+    gen_request_free(&r);
+    /* raw: the text as is */
+    assert_true(parse(OLLAMA_GENERATE, "{\"model\": \"m\", \"prompt\": \"p q\", \"raw\": true, \"system\": \"s\"}",
+                      &r, &e));
+    assert_int_equal(r.kind, GEN_COMPLETION);
+    assert_string_equal(r.prompt, "p q");
+    assert_int_equal(r.n_msgs, 0);
+    gen_request_free(&r);
+    assert_true(parse(OLLAMA_GENERATE, "{\"model\": \"m\", \"prompt\": \"\"}", &r, &e));
+    assert_true(r.load_only);
+    gen_request_free(&r);
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    const char *chat = "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"u\"}], ";
+    static const struct {
+        const char *tail, *word;
+    } cases[] = {
+        {"\"options\": {\"temperature\": \"hot\"}}", "temperature"},
+        {"\"options\": {\"temperature\": -1}}", "temperature"},
+        {"\"options\": {\"top_k\": 1.5}}", "top_k"},
+        {"\"options\": {\"top_p\": 2}}", "top_p"},
+        {"\"options\": {\"seed\": \"1\"}}", "seed"},
+        {"\"options\": {\"stop\": [1]}}", "stop"},
+        {"\"options\": {\"num_predict\": -3}}", "num_predict"},
+        {"\"options\": {\"num_ctx\": 0}}", "num_ctx"},
+        {"\"options\": {\"repeat_penalty\": 0}}", "repeat_penalty"},
+        {"\"options\": {\"mirostat\": 2}}", "mirostat"},
+        {"\"options\": {\"typical_p\": 0.5}}", "typical_p"},
+        {"\"options\": {\"frequency_penalty\": 1}}", "frequency_penalty"},
+        {"\"options\": {\"warp_speed\": 9}}", "warp_speed"},
+        {"\"options\": []}", "options"},
+        {"\"keep_alive\": \"soon\"}", "keep_alive"},
+        {"\"keep_alive\": true}", "keep_alive"},
+        {"\"stream\": \"yes\"}", "stream"},
+        {"\"think\": \"maybe\"}", "think"},
+        {"\"format\": \"json\"}", "format"},
+        {"\"format\": {\"type\": \"object\"}}", "format"},
+        {"\"tools\": [{\"type\": \"function\"}]}", "tools"},
+        {"\"tools\": {}}", "tools"},
+        {"\"logprobs\": true}", "logprobs"},
+        {"\"template\": \"{{ .Prompt }}\"}", "template"},
+        {"\"messages2\": 1, \"model\": 7}", "model"},
+    };
+    char body[512];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(body, sizeof(body), "%s%s", chat, cases[i].tail);
+        expect_400(OLLAMA_CHAT, body, cases[i].word);
+    }
+    expect_400(OLLAMA_CHAT, "{\"messages\": []}", "model");
+    expect_400(OLLAMA_CHAT, "{\"model\": \"\"}", "model");
+    expect_400(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": {}}", "messages");
+    expect_400(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"x\", "
+                            "\"images\": [\"aGk=\"]}]}", "images");
+    expect_400(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}", "role");
+    expect_400(OLLAMA_GENERATE, "{\"model\": \"m\", \"prompt\": 5}", "prompt");
+    expect_400(OLLAMA_GENERATE, "{\"model\": \"m\", \"prompt\": \"p\", \"suffix\": \"s\"}", "suffix");
+    expect_400(OLLAMA_GENERATE, "{\"model\": \"m\", \"prompt\": \"p\", \"context\": [1, 2]}", "context");
+    expect_400(OLLAMA_GENERATE, "{\"model\": \"m\", \"prompt\": \"p\", \"raw\": 1}", "raw");
+    expect_400(OLLAMA_GENERATE, "{\"model\": \"m\"}\n{\"model\": \"m\"}\n", "JSON"); /* NDJSON is no body */
+    expect_400(OLLAMA_GENERATE, "[1]", "object");
+    expect_400(OLLAMA_GENERATE, "", "JSON");
+}
+
+static void test_error_and_names(void **state)
+{
+    (void)state;
+    struct api_error e;
+    api_error_set(&e, 404, "invalid_request_error", "model_not_found", "model \"%s\" not found", "x");
+    char *s = ollama_error_json(&e);
+    assert_string_equal(s, "{\"error\":\"model \\\"x\\\" not found\"}");
+    free(s);
+    assert_true(ollama_name_matches("tiny", "tiny", "/m/a.gguf"));
+    assert_true(ollama_name_matches("tiny:latest", "tiny", "/m/a.gguf"));
+    assert_true(ollama_name_matches("a.gguf", "tiny", "/m/a.gguf"));
+    assert_true(ollama_name_matches("a", "tiny", "/m/a.gguf"));
+    assert_true(ollama_name_matches("a:latest", "tiny", "/m/a.gguf"));
+    assert_false(ollama_name_matches("tiny:7b", "tiny", "/m/a.gguf"));
+    assert_false(ollama_name_matches("tin", "tiny", "/m/a.gguf"));
+    assert_false(ollama_name_matches("", "tiny", "/m/a.gguf"));
+    assert_false(ollama_name_matches("m/a", "tiny", "/m/a.gguf"));
+    char t[40];
+    ollama_time(1700000000.5, t);
+    assert_string_equal(t, "2023-11-14T22:13:20.500000000Z");
+    char *name = ollama_request_model("{\"name\": \"old\"}", 15, &e);
+    assert_string_equal(name, "old"); /* the older field */
+    free(name);
+    assert_null(ollama_request_model("{\"model\": 1}", 12, &e));
+    assert_int_equal(e.status, 400);
+    assert_null(ollama_request_model("{}", 2, &e));
+}
+
+static json_t *loads(json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    json_t *back = json_loads(s, 0, NULL);
+    free(s);
+    return back;
+}
+
+static void test_response_shapes(void **state)
+{
+    (void)state;
+    struct job j;
+    memset(&j, 0, sizeof(j));
+    struct api_error e;
+    assert_true(parse(OLLAMA_CHAT, "{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"u\"}]}",
+                      &j.req, &e));
+    j.text = (char *)"Hello";
+    j.text_len = 5;
+    j.finish = FINISH_LENGTH;
+    j.t_arrival = 100.0;
+    j.t_done = 101.5;
+    j.stats = (struct job_stats){.prompt_tokens = 20, .cached_tokens = 16, .completion_tokens = 8, .prompt_ms = 12.5,
+                                 .predicted_ms = 400, .load_ms = 250};
+    json_t *o = loads(ollama_response(&j, "tiny"));
+    assert_string_equal(json_string_value(json_object_get(o, "model")), "tiny");
+    json_t *m = json_object_get(o, "message");
+    assert_string_equal(json_string_value(json_object_get(m, "role")), "assistant");
+    assert_string_equal(json_string_value(json_object_get(m, "content")), "Hello");
+    assert_null(json_object_get(m, "thinking"));
+    assert_true(json_is_true(json_object_get(o, "done")));
+    assert_string_equal(json_string_value(json_object_get(o, "done_reason")), "length");
+    assert_int_equal(json_integer_value(json_object_get(o, "total_duration")), 1500000000);
+    assert_int_equal(json_integer_value(json_object_get(o, "load_duration")), 250000000);
+    assert_int_equal(json_integer_value(json_object_get(o, "prompt_eval_count")), 20);
+    assert_int_equal(json_integer_value(json_object_get(o, "prompt_eval_duration")), 12500000);
+    assert_int_equal(json_integer_value(json_object_get(o, "eval_count")), 8);
+    assert_int_equal(json_integer_value(json_object_get(o, "eval_duration")), 400000000);
+    assert_int_equal(json_integer_value(json_object_get(o, "prompt_cache_count")), 16);
+    const char *ts = json_string_value(json_object_get(o, "created_at"));
+    assert_int_equal(strlen(ts), 30);
+    assert_true(ts[10] == 'T' && ts[29] == 'Z');
+    json_decref(o);
+
+    /* a streamed line: text only, not done, no figures */
+    o = loads(ollama_chunk(&j, "tiny", "He", 2, "", 0));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "message"), "content")), "He");
+    assert_true(json_is_false(json_object_get(o, "done")));
+    assert_null(json_object_get(o, "eval_count"));
+    json_decref(o);
+
+    /* a thinking model: the reasoning goes to "thinking", unless think is false */
+    j.think_open = "<think>";
+    j.think_close = "</think>";
+    j.text = (char *)"<think>hmm</think>Yes";
+    j.text_len = strlen(j.text);
+    j.finish = FINISH_STOP;
+    o = loads(ollama_response(&j, "tiny"));
+    m = json_object_get(o, "message");
+    assert_string_equal(json_string_value(json_object_get(m, "thinking")), "hmm");
+    assert_string_equal(json_string_value(json_object_get(m, "content")), "Yes");
+    assert_string_equal(json_string_value(json_object_get(o, "done_reason")), "stop");
+    json_decref(o);
+    j.req.think = 0;
+    o = loads(ollama_response(&j, "tiny"));
+    assert_null(json_object_get(json_object_get(o, "message"), "thinking"));
+    json_decref(o);
+    gen_request_free(&j.req);
+
+    /* generate: "response"; the load and unload answers carry no eval figures */
+    memset(&j, 0, sizeof(j));
+    assert_true(parse(OLLAMA_GENERATE, "{\"model\": \"tiny\", \"keep_alive\": 0}", &j.req, &e));
+    j.finish = FINISH_STOP;
+    o = loads(ollama_final(&j, "tiny"));
+    assert_string_equal(json_string_value(json_object_get(o, "response")), "");
+    assert_string_equal(json_string_value(json_object_get(o, "done_reason")), "unload");
+    assert_null(json_object_get(o, "eval_count"));
+    assert_null(json_object_get(o, "message"));
+    json_decref(o);
+    gen_request_free(&j.req);
+    assert_true(parse(OLLAMA_GENERATE, "{\"model\": \"tiny\"}", &j.req, &e));
+    o = loads(ollama_final(&j, "tiny"));
+    assert_string_equal(json_string_value(json_object_get(o, "done_reason")), "load");
+    json_decref(o);
+    gen_request_free(&j.req);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chat_options), cmocka_unit_test(test_generate_prompt),
+        cmocka_unit_test(test_refused),      cmocka_unit_test(test_error_and_names),
+        cmocka_unit_test(test_response_shapes),
+    };
+    return cmocka_run_group_tests_name("server-ollama", tests, NULL, NULL);
+}
