@@ -24,7 +24,7 @@ DEB_PACKAGES="build-essential autoconf automake libtool pkg-config
   libopenblas-dev libsleef-dev libmimalloc-dev libcmocka-dev libedit-dev
   libmicrohttpd-dev libjansson-dev libsqlite3-dev
   python3 python3-venv python3-pip ca-certificates curl
-  clang libclang-rt-14-dev valgrind"
+  clang libclang-rt-14-dev valgrind haproxy"
 # Only on amd64 hosts: the aarch64 cross toolchain and qemu, to test the NEON kernels.
 DEB_PACKAGES_AMD64="qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 # Python packages for contrib/, the test-model generators and the server tests (pinned; bump together).

@@ -47,23 +47,21 @@ char *ollama_error_json(const struct api_error *e)
 
 /* ------------------------------------------------------------- requests */
 
-/*
- * MERGE(grammar): the one hook for structured outputs and tool calls.
- * Ollama's "format" ("json" or a JSON schema) and "tools" (function
- * definitions) arrive here with the request being built; the grammar branch
- * compiles them into r.  Until then, anything but their empty forms is a
- * 400, never a silently unconstrained answer.
- */
+/* `format` ("json" or a JSON schema) holds the answer to it, as OpenAI's
+ * response_format does (the same compiler and matcher, api_format.c).
+ * `tools` is not wired to the Ollama shapes yet: anything but an empty list
+ * is a 400, never a silently tool-less answer. */
 static bool ollama_format_tools_hook(json_t *root, struct gen_request *r, struct api_error *e)
 {
-    (void)r;
     json_t *f = api_field(root, "format"), *t = api_field(root, "tools");
     if (f && !(json_is_string(f) && json_string_length(f) == 0)) {
-        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "format is not supported yet");
-        return false;
+        r->grammar = api_grammar_from_json(f, e, "format");
+        if (!r->grammar)
+            return false;
     }
     if (t && (!json_is_array(t) || json_array_size(t) > 0)) {
-        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "tools are not supported yet");
+        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter",
+                      "tools are not supported on the Ollama API yet (use /v1/chat/completions)");
         return false;
     }
     return true;

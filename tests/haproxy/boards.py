@@ -11,8 +11,10 @@ per board.  Then the faults, behind the hash balancer: one board SIGKILLed (only
 keys move to other boards; plain requests are retried and none fails) and one board drained by
 SIGTERM while requests run (none fails).
 
-Prints the table; exit 0 when the targets hold (hash hit rate >= 2x round-robin's, hash p50 TTFT
-<= 50% of round-robin's, no failed request), 1 otherwise, 77 when haproxy or the model is missing.
+Prints the table; exit 0 when the checks hold (no failed request, hash hit rate >= 2x round-robin's,
+only the killed board's keys move, the drain fails nothing, the restarted board's first requests
+hit its disk tier), 1 otherwise, 77 when haproxy or the model is missing.  TTFT is printed, not
+checked (no timing assertions in tests; the issue's TTFT target is judged from the printed table).
 Environment: INFER_BUILDDIR, INFER_SRCDIR; BOARDS_K, BOARDS_M (default 8 and 3);
 BOARDS_BALANCE_FACTOR=N adds `hash-balance-factor N` (bounded loads) to the hash balancer.
 """
@@ -307,7 +309,6 @@ def main():
           f"{[r[1] for r in back]}")
     checks = [("no failed request in either workload", h["failed"] == 0 and rr["failed"] == 0),
               ("hash hit rate >= 2x round-robin's", h["hit_rate"] >= 2 * rr["hit_rate"]),
-              ("hash p50 TTFT <= 50% of round-robin's", h["p50"] <= 0.5 * rr["p50"]),
               ("SIGKILL: nothing failed, only the killed board's keys moved", kill_ok),
               ("SIGTERM: drained with no failed request, exit 0", drain_ok),
               ("restart with --cache-dir: its first requests are prefix hits", back_ok)]

@@ -188,12 +188,27 @@ def test_options_refused():
     r = client().generate(model=ALIAS, prompt="x", options={"num_gpu": 99, "num_thread": 2, "use_mmap": True,
                                                            "mirostat": 0, "num_predict": 1})
     assert r.done
-    expect_error(400, client().generate, model=ALIAS, prompt="x", format="json")  # MERGE(grammar): then 200
     expect_error(400, client().chat, model=ALIAS, messages=HELLO,
                  tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
     err = expect_error(400, client().chat, model=ALIAS, messages=HELLO, think=True)
     assert "thinking" in err, err
     expect_error(400, client().generate, model=ALIAS, prompt="x", images=[b"\x89PNG"])
+
+
+def test_format():
+    """format "json" or a JSON schema holds the answer to it (the grammar of response_format)."""
+    r = client().generate(model=ALIAS, prompt="A JSON object:", format="json", options={"num_predict": 24,
+                                                                                        "temperature": 0})
+    assert isinstance(json.loads(r.response), dict), r.response
+    schema = {"type": "object", "properties": {"room": {"type": "string", "maxLength": 12},
+                                               "on": {"type": "boolean"}}, "required": ["room", "on"]}
+    for temp in (0, 1):
+        c = client().chat(model=ALIAS, messages=HELLO, format=schema,
+                          options={"num_predict": 40, "temperature": temp, "seed": 3})
+        v = json.loads(c.message.content)
+        assert isinstance(v, dict) and set(v) == {"room", "on"} and isinstance(v["on"], bool), c.message.content
+    err = expect_error(400, client().chat, model=ALIAS, messages=HELLO, format={"type": "string", "pattern": "a+"})
+    assert "pattern" in err, err
 
 
 def test_prefix_cache_under_chat():
@@ -314,8 +329,8 @@ def test_malformed_bodies():
     for path in ("/api/chat", "/api/generate", "/api/show", "/api/embed", "/api/embeddings"):
         for body in cases:
             st, h, resp = S.request("POST", path, body)
-            if st == 200:  # a mutation that is still a valid request
-                assert path in ("/api/chat", "/api/generate") or HAVE_EMBEDDER, (path, body)
+            if st == 200:  # a mutation that is still a valid request (/api/show needs only "model")
+                assert path in ("/api/chat", "/api/generate", "/api/show") or HAVE_EMBEDDER, (path, body)
                 continue
             if st == 404 and b'not found' in resp:  # a mutation of the model name
                 continue
@@ -334,7 +349,7 @@ def test_wrong_types():
                                                     [{"role": "wizard", "content": "x"}],
                                                     [{"role": "user", "content": "x", "images": ["aGk="]}]],
         "stream": ["yes", 1, []], "keep_alive": ["soon", [], {}, "5 minutes", True], "options": [1, "x", []],
-        "think": ["maybe", 1, []], "format": ["yaml", {"type": "object"}], "tools": [{}, [{}]],
+        "think": ["maybe", 1, []], "format": ["yaml", 1, [], {"type": "object", "pattern": "x"}], "tools": [{}, [{}]],
         "prompt": [1, [], {}], "system": [1], "raw": ["yes"], "template": ["{{ .Prompt }}"], "suffix": ["end"],
         "context": [[1, 2, 3]], "logprobs": [True],
     }.items():
@@ -438,7 +453,7 @@ def main():
     S = Server(MODEL, args, name="ollama")
     tests = [test_probe_and_version, test_chat, test_streaming_chat_equals_whole, test_generate, test_names,
              test_num_predict_limits_eval_count, test_seed_repeats_sampled_answer, test_stop_cuts,
-             test_num_ctx_bounds_the_context, test_options_refused, test_prefix_cache_under_chat, test_tags_show_ps,
+             test_num_ctx_bounds_the_context, test_options_refused, test_format, test_prefix_cache_under_chat, test_tags_show_ps,
              test_model_management_refused, test_embed, test_malformed_bodies, test_wrong_types,
              test_methods_and_paths, test_disconnect_mid_stream, test_broken_model_still_answers,
              test_keep_alive_unload_and_load]
