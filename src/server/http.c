@@ -778,7 +778,7 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
         ctx->rc_on = true;
         json_t *o = rc_lookup(srv, c, ctx->body, ctx->len, j, ctx->salt_key, &ctx->rc);
         if (o) {
-            const char *hdrs[12];
+            const char *hdrs[16]; /* rc_headers' 9, the path and Cache-Control pairs */
             rc_headers(&ctx->rc, hdrs);
             add_header_pair(hdrs, "X-Infer-Path", "class=response-cache");
             const bool stream = j->req.stream, usage = j->req.include_usage;
@@ -792,12 +792,8 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
             json_decref(o);
             if (!sse)
                 return fail(ctx, c, 500, "server_error", NULL, "out of memory");
-            const char *h2[16];
-            size_t k = 0;
-            for (; hdrs[k]; k++)
-                h2[k] = hdrs[k];
-            h2[k++] = "Cache-Control", h2[k++] = "no-cache", h2[k] = NULL;
-            return respond_h(ctx, c, 200, "text/event-stream", sse, n, h2);
+            add_header_pair(hdrs, "Cache-Control", "no-cache");
+            return respond_h(ctx, c, 200, "text/event-stream", sse, n, hdrs);
         }
     }
 

@@ -523,16 +523,7 @@ def main():
              test_board_headers_and_routing_hints, test_drain, test_stop_sequences, test_errors, test_curl, test_cors, test_client_disconnect, test_metrics,
              test_api_keys_and_tenants, test_queue_bound_and_keep_alive, test_health_while_loading_and_failed,
              test_default_model_smoke]
-    if len(sys.argv) > 1:
-        tests = [t for t in tests if t.__name__ in sys.argv[1:]]
-    try:
-        rc = harness.run_tests(tests, "test_api")
-    finally:
-        code = S.stop()
-        if code != 0:
-            print(f"FAIL: the server exited with {code}:\n{S.log()[-4000:]}")
-            rc = 1
-    return rc
+    return harness.run_with_server(S, tests, "test_api")
 
 
 if __name__ == "__main__":

@@ -193,16 +193,7 @@ def main():
     tests = [test_models_listed, test_sdk_string_and_reference, test_sdk_batch_float_equals_base64,
              test_raw_base64_shape, test_truncation_reported, test_errors, test_chat_and_embeddings_together,
              test_metrics, test_no_embedding_model, test_bad_embedding_model]
-    if len(sys.argv) > 1:
-        tests = [t for t in tests if t.__name__ in sys.argv[1:]]
-    try:
-        rc = harness.run_tests(tests, "test_embeddings")
-    finally:
-        code = S.stop()
-        if code != 0:
-            print(f"FAIL: the server exited with {code}:\n{S.log()[-4000:]}")
-            rc = 1
-    return rc
+    return harness.run_with_server(S, tests, "test_embeddings")
 
 
 if __name__ == "__main__":
