@@ -534,6 +534,13 @@ typedef struct infer_cache_metrics {
     int64_t cached_blocks;        /* trie nodes */
     int64_t evictions;            /* blocks evicted */
     double evictions_per_minute;  /* over the last minute */
+    /* the memory the budget follows (read at most once a second while blocks
+     * are taken): MemTotal/MemAvailable, or the process's cgroup limit and
+     * what is left under it when that is lower */
+    uint64_t mem_total, mem_available;
+    uint64_t mem_cgroup_limit;    /* 0: no cgroup limit below MemTotal */
+    uint64_t mem_floor;           /* below it the watermarks shrink (0: never) */
+    int64_t mem_shrinks;          /* checks that found less available than the floor */
     /* disk tier */
     bool disk_enabled;
     const char *disk_dir;

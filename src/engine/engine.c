@@ -31,29 +31,20 @@ void infer_engine_params_default(infer_engine_params *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* MemTotal and MemAvailable in bytes; false when /proc/meminfo is unreadable. */
+/* MemTotal and MemAvailable in bytes, narrowed by the process's cgroup limit
+ * (util/memory.c); false when /proc/meminfo is unreadable. */
 static bool read_meminfo(uint64_t *total, uint64_t *avail)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f)
+    struct mem_info mi;
+    if (!mem_info_read(&mi))
         return false;
-    char line[256];
-    unsigned long long v;
-    int got = 0;
-    while (fgets(line, sizeof(line), f)) {
-        if (sscanf(line, "MemTotal: %llu kB", &v) == 1) {
-            *total = (uint64_t)v * 1024;
-            got |= 1;
-        } else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
-            *avail = (uint64_t)v * 1024;
-            got |= 2;
-        }
-    }
-    fclose(f);
-    return got == 3;
+    *total = mi.total;
+    *avail = mi.avail;
+    return true;
 }
 
-/* Default high watermark: a quarter of the RAM, and no more than half of
+/* Default high watermark: a quarter of the RAM (of the cgroup's limit when
+ * the process has one), and no more than half of
  * what is available once the model file (to stay in the page cache) and
  * 512 MiB for everything else are set aside. */
 static uint64_t default_high(uint64_t model_bytes)
@@ -202,6 +193,13 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
     e->high_blocks = e->high_eff = (int32_t)high_blocks;
     e->low_blocks = e->low_eff = (int32_t)low_blocks;
     e->mem_floor = p.mem_floor ? p.mem_floor : default_floor();
+    if (mem_info_read(&e->mem) && e->mem.cg_version && !p.cache_high) {
+        char msg[200];
+        snprintf(msg, sizeof(msg), "the cgroup memory limit (v%d, %.0f MiB) sizes the KV cache: high %.0f MiB, low %.0f MiB",
+                 e->mem.cg_version, (double)e->mem.cg_limit / 1048576.0, (double)high_blocks * block_bytes / 1048576.0,
+                 (double)low_blocks * block_bytes / 1048576.0);
+        e->log(e->log_ctx, msg);
+    }
 
     infer_status st;
     if ((st = kv_arena_init(&e->arena, &shape, (int32_t)high_blocks)) ||
@@ -319,9 +317,9 @@ static void check_memory(infer_engine *e)
     if (now - e->mem_checked_at < 1.0)
         return;
     e->mem_checked_at = now;
-    uint64_t total, avail;
-    if (!read_meminfo(&total, &avail))
+    if (!mem_info_read(&e->mem))
         return;
+    uint64_t avail = e->mem.avail;
     if (avail >= e->mem_floor) {
         e->high_eff = e->high_blocks;
         e->low_eff = e->low_blocks;
@@ -337,6 +335,7 @@ static void check_memory(infer_engine *e)
     e->high_eff = (int32_t)high;
     e->low_eff = (int32_t)((int64_t)e->low_blocks * high / e->high_blocks);
     e->pc.discard_on_evict = true;
+    e->mem_shrinks++;
 }
 
 infer_status engine_make_room(infer_engine *e, int32_t need)
@@ -582,6 +581,11 @@ void infer_engine_get_metrics(const infer_engine *e, infer_cache_metrics *out)
     out->kv_bytes_capacity = (uint64_t)a->n_blocks * a->block_bytes;
     out->cache_high = (uint64_t)e->high_eff * a->block_bytes;
     out->cache_low = (uint64_t)e->low_eff * a->block_bytes;
+    out->mem_total = e->mem.total;
+    out->mem_available = e->mem.avail;
+    out->mem_cgroup_limit = e->mem.cg_limit;
+    out->mem_floor = e->mem_floor == UINT64_MAX ? 0 : e->mem_floor;
+    out->mem_shrinks = e->mem_shrinks;
     if (e->use_cache) {
         out->kv_bytes_cached = (uint64_t)prefix_n_unpinned(&e->pc) * a->block_bytes;
         out->cached_blocks = e->pc.n_live;

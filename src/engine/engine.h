@@ -38,6 +38,8 @@ struct infer_engine {
     int32_t high_eff, low_eff;                  /* after memory-pressure shrinking */
     uint64_t mem_floor;
     double mem_checked_at;
+    struct mem_info mem;   /* the last reading (check_memory, at most once a second) */
+    int64_t mem_shrinks;   /* checks that found MemAvailable below the floor */
     char fp_hex[33];
     infer_log_fn log;
     void *log_ctx;
