@@ -844,8 +844,9 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     ctx->refs++; /* the response's reference */
     /* the job has its slot: the prefix lookup is done, so the balancer's
      * hit figure goes out before the first SSE byte */
-    char cached[24];
+    char cached[24], path[160];
     snprintf(cached, sizeof(cached), "%lld", (long long)j->stats.cached_tokens);
+    api_path_header(&j->stats, path, sizeof(path));
     pthread_mutex_unlock(&srv->mu);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_reader, ctx, sse_free);
     if (!r) {
@@ -855,6 +856,7 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     MHD_add_response_header(r, "Content-Type", ctx->ollama_shape ? "application/x-ndjson" : "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Infer-Cached-Tokens", cached);
+    MHD_add_response_header(r, "X-Infer-Path", path);
     if (ctx->rc_on) {
         const char *hdrs[12];
         rc_headers(&ctx->rc, hdrs);

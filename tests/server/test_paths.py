@@ -108,6 +108,11 @@ def test_stream_final_chunk_has_path():
         with_t = [e for e in events if "timings" in e]
         assert with_t, events[-1]
         assert with_t[-1]["timings"]["path"]["class"] == "warm+miss", with_t[-1]
+        # the header goes out before the first SSE byte: the class is known once the job has its slot
+        f = header_fields(h)
+        assert f["class"] == "warm+miss" and f["computed"] == with_t[-1]["timings"]["path"]["computed_tokens"], (h, f)
+        st, h, raw = srv.request("POST", "/v1/chat/completions", body("Hello?", stream=True))
+        assert st == 200 and header_fields(h)["class"] == "warm+ram", h
     finally:
         assert srv.stop() == 0
 
