@@ -62,16 +62,6 @@ static infer_engine *engine(bool no_cache, bool no_coalesce)
     return e;
 }
 
-static infer_session *session(infer_engine *e, const char *salt)
-{
-    infer_session_params sp;
-    infer_session_params_default(&sp);
-    sp.cache_salt = salt;
-    infer_session *s;
-    assert_int_equal(infer_session_new_in(&s, e, &sp), INFER_OK);
-    return s;
-}
-
 /* Prompt `which`: SHARED tokens common to all, then its own suffix up to
  * LEN (which < 0: no suffix of its own, the shared part continued). */
 static void prompt(int32_t *t, int which)
@@ -91,7 +81,7 @@ static void prompt(int32_t *t, int which)
 static float *alone(const int32_t *t, int n)
 {
     infer_engine *e = engine(true, false);
-    infer_session *s = session(e, NULL);
+    infer_session *s = test_session(e, NULL);
     assert_int_equal(infer_session_set_tokens(s, t, n, NULL), INFER_OK);
     float *l = malloc((size_t)nv * sizeof(float));
     memcpy(l, infer_session_logits(s), (size_t)nv * sizeof(float));
@@ -139,7 +129,7 @@ static void test_coalesce_basic(void **state)
     const int nc = 48; /* C: 12 whole blocks of the shared prefix, nothing else */
     float *wa = alone(ta, LEN), *wb = alone(tb, LEN), *wc = alone(tc, nc);
     infer_engine *e = engine(false, false);
-    infer_session *a = session(e, "t"), *b = session(e, "t"), *c = session(e, "t");
+    infer_session *a = test_session(e, "t"), *b = test_session(e, "t"), *c = test_session(e, "t");
     int64_t reused;
     assert_int_equal(infer_session_prepare(a, ta, LEN, &reused), INFER_OK);
     assert_false(infer_session_waiting(a));
@@ -197,7 +187,7 @@ static void producer_leaves(bool free_it)
     prompt(tb, 1);
     float *wb = alone(tb, LEN);
     infer_engine *e = engine(false, false);
-    infer_session *a = session(e, NULL), *b = session(e, NULL);
+    infer_session *a = test_session(e, NULL), *b = test_session(e, NULL);
     assert_int_equal(infer_session_prepare(a, ta, LEN, NULL), INFER_OK);
     assert_int_equal(infer_engine_step(e, &a, 1, NULL, NULL), INFER_OK);
     assert_int_equal(infer_session_prepare(b, tb, LEN, NULL), INFER_OK);
@@ -250,7 +240,7 @@ static void test_coalesce_producer_not_stepped(void **state)
     prompt(tb, 1);
     float *wa = alone(ta, LEN), *wb = alone(tb, LEN);
     infer_engine *e = engine(false, false);
-    infer_session *a = session(e, NULL), *b = session(e, NULL), *c = session(e, NULL);
+    infer_session *a = test_session(e, NULL), *b = test_session(e, NULL), *c = test_session(e, NULL);
     assert_int_equal(infer_session_prepare(a, ta, LEN, NULL), INFER_OK);
     assert_int_equal(infer_session_prepare(b, tb, LEN, NULL), INFER_OK);
     assert_true(infer_session_waiting(b));
@@ -289,7 +279,7 @@ static void test_coalesce_salt_and_off(void **state)
     prompt(ta, 0);
     for (int off = 0; off < 2; off++) {
         infer_engine *e = engine(false, off == 1);
-        infer_session *a = session(e, "alice"), *b = session(e, off ? "alice" : "bob");
+        infer_session *a = test_session(e, "alice"), *b = test_session(e, off ? "alice" : "bob");
         assert_int_equal(infer_session_prepare(a, ta, LEN, NULL), INFER_OK);
         assert_int_equal(infer_engine_step(e, &a, 1, NULL, NULL), INFER_OK);
         int64_t reused;
