@@ -155,6 +155,7 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
     e->n_batch = p.n_batch;
     e->n_threads = p.n_threads;
     e->use_cache = !p.no_prefix_cache;
+    e->coalesce = e->use_cache && !p.no_coalesce;
     e->log = p.log ? p.log : log_stderr;
     e->log_ctx = p.log_ctx;
 
@@ -426,6 +427,8 @@ infer_status infer_engine_step(infer_engine *e, infer_session *const *ss, int n,
         }
         ss[i]->in_step = true;
     }
+    if (!st) /* waiters attach what their producers registered; stuck waits end */
+        coalesce_resolve(e, ss, n);
     for (int j = 0; j < i; j++)
         ss[j]->in_step = false;
     if (st)
@@ -437,21 +440,31 @@ infer_status infer_engine_step(infer_engine *e, infer_session *const *ss, int n,
         if (status)
             status[i] = INFER_OK;
 
-    /* one token for every queue first, then prefill chunks in order */
-    int64_t budget = e->n_batch;
-    for (i = 0; i < n && budget > 0; i++)
-        if (ss[i]->pend_n > 0) {
-            take[i] = 1;
-            budget--;
-        }
-    for (i = 0; i < n && budget > 0; i++)
-        if (ss[i]->pend_n > take[i]) {
-            int64_t more = ss[i]->pend_n - take[i];
-            if (more > budget)
-                more = budget;
-            take[i] += more;
-            budget -= more;
-        }
+    /* one token for every queue first, then prefill chunks in order; a
+     * waiter (coalesce.c) gets nothing.  Should nobody else get anything
+     * (the budget went to no one), the waits end rather than stall. */
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t budget = e->n_batch, waiting = 0;
+        for (i = 0; i < n && budget > 0; i++)
+            if (ss[i]->pend_n > 0 && !ss[i]->wait_on) {
+                take[i] = 1;
+                budget--;
+            }
+        for (i = 0; i < n && budget > 0; i++)
+            if (ss[i]->pend_n > take[i] && !ss[i]->wait_on) {
+                int64_t more = ss[i]->pend_n - take[i];
+                if (more > budget)
+                    more = budget;
+                take[i] += more;
+                budget -= more;
+            }
+        for (i = 0; i < n; i++)
+            waiting += ss[i]->wait_on != NULL;
+        if (budget < e->n_batch || waiting == 0)
+            break;
+        for (i = 0; i < n; i++)
+            coalesce_stop(ss[i]);
+    }
 
     /* blocks; build the batch */
     int64_t nb = 0;
@@ -609,4 +622,7 @@ void infer_engine_get_metrics(const infer_engine *e, infer_cache_metrics *out)
         out->disk_errors = ds.errors;
         out->disk_write_errors = ds.write_errors;
     }
+    out->coalesced_requests = mt->coal_requests;
+    out->coalesced_tokens = mt->coal_tokens;
+    out->coalesce_fallbacks = mt->coal_fallbacks;
 }

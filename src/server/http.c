@@ -810,7 +810,9 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
      * close the connection when the handler returns after a long generation
      * (setting it again from 0 restarts its timer). */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-    bool here = wait_job(ctx, j, j->req.stream ? JOB_WAITING : JOB_DONE);
+    /* a stream's headers go out once the job runs: its prefix lookup (and a
+     * wait for a concurrent prefill of the same prefix) is done by then */
+    bool here = wait_job(ctx, j, j->req.stream ? JOB_RUNNING : JOB_DONE);
     if (!j->req.stream || j->state == JOB_DONE)
         MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)cfg->timeout);
     if (!here) {

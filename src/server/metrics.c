@@ -105,6 +105,15 @@ static void prefix_cache(FILE *f, const struct server_gauges *g)
           qt ? (double)(c->hit_tokens + b->hit_tokens) / (double)qt : 0.0);
     counter(f, "infer_prefix_cache_reused_tokens_total", "Prompt tokens not recomputed.",
             (double)(c->reused_tokens + b->reused_tokens));
+    counter(f, "infer_prefix_coalesced_requests_total",
+            "Requests that waited for another request's prefill of their prefix instead of computing it.",
+            (double)(c->coalesced_requests + b->coalesced_requests));
+    counter(f, "infer_prefix_coalesced_tokens_total",
+            "Prompt tokens attached from a concurrent request's prefill (prefill saved by coalescing).",
+            (double)(c->coalesced_tokens + b->coalesced_tokens));
+    counter(f, "infer_prefix_coalesce_fallbacks_total",
+            "Coalescing waits that ended early (the other request stopped); the rest was computed.",
+            (double)(c->coalesce_fallbacks + b->coalesce_fallbacks));
     gauge(f, "infer_prefix_cache_blocks", "Blocks in the prefix cache.", (double)c->cached_blocks);
     counter(f, "infer_prefix_cache_evictions_total", "Blocks evicted.", (double)(c->evictions + b->evictions));
     gauge(f, "infer_prefix_cache_evictions_per_minute", "Blocks evicted over the last minute.",

@@ -54,6 +54,7 @@ struct server_config {
     bool mlock;
     bool no_repack; /* --no-repack */
     bool no_prefix_cache;      /* every request from scratch (benchmark baseline) */
+    bool no_coalesce;          /* never wait for a concurrent prefill of the same prefix */
     infer_kv_type kv_type_k, kv_type_v; /* KV cache element types */
     const char *chat_template; /* NULL: from the model */
     size_t max_body;           /* bytes */
@@ -302,6 +303,7 @@ struct job_stats {
     int64_t disk_tokens;       /* of cached_tokens, read from the disk tier (whole blocks) */
     int64_t prompt_tokens;
     int64_t cached_tokens;     /* of prompt_tokens, taken from the prefix cache */
+    int64_t coalesced_tokens;  /* of cached_tokens (RAM), attached from a concurrent request's prefill */
     int64_t completion_tokens;
     double prompt_ms;          /* evaluating the uncached prompt tokens */
     double predicted_ms;       /* first token to last */
