@@ -172,6 +172,26 @@ bool api_parse_tools(json_t *root, struct gen_request *r, struct api_error *e)
                           "messages[%zu].tool_calls must be an array", i);
             return false;
         }
+        for (size_t k = 0; k < json_array_size(tc); k++) {
+            /* {"function": {"name": N, "arguments": {...} or its JSON text}}, plus
+             * "id"/"type"/"index" as OpenAI and Ollama send them */
+            json_t *f = json_object_get(json_array_get(tc, k), "function");
+            json_t *a = json_object_get(f, "arguments");
+            if (!json_is_object(f) || !json_is_string(json_object_get(f, "name")) ||
+                (a && !json_is_null(a) && !json_is_string(a) && !json_is_object(a))) {
+                api_error_set(e, 400, "invalid_request_error", "invalid_value",
+                              "messages[%zu].tool_calls[%zu] must be {\"function\": {\"name\": NAME, "
+                              "\"arguments\": OBJECT or its JSON text}}",
+                              i, k);
+                return false;
+            }
+        }
+        json_t *tn = json_object_get(m, "tool_name"); /* Ollama's, on a tool result */
+        if (tn && !json_is_null(tn) && !json_is_string(tn)) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_type", "messages[%zu].tool_name must be a string",
+                          i);
+            return false;
+        }
         if (role && !strcmp(role, "tool") && !called) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value",
                           "messages[%zu]: a 'tool' message must follow an assistant message with tool_calls", i);
@@ -303,16 +323,15 @@ static bool render_calls(struct sbuf *b, const json_t *calls, enum tool_format f
         const json_t *f = json_object_get(c, "function");
         const char *name = json_string_value(json_object_get(f, "name"));
         const json_t *a = json_object_get(f, "arguments");
-        if (!name || (a && !json_is_string(a) && !json_is_object(a))) {
+        if (!name || (a && !json_is_null(a) && !json_is_string(a) && !json_is_object(a))) {
+            /* (api_parse_tools refused this already) */
             api_error_set(e, 400, "invalid_request_error", "invalid_value",
-                          "messages[%zu].tool_calls[%zu] must have function.name and function.arguments (a JSON "
-                          "string)",
-                          idx, i);
+                          "messages[%zu].tool_calls[%zu] must have function.name and function.arguments", idx, i);
             return false;
         }
-        json_t *args = json_is_string(a) ? json_loads(json_string_value(a), JSON_DECODE_ANY, NULL)
-                       : a                ? json_incref((json_t *)a)
-                                          : json_object();
+        json_t *args = json_is_string(a)   ? json_loads(json_string_value(a), JSON_DECODE_ANY, NULL)
+                       : json_is_object(a) ? json_incref((json_t *)a)
+                                           : json_object();
         if (!args) /* not JSON: keep the text */
             args = json_incref((json_t *)a);
         if (i)
@@ -341,8 +360,15 @@ static void render_result(struct sbuf *b, const json_t *m, const char *content, 
         sb_str(b, "\n</tool_response>");
         return;
     }
+    /* OpenAI names the call (tool_call_id), Ollama the function (tool_name) */
     const char *id = json_string_value(json_object_get(m, "tool_call_id"));
+    const char *fn = json_string_value(json_object_get(m, "tool_name"));
     sb_str(b, "Tool result");
+    if (fn) {
+        sb_str(b, " (");
+        sb_str(b, fn);
+        sb_str(b, ")");
+    }
     if (id) {
         sb_str(b, " (call ");
         sb_str(b, id);
@@ -371,11 +397,14 @@ static json_t *call_schema(const json_t *tools, const char *only, enum tool_form
     }
     json_t *one = json_array_size(alts) == 1 ? json_incref(json_array_get(alts, 0)) : json_pack("{s:O}", "anyOf", alts);
     json_decref(alts);
+    /* one call, in every format (hermes and llama3 wrap a single call):
+     * a small model forced into a list tends to repeat the call until the
+     * token limit */
     if (fmt == TOOL_FMT_GENERIC)
-        return json_pack("{s:s, s:{s:{s:s, s:o, s:i}}, s:[s]}", "type", "object", "properties", "tool_calls", "type",
-                         "array", "items", one, "minItems", 1, "required", "tool_calls");
+        return json_pack("{s:s, s:{s:{s:s, s:o, s:i, s:i}}, s:[s]}", "type", "object", "properties", "tool_calls",
+                         "type", "array", "items", one, "minItems", 1, "maxItems", 1, "required", "tool_calls");
     if (fmt == TOOL_FMT_MISTRAL)
-        return json_pack("{s:s, s:o, s:i}", "type", "array", "items", one, "minItems", 1);
+        return json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", one, "minItems", 1, "maxItems", 1);
     return one;
 }
 
@@ -485,12 +514,21 @@ bool api_tools_render(struct gen_request *r, infer_chat_family fam, enum tool_ch
         return true;
     enum tool_format fmt = api_tool_format(fam);
     r->tool_format = fmt;
+    size_t n_raw = json_array_size(r->raw_msgs);
+    /* The server's default "required" (--tool-choice required, for models
+     * that do not call tools on their own) forces a call on the user's
+     * turn; once the last message is a tool result the answer is text, so
+     * that a client which loops until it gets text (Home Assistant, the
+     * ollama and openai examples) ends after one round.  A request's own
+     * tool_choice is taken as it is. */
+    const char *last = json_string_value(json_object_get(json_array_get(r->raw_msgs, n_raw ? n_raw - 1 : 0), "role"));
+    if (dflt == TOOL_CHOICE_REQUIRED && last && !strcmp(last, "tool"))
+        dflt = TOOL_CHOICE_NONE;
     r->tool_choice_eff = r->tool_choice != TOOL_CHOICE_DEFAULT ? r->tool_choice
                          : r->tools                            ? dflt
                                                                : TOOL_CHOICE_NONE;
     if (!r->tools)
         r->tool_choice_eff = TOOL_CHOICE_NONE;
-    size_t n_raw = json_array_size(r->raw_msgs);
     infer_chat_msg *out = calloc(n_raw + 1, sizeof(*out));
     size_t n = 0;
     if (!out)
@@ -680,6 +718,21 @@ json_t *api_tool_calls_openai(const json_t *calls, const char *id_base, bool wit
         if (o && with_index)
             json_object_set_new(o, "index", json_integer((json_int_t)i));
         json_array_append_new(out, o);
+    }
+    return out;
+}
+
+json_t *api_tool_calls_ollama(const json_t *calls, const char *id_base)
+{
+    json_t *out = json_array();
+    size_t i;
+    const json_t *c;
+    json_array_foreach(calls, i, c) {
+        char id[96];
+        snprintf(id, sizeof(id), "call_%s_%zu", id_base, i);
+        json_array_append_new(out, json_pack("{s:s, s:{s:I, s:O, s:O}}", "id", id, "function", "index",
+                                             (json_int_t)i, "name", json_object_get(c, "name"), "arguments",
+                                             json_object_get(c, "arguments")));
     }
     return out;
 }
