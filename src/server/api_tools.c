@@ -378,6 +378,38 @@ static void render_result(struct sbuf *b, const json_t *m, const char *content, 
     sb_str(b, content);
 }
 
+/* In a forced call, an array of choices (items an enum, a const or a
+ * boolean) without maxItems gets at most as many items as there are
+ * choices: a small model forced into such a list repeats the choices until
+ * the token limit (the default model did, in Home Assistant's
+ * "domain": ["light", "switch", "fan", "light", ...]).  Longer lists could
+ * only repeat a choice. */
+static void bound_choice_arrays(json_t *v)
+{
+    const char *k;
+    json_t *x;
+    size_t i;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, x) bound_choice_arrays(x);
+        return;
+    }
+    if (!json_is_object(v))
+        return;
+    json_t *items = json_object_get(v, "items");
+    if (json_is_object(items) && !json_object_get(v, "maxItems")) {
+        json_t *en = json_object_get(items, "enum");
+        const char *type = json_string_value(json_object_get(items, "type"));
+        json_int_t n = json_is_array(en) && json_array_size(en) ? (json_int_t)json_array_size(en)
+                       : json_object_get(items, "const")       ? 1
+                       : type && !strcmp(type, "boolean")      ? 2
+                                                               : 0;
+        json_t *min = json_object_get(v, "minItems");
+        if (n && (!json_is_integer(min) || json_integer_value(min) <= n))
+            json_object_set_new(v, "maxItems", json_integer(n));
+    }
+    json_object_foreach(v, k, x) bound_choice_arrays(x);
+}
+
 /* The JSON schema of one forced call, in the family's envelope. */
 static json_t *call_schema(const json_t *tools, const char *only, enum tool_format fmt)
 {
@@ -391,6 +423,7 @@ static json_t *call_schema(const json_t *tools, const char *only, enum tool_form
             continue;
         json_t *params = json_object_get(f, "parameters");
         json_t *p = params && !json_is_null(params) ? json_deep_copy(params) : json_pack("{s:s}", "type", "object");
+        bound_choice_arrays(p);
         const char *key = fmt == TOOL_FMT_LLAMA3 ? "parameters" : "arguments";
         json_array_append_new(alts, json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s, s]}", "type", "object", "properties",
                                               "name", "const", name, key, p, "required", "name", key));
@@ -592,17 +625,6 @@ fail:
     }
     free(out);
     return false;
-}
-
-char *api_tools_key(const struct gen_request *r)
-{
-    if (!r->tools && !r->raw_msgs)
-        return NULL;
-    json_t *k = json_pack("{s:O?, s:O?, s:i, s:s?}", "tools", r->tools, "messages", r->raw_msgs, "choice",
-                          (int)r->tool_choice, "name", r->tool_name);
-    char *s = k ? json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(k);
-    return s;
 }
 
 /* -------------------------------------------------------------- output */

@@ -183,8 +183,6 @@ bool api_parse_tools(json_t *root, struct gen_request *r, struct api_error *e);
  * call's grammar.  false with e set (400 for parameters the schema compiler
  * refuses). */
 bool api_tools_render(struct gen_request *r, infer_chat_family fam, enum tool_choice dflt, struct api_error *e);
-/* The tools part of the response cache's key (NULL without tools). */
-char *api_tools_key(const struct gen_request *r);
 /* The calls in a finished answer: [{"name", "arguments": {...}}] (NULL:
  * none, or tools off); *content gets the text around them (malloc'ed, NULL
  * when none). */
