@@ -133,6 +133,16 @@ static bool parse_options(json_t *root, struct gen_request *r, struct api_error 
         api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "unknown option '%.64s'", key);
         return false;
     }
+    /* Ollama reads JSON numbers as float64 and takes 8192.0 for an integer
+     * option (Home Assistant's number fields send such values): an integral
+     * real is that integer here, 1.5 is still refused */
+    static const char *const int_options[] = {"top_k", "repeat_last_n", "seed", "num_predict", "num_ctx"};
+    for (size_t i = 0; i < N_OF(int_options); i++) {
+        json_t *x = json_object_get(o, int_options[i]);
+        double d = json_is_real(x) ? json_real_value(x) : 0.5;
+        if (d == floor(d) && fabs(d) < 9e15)
+            json_object_set_new(o, int_options[i], json_integer((json_int_t)d));
+    }
     int64_t top_k = r->sp.top_k, seed = 0, num_predict = 0, num_ctx = 0, last_n = r->sp.repeat_last_n;
     float tau = 0, eta = 0;
     if (!api_get_real(o, "temperature", 0, 100, &r->sp.temp, e) ||

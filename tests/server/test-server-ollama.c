@@ -81,6 +81,18 @@ static void test_chat_options(void **state)
     assert_int_equal(r.sp.repeat_last_n, 4096);
     gen_request_free(&r);
 
+    /* integer options as integral reals (Home Assistant sends "num_ctx": 8192.0), as Ollama takes them */
+    assert_true(parse(OLLAMA_CHAT,
+                      "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"u\"}],"
+                      " \"keep_alive\": \"-1.0s\", \"options\": {\"num_ctx\": 8192.0, \"top_k\": 5.0, \"seed\": -3.0,"
+                      " \"num_predict\": 16.0}}",
+                      &r, &e));
+    assert_int_equal(r.n_ctx_limit, 8192);
+    assert_int_equal(r.sp.top_k, 5);
+    assert_int_equal(r.max_tokens, 16);
+    assert_true(r.keep_alive_set && r.keep_alive < 0);
+    gen_request_free(&r);
+
     /* no messages: load the model; with keep_alive 0: unload */
     assert_true(parse(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": [], \"keep_alive\": 0}", &r, &e));
     assert_true(r.load_only && !r.stream && r.keep_alive_set && r.keep_alive == 0);
