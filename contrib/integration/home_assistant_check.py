@@ -27,7 +27,8 @@ PyPI and the requirements of the integrations below).  What it does:
          input_boolean behind it not;
        - POST /api/conversation/process {"text": "turn on the kitchen light", "agent_id": the
          Ollama conversation entity}.
-  5. Checks (each printed PASS or FAIL): the light is off before; the conversation answers 200;
+  5. Checks (each printed PASS or FAIL; the two marked "(the model's choice)" test what the model
+     chose, not the programs): the light is off before; the conversation answers 200;
      infer answered a chat request with message.tool_calls (arguments an object); the call is
      HassTurnOn with the light's name ("Kitchen light") or area ("Kitchen"); Home Assistant's Ollama integration logged that call; the light's
      state (and the input_boolean's) is "on" afterwards; Home Assistant then sent the tool result
@@ -489,16 +490,18 @@ def main():
         # contradicts them: Home Assistant drops empty values and refuses unknown domains/classes)
         named = [c for c in turn_on if str(c.get("arguments", {}).get("name", "")).lower() == "kitchen light"
                  or str(c.get("arguments", {}).get("area", "")).lower() == "kitchen"]
-        check("the call is HassTurnOn with the light's name or area", named, json.dumps(turn_on))
+        check("(the model's choice) the call is HassTurnOn with the light's name or area", named,
+              json.dumps(calls))
         results = [m.get("content") for req, _ in chats[1:] for m in (req or {}).get("messages", [])
                    if m.get("role") == "tool"]
         info(f"what Home Assistant answered the call with (the tool result): {results[:1]}")
         log = ha.log()
-        check("Home Assistant's Ollama integration logged the call it received",
-              re.search(r"Received response: .*tool_calls=\[ToolCall\(function=Function\(name='HassTurnOn'", log),
-              "homeassistant.components.ollama debug log")
+        logged = re.findall(r"Received response: .*tool_calls=\[ToolCall\(function=Function\(name='(\w+)'", log)
+        check("Home Assistant's Ollama integration logged the call it received", calls and logged
+              and logged[0] == calls[0].get("name"), f"homeassistant.components.ollama debug log: {logged}")
         light, switch = state(ha, LIGHT), state(ha, SWITCH)
-        check("the light's state is now on", light == "on" and switch == "on", f"{LIGHT}: {light}, {SWITCH}: {switch}")
+        check("(the model's choice) the light's state is now on", light == "on" and switch == "on",
+              f"{LIGHT}: {light}, {SWITCH}: {switch}")
         tool_results = [m for req, _ in chats[1:] for m in (req or {}).get("messages", []) if m.get("role") == "tool"]
         check("Home Assistant sent the tool result back (role tool) and infer answered in text",
               tool_results and chats[-1][1] and not any((l.get("message") or {}).get("tool_calls")
@@ -524,6 +527,10 @@ def main():
             check("infer serve exited cleanly", False, f"status {code}")
             rc = 1
     n_pass = sum(ok for _, ok in RESULTS)
+    failed = [name for name, ok in RESULTS if not ok]
+    if failed and all(name.startswith("(the model's choice)") for name in failed):
+        info("every check of the programs passed; what failed is the model's call, which Home Assistant "
+             "ran and answered (the tool result above): a model that calls tools sensibly is needed for that")
     print(f"home-assistant: {n_pass} passed, {len(RESULTS) - n_pass} failed", flush=True)
     info(f"logs: {out_dir} (home-assistant.out, ha-config/home-assistant.log, infer-serve.log, relay-chat.json)")
     return rc

@@ -725,7 +725,11 @@ json_t *api_tools_parse(const struct gen_request *r, const char *text, size_t le
     return calls;
 }
 
-json_t *api_tool_calls_openai(const json_t *calls, const char *id_base, bool with_index)
+enum call_shape { SHAPE_OPENAI, SHAPE_OPENAI_DELTA, SHAPE_OLLAMA };
+
+/* The calls [{"name", "arguments": {...}}] in a client's shape, each with
+ * the id "call_<id_base>_<i>". */
+static json_t *shape_calls(const json_t *calls, const char *id_base, enum call_shape shape)
 {
     json_t *out = json_array();
     size_t i;
@@ -733,28 +737,29 @@ json_t *api_tool_calls_openai(const json_t *calls, const char *id_base, bool wit
     json_array_foreach(calls, i, c) {
         char id[96];
         snprintf(id, sizeof(id), "call_%s_%zu", id_base, i);
-        char *args = json_dumps(json_object_get(c, "arguments"), JSON_COMPACT);
-        json_t *o = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function", "name",
-                              json_object_get(c, "name"), "arguments", args ? args : "{}");
-        free(args);
-        if (o && with_index)
-            json_object_set_new(o, "index", json_integer((json_int_t)i));
+        json_t *name = json_object_get(c, "name"), *args = json_object_get(c, "arguments"), *o;
+        if (shape == SHAPE_OLLAMA) { /* arguments an object, the index inside function */
+            o = json_pack("{s:s, s:{s:I, s:O, s:O}}", "id", id, "function", "index", (json_int_t)i, "name", name,
+                          "arguments", args);
+        } else { /* arguments as JSON text; a stream's delta has the index */
+            char *text = json_dumps(args, JSON_COMPACT);
+            o = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function", "name", name,
+                          "arguments", text ? text : "{}");
+            free(text);
+            if (o && shape == SHAPE_OPENAI_DELTA)
+                json_object_set_new(o, "index", json_integer((json_int_t)i));
+        }
         json_array_append_new(out, o);
     }
     return out;
 }
 
+json_t *api_tool_calls_openai(const json_t *calls, const char *id_base, bool with_index)
+{
+    return shape_calls(calls, id_base, with_index ? SHAPE_OPENAI_DELTA : SHAPE_OPENAI);
+}
+
 json_t *api_tool_calls_ollama(const json_t *calls, const char *id_base)
 {
-    json_t *out = json_array();
-    size_t i;
-    const json_t *c;
-    json_array_foreach(calls, i, c) {
-        char id[96];
-        snprintf(id, sizeof(id), "call_%s_%zu", id_base, i);
-        json_array_append_new(out, json_pack("{s:s, s:{s:I, s:O, s:O}}", "id", id, "function", "index",
-                                             (json_int_t)i, "name", json_object_get(c, "name"), "arguments",
-                                             json_object_get(c, "arguments")));
-    }
-    return out;
+    return shape_calls(calls, id_base, SHAPE_OLLAMA);
 }
