@@ -93,6 +93,12 @@ static void test_chat_options(void **state)
     assert_true(r.keep_alive_set && r.keep_alive < 0);
     gen_request_free(&r);
 
+    /* a message without content (the ollama client leaves out an empty one) is empty */
+    assert_true(parse(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\"}]}", &r, &e));
+    assert_int_equal(r.n_msgs, 1);
+    assert_string_equal(r.msgs[0].content, "");
+    gen_request_free(&r);
+
     /* no messages: load the model; with keep_alive 0: unload */
     assert_true(parse(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": [], \"keep_alive\": 0}", &r, &e));
     assert_true(r.load_only && !r.stream && r.keep_alive_set && r.keep_alive == 0);

@@ -269,7 +269,9 @@ def test_tools_required_round_trip():
     tool_choice): the user's turn gets a valid call, whole and streamed, through the official client;
     the call and the tool's result go back (the client's own Message, tool_name) and the answer is
     text; the catalogue is a cached prefix by then."""
-    model = harness.default_model() or MODEL
+    # the default model in make check; the ASan run's synthetic model there (INFER_SERVE_TEST_MODEL)
+    model = os.environ.get("INFER_SERVE_TEST_MODEL") or harness.default_model() or MODEL
+    real = model == harness.default_model()
     srv = Server(model, ["-c", "2048", "-np", "2", "--alias", ALIAS, "--max-tokens", "256",
                          "--tool-choice", "required"], name="ollama-tools")
     try:
@@ -277,7 +279,8 @@ def test_tools_required_round_trip():
         opts = {"temperature": 0, "num_predict": 96}
         question = {"role": "user", "content": "What is the weather in Toronto?"}
         first = c.chat(model=ALIAS, messages=[question], tools=TOOLS, options=opts)
-        assert first.done and first.done_reason == "stop", first
+        # (a call cut by num_predict is closed by the grammar: "length", still a call)
+        assert first.done and first.done_reason in (("stop",) if real else ("stop", "length")), first
         assert first.message.role == "assistant" and first.message.tool_calls, first.message
         calls = check_calls(first.message.tool_calls)
         assert len(calls) == 1, calls  # a forced call is one call
@@ -287,7 +290,8 @@ def test_tools_required_round_trip():
         parts = list(c.chat(model=ALIAS, messages=[question], tools=TOOLS, options=opts, stream=True))
         carrying = [p for p in parts if p.message.tool_calls]
         assert len(carrying) == 1 and not carrying[0].done, parts
-        assert parts[-1].done and parts[-1].done_reason == "stop" and not parts[-1].message.tool_calls, parts[-1]
+        assert parts[-1].done and parts[-1].done_reason == first.done_reason, parts[-1]
+        assert not parts[-1].message.tool_calls, parts[-1]
         assert check_calls(carrying[0].message.tool_calls) == calls
         assert parts[-1].eval_count == first.eval_count
         # the raw line: Ollama's fields (id, function.index), arguments an object
@@ -306,7 +310,8 @@ def test_tools_required_round_trip():
         name, args = calls[0]
         msgs = [question, first.message, {"role": "tool", "content": "11 degrees celsius", "tool_name": name}]
         second = c.chat(model=ALIAS, messages=msgs, tools=TOOLS, options={"temperature": 0, "num_predict": 32})
-        assert not second.message.tool_calls and second.message.content, second.message
+        assert not second.message.tool_calls and isinstance(second.message.content, str), second.message
+        assert second.message.content or not real, second.message
         assert second.done_reason in ("stop", "length"), second
         assert second.prompt_eval_count > first.prompt_eval_count
         parts = list(c.chat(model=ALIAS, messages=msgs, tools=TOOLS, stream=True,
@@ -515,8 +520,9 @@ def test_malformed_bodies():
 def test_wrong_types():
     bodies = []
     for field, values in {
+        # (a message without content is an empty one, as Ollama takes it: its clients leave "" out)
         "model": [None, 1, [], {}, ""], "messages": [1, "hi", {}, [1], [None], [{}], [{"role": 1}],
-                                                    [{"role": "user"}], [{"role": "user", "content": 1}],
+                                                    [{"role": "user", "content": 1}],
                                                     [{"role": "wizard", "content": "x"}],
                                                     [{"role": "user", "content": "x", "images": ["aGk="]}]],
         "stream": ["yes", 1, []], "keep_alive": ["soon", [], {}, "5 minutes", True], "options": [1, "x", []],
