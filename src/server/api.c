@@ -211,6 +211,8 @@ static bool parse_messages(json_t *root, struct gen_request *r, struct api_error
         if ((!content || json_is_null(content)) && !strcmp(canon, "assistant") && json_is_array(calls) &&
             json_array_size(calls) > 0)
             content = empty = json_string(""); /* a tool call without text */
+        else if ((!content || json_is_null(content)) && r->ollama)
+            content = empty = json_string(""); /* Ollama's clients leave out an empty content */
         if (!content || json_is_null(content)) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value", "messages[%zu].content is required",
                           i);

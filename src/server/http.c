@@ -648,6 +648,14 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                     sse_push_raw(ctx, ctx->ollama_shape ? "\n" : "\n\n");
                     free(e);
                 }
+            } else if (ctx->tools_hold && ctx->ollama_shape) {
+                /* as Ollama streams a call: a line with message.tool_calls, then the final line */
+                json_t *tc = ollama_tool_calls_chunk(j, j->req.model);
+                if (tc)
+                    sse_push(ctx, tc);
+                else if (j->text_len)
+                    sse_push(ctx, ollama_chunk(j, j->req.model, j->text, j->text_len, "", 0));
+                sse_push(ctx, ollama_final(j, j->req.model));
             } else if (ctx->tools_hold) {
                 json_t *tc = api_tool_calls_chunk(j, srv->model_id);
                 if (tc)
