@@ -79,15 +79,26 @@ class Board:
         self.cache_dir = os.path.join(tmp, f"{self.name}-cache")
         self.proc = None
 
-    def start(self, cache_dir=False):
-        args = [INFER, "serve", "-m", MODEL, "--host", HOST, "--port", str(self.port), "-np", str(NP), "-t", "1",
-                "-c", "2048", "--cache-high", KV_BUDGET, "--board-name", self.name]
-        if cache_dir:
-            args += ["--cache-dir", self.cache_dir]
-        self.proc = subprocess.Popen(args, stdout=open(self.log, "a"), stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        if not wait_http(self.port, "/health", 200, 300):
-            raise RuntimeError(f"{self.name} not ready: {open(self.log).read()[-2000:]}")
+    def start(self, cache_dir=False, may_move=False):
+        """Start the board and wait until /health says ready.  may_move (no balancer knows the port
+        yet): when it cannot start on its port (another program on this shared machine may have
+        taken it since free_port()), try once more on a new one."""
+        for attempt in range(2 if may_move else 1):
+            if attempt:
+                self.stop(signal.SIGKILL)
+                self.port = free_port()
+            args = [INFER, "serve", "-m", MODEL, "--host", HOST, "--port", str(self.port), "-np", str(NP), "-t",
+                    "1", "-c", "2048", "--cache-high", KV_BUDGET, "--board-name", self.name]
+            if cache_dir:
+                args += ["--cache-dir", self.cache_dir]
+            self.proc = subprocess.Popen(args, stdout=open(self.log, "a"), stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+            end = time.time() + 300
+            while time.time() < end and self.proc.poll() is None:
+                if wait_http(self.port, "/health", 200, 2):
+                    return
+        raise RuntimeError(f"{self.name} not ready on port {self.port} (exit {self.proc.poll()}): "
+                           f"{open(self.log).read()[-2000:]}")
 
     def stop(self, sig=signal.SIGINT):
         if self.proc and self.proc.poll() is None:
@@ -249,7 +260,7 @@ def main():
         for roundrobin in (False, True):
             for b in boards:  # fresh boards: empty caches
                 b.stop()
-                b.start()
+                b.start(may_move=True)
             port = free_port()
             bal = Balancer(haproxy_config(boards, port, roundrobin, tmp), port, tmp)
             rows.append(summary("round-robin" if roundrobin else "hash (infer.cfg)", workload(port, prompts, pairs)))
@@ -258,7 +269,7 @@ def main():
         # faults behind the hash balancer, with the boards warm from nothing again
         for b in boards:
             b.stop()
-            b.start(cache_dir=True)
+            b.start(cache_dir=True, may_move=True)
         port = free_port()
         bal = Balancer(haproxy_config(boards, port, False, tmp), port, tmp)
         short = [system_prompt(100 + k)[:600] for k in range(12)]
@@ -322,7 +333,9 @@ def main():
     print(f"{drained.name} restarted with --cache-dir: {len(back)} of its keys, cached tokens "
           f"{[r[1] for r in back]}")
     checks = [("no failed request in either workload", h["failed"] == 0 and rr["failed"] == 0),
-              ("hash routing: every system prompt's requests all went to one board", h["one_board"]),
+              # (bounded loads move requests off a busy board on purpose)
+              ("hash routing: every system prompt's requests all went to one board",
+               h["one_board"] or bool(os.environ.get("BOARDS_BALANCE_FACTOR"))),
               ("SIGKILL: nothing failed, only the killed board's keys moved", kill_ok),
               ("SIGTERM: drained with no failed request, exit 0", drain_ok),
               ("restart with --cache-dir: its first requests are prefix hits", back_ok)]
