@@ -701,6 +701,9 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
             if (!ctx->ollama_shape)
                 sse_push_raw(ctx, "data: [DONE]\n\n");
             ctx->sent_final = true;
+            if (srv->cfg->verbose) /* (whole responses are logged by respond_h) */
+                fprintf(stderr, "serve: %s %s -> 200 streamed (%.0f ms)\n", ctx->method, ctx->url,
+                        (infer_now_seconds() - ctx->t_start) * 1e3);
             /* idle timeout again (it was off while generating) */
             MHD_set_connection_option(ctx->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)srv->cfg->timeout);
         }
