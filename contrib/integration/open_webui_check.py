@@ -318,6 +318,7 @@ def ui_checks(driver, ui, kind, model_id, server, out_dir):
 
     # type the question, send it, watch the answer stream in
     log_before = server.log()
+    m0 = server.metrics()
     box = driver.find_element(By.ID, "chat-input")
     box.click()
     box.send_keys(QUESTION)
@@ -329,7 +330,7 @@ def ui_checks(driver, ui, kind, model_id, server, out_dir):
         try:
             els = driver.find_elements(By.CSS_SELECTOR, ".chat-assistant #response-content-container")
             text = els[-1].text.strip() if els else ""
-            done = bool(driver.find_elements(By.CSS_SELECTOR, ".chat-assistant .copy-response-button"))
+            done = bool(driver.find_elements(By.CSS_SELECTOR, ".copy-response-button"))  # shown once done
             # Open WebUI logs a failed upstream request (and shows it as a grey note in the chat)
             error = "; ".join(line.split(" - ", 1)[-1] for line in ui.tail(200).splitlines()[-200:]
                               if "request failed" in line or "Error processing chat payload" in line)
@@ -354,6 +355,12 @@ def ui_checks(driver, ui, kind, model_id, server, out_dir):
     check(f"[{kind}] browser: the answer completed, non-empty, no error shown", done and text and not error,
           f"{len(text)} characters in {elapsed:.1f} s{'; error: ' + error if error else ''}")
     info(f"answer: {text[:300]!r}")
+    m1 = server.metrics()
+    d = {k: m1.get(k, 0) - m0.get(k, 0) for k in ("infer_prompt_tokens_total", "infer_prompt_tokens_cached_total",
+                                                  "infer_prefill_seconds_total", "infer_generated_tokens_total")}
+    info(f"infer for this message: {d['infer_prompt_tokens_total']:.0f} prompt tokens "
+         f"({d['infer_prompt_tokens_cached_total']:.0f} from the prefix cache, prefill "
+         f"{d['infer_prefill_seconds_total']:.1f} s), {d['infer_generated_tokens_total']:.0f} generated")
     path = "/api/chat" if kind == "ollama" else "/v1/chat/completions"
     new_log = server.log()[len(log_before):]
     hits = [line for line in new_log.splitlines() if path in line]
@@ -362,24 +369,36 @@ def ui_checks(driver, ui, kind, model_id, server, out_dir):
     return shot
 
 
-def run_one(kind, server, out_dir, proxy, browser_proxy, driver_box):
+def run_one(kind, server, out_dir, proxy, browser_proxy):
     port = server.port
     if kind == "ollama":
         env = {"OLLAMA_BASE_URL": f"http://{HOST}:{port}", "ENABLE_OLLAMA_API": "True", "ENABLE_OPENAI_API": "False"}
+        # Open WebUI sends its built-in tools with every chat message ("native" function calling,
+        # its default); infer's /api/chat does not take tools yet, so the Ollama connection needs
+        # the "legacy" (Default) mode, which sends none.  INFER_OPEN_WEBUI_OLLAMA_FUNCTION_CALLING=
+        # native checks Open WebUI's default instead (once /api/chat takes tools).
+        fc = os.environ.get("INFER_OPEN_WEBUI_OLLAMA_FUNCTION_CALLING", "legacy")
+        if fc != "native":
+            env["DEFAULT_MODEL_PARAMS"] = json.dumps({"function_calling": fc})
         model_id = f"{MODEL_ALIAS}:latest"  # Ollama names carry a tag; /api/tags says which
     else:
         env = {"OPENAI_API_BASE_URL": f"http://{HOST}:{port}/v1", "OPENAI_API_KEY": "anything",
                "ENABLE_OPENAI_API": "True", "ENABLE_OLLAMA_API": "False"}
         model_id = MODEL_ALIAS
-    print(f"== Open WebUI -> infer as an {'Ollama' if kind == 'ollama' else 'OpenAI-compatible'} server: "
+    print(f"== Open WebUI -> infer as an {'Ollama' if kind == 'ollama' else 'OpenAI-compatible'} server "
+          f"({'its default native function calling: built-in tools with every message' if 'DEFAULT_MODEL_PARAMS' not in env else 'function calling ' + json.loads(env['DEFAULT_MODEL_PARAMS'])['function_calling'] + ': no tools sent'}): "
           + " ".join(f"{k}={v}" for k, v in env.items()), flush=True)
     ui = OpenWebUI(kind, env, out_dir, proxy)
     try:
         info(f"open-webui ready on {ui.url} after {ui.start_s:.0f} s (log: {ui.log_path})")
         backend_checks(ui, kind, model_id)
-        if driver_box[0] is None:
-            driver_box[0] = browser(browser_proxy)
-        return ui_checks(driver_box[0], ui, kind, model_id, server, out_dir)
+        # a new browser each time: the two Open WebUIs share the host 127.0.0.1, hence its cookies,
+        # and the first one's session cookie makes the second page show "Backend Required"
+        driver = browser(browser_proxy)
+        try:
+            return ui_checks(driver, ui, kind, model_id, server, out_dir)
+        finally:
+            driver.quit()
     finally:
         ui.stop()
 
@@ -401,16 +420,17 @@ def main():
     proxy = RefusingProxy()  # for Open WebUI's Python side
     browser_proxy = RefusingProxy()  # for Chromium (its own background requests land here)
     threads = os.environ.get("INFER_SERVE_THREADS", "2")
-    server = harness.Server(model, ["--alias", MODEL_ALIAS, "-v", "-t", threads, "--max-tokens", "160"],
-                            name="open-webui")
+    # -c 8192: Open WebUI's built-in tools (native function calling, its default) make every chat
+    # prompt ~5,600 tokens, more than the default 4096-token context per sequence
+    server = harness.Server(model, ["--alias", MODEL_ALIAS, "-v", "-t", threads, "-c", "8192", "-np", "2",
+                                    "--max-tokens", "160"], name="open-webui")
     info(f"infer serve on http://{HOST}:{server.port} ({os.path.basename(model)} as '{MODEL_ALIAS}'; "
          f"log {server.log_path})")
-    driver_box = [None]
     shots = []
     rc = 0
     try:
         for kind in os.environ.get("INFER_OPEN_WEBUI_KINDS", "ollama openai").split():
-            shot = run_one(kind, server, out_dir, proxy, browser_proxy, driver_box)
+            shot = run_one(kind, server, out_dir, proxy, browser_proxy)
             if shot:
                 shots.append(shot)
     except CannotRun as e:
@@ -420,8 +440,6 @@ def main():
         traceback.print_exc()
         check("the check ran to the end", False)
     finally:
-        if driver_box[0] is not None:
-            driver_box[0].quit()
         with open(os.path.join(out_dir, "infer-serve.log"), "w") as f:
             f.write(server.log())
         status = server.stop()
