@@ -423,7 +423,7 @@ def main():
     # -c 8192: Open WebUI's built-in tools (native function calling, its default) make every chat
     # prompt ~5,600 tokens, more than the default 4096-token context per sequence
     server = harness.Server(model, ["--alias", MODEL_ALIAS, "-v", "-t", threads, "-c", "8192", "-np", "2",
-                                    "--max-tokens", "160"], name="open-webui")
+                                    "--max-tokens", "96"], name="open-webui")
     info(f"infer serve on http://{HOST}:{server.port} ({os.path.basename(model)} as '{MODEL_ALIAS}'; "
          f"log {server.log_path})")
     shots = []
