@@ -15,7 +15,9 @@ from PyPI); Debian's chromium and chromedriver drive the page.  What it does:
        - in headless Chromium, like a user: the page loads, the model selector lists infer's model,
          a message typed into the chat box and sent gets an answer that streams in (the text is seen
          growing, then complete and non-empty), infer's log shows the chat request, and a screenshot
-         of the answered chat is written to the output directory.
+         of the answered chat is written to the output directory;
+       - on the OpenAI connection (where Open WebUI's tool catalogue makes the prompt long) a second
+         message is answered too, and infer takes the first prompt from its prefix cache.
   Each check prints PASS or FAIL; the exit status is 1 if any failed, 77 if a program could not be
   started here (the message says what), else 0.
 
@@ -45,6 +47,7 @@ import harness  # noqa: E402  (infer serve on a free port, read back from its lo
 HOST = "127.0.0.1"
 MODEL_ALIAS = "gemma3-270m"
 QUESTION = "Write two sentences about a cat who lives in a lighthouse."
+FOLLOW_UP = "And one more about its friend, a seagull."
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
@@ -366,7 +369,39 @@ def ui_checks(driver, ui, kind, model_id, server, out_dir):
     hits = [line for line in new_log.splitlines() if path in line]
     check(f"[{kind}] infer's log shows the chat request ({path})", hits, hits[0] if hits else "no such line")
     check(f"[{kind}] screenshot written", os.path.getsize(shot) > 10000, shot)
+    if kind == "openai" and done:
+        follow_up(driver, kind, server, d["infer_prompt_tokens_total"])
     return shot
+
+
+def follow_up(driver, kind, server, first_prompt):
+    """A second message in the same chat: its prompt starts with the first one (system turn and
+    Open WebUI's tool catalogue), which infer's prefix cache must not compute again."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    m0 = server.metrics()
+    box = driver.find_element(By.ID, "chat-input")
+    box.click()
+    box.send_keys(FOLLOW_UP)
+    time.sleep(0.3)
+    box.send_keys(Keys.ENTER)
+    t0 = time.monotonic()
+    done = False
+    while time.monotonic() - t0 < 600 and not done:
+        time.sleep(0.5)
+        try:
+            done = len(driver.find_elements(By.CSS_SELECTOR, ".copy-response-button")) >= 2
+        except Exception:  # noqa: BLE001 - the DOM changes while streaming
+            pass
+    m1 = server.metrics()
+    prompt = m1.get("infer_prompt_tokens_total", 0) - m0.get("infer_prompt_tokens_total", 0)
+    cached = m1.get("infer_prompt_tokens_cached_total", 0) - m0.get("infer_prompt_tokens_cached_total", 0)
+    prefill = m1.get("infer_prefill_seconds_total", 0) - m0.get("infer_prefill_seconds_total", 0)
+    check(f"[{kind}] browser: a second message is answered, and infer takes the first prompt (system turn, "
+          "tool catalogue) from its prefix cache", done and cached >= 0.9 * first_prompt,
+          f"{prompt:.0f} prompt tokens, {cached:.0f} from the prefix cache, prefill {prefill:.1f} s, "
+          f"in {time.monotonic() - t0:.1f} s")
 
 
 def run_one(kind, server, out_dir, proxy, browser_proxy):
