@@ -581,10 +581,14 @@ json_t *api_chunk(const struct job *j, const char *model_id, const char *text, s
     return o;
 }
 
-json_t *api_tool_calls_chunk(const struct job *j, const char *model_id)
+json_t *api_tool_calls_chunk(const struct job *j, const char *model_id, size_t from)
 {
     char *content = NULL;
-    json_t *calls = j->req.kind == GEN_CHAT ? api_tools_parse(&j->req, j->text, j->text_len, &content) : NULL;
+    if (from > j->text_len)
+        from = j->text_len;
+    json_t *calls = j->req.kind == GEN_CHAT && j->text
+                        ? api_tools_parse(&j->req, j->text + from, j->text_len - from, &content)
+                        : NULL;
     if (!calls)
         return NULL;
     const char *id = strchr(j->id, '-') ? strchr(j->id, '-') + 1 : j->id;

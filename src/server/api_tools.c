@@ -725,6 +725,30 @@ json_t *api_tools_parse(const struct gen_request *r, const char *text, size_t le
     return calls;
 }
 
+size_t api_tools_stream_len(const char *text, size_t len)
+{
+    static const char tag[] = "<tool_call>";
+    const size_t n_tag = sizeof(tag) - 1;
+    if (!text)
+        return 0;
+    const char *end = text + len, *p = skip_ws(text, end), *cut = end;
+    if (p == end || *p == '{' || *p == '[') /* undecided, or a whole-answer call */
+        return 0;
+    const char *a = memmem(p, (size_t)(end - p), tag, n_tag);
+    if (a) {
+        cut = a;
+    } else { /* the earliest tail that is a proper prefix of the tag */
+        size_t most = (size_t)(end - p) < n_tag - 1 ? (size_t)(end - p) : n_tag - 1;
+        for (size_t k = most; k > 0; k--)
+            if (!memcmp(end - k, tag, k)) {
+                cut = end - k;
+                break;
+            }
+    }
+    /* white space alone is not content yet: a call may follow it */
+    return cut <= p ? 0 : (size_t)(cut - text);
+}
+
 enum call_shape { SHAPE_OPENAI, SHAPE_OPENAI_DELTA, SHAPE_OLLAMA };
 
 /* The calls [{"name", "arguments": {...}}] in a client's shape, each with

@@ -74,8 +74,10 @@ struct conn_ctx {
     bool sent_first, sent_final;
     infer_reasoning *reasoning; /* splits a thinking model's text (chat), else NULL */
     bool reasoning_checked;
-    bool tools_hold;           /* tools offered: the text is held until the end, then sent as
-                                  tool_calls or as content */
+    bool tools_hold;           /* tools offered: the text is held while it may be a call, then
+                                  sent as content (api_tools_stream_len) or at the end as
+                                  tool_calls */
+    size_t tools_out;          /* bytes of the held text already sent as content */
     double t_last_out;         /* last bytes handed to MHD (for keep-alive comments) */
     char *out;                 /* bytes serialized, not yet handed to MHD */
     size_t out_len, out_off, out_cap;
@@ -593,10 +595,26 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 ctx->tools_hold = j->req.kind == GEN_CHAT && j->req.tools &&
                                   j->req.tool_choice_eff != TOOL_CHOICE_NONE;
             }
-            if (ctx->tools_hold && n_text && !done) { /* all of it goes out at the end */
+            if (ctx->tools_hold && n_text) {
+                /* only what cannot be a call goes out as it comes (a chat page
+                 * that offers tools with every message still streams its
+                 * answers); a call, and the rest, at the end.  A thinking
+                 * model's text is held whole (its reasoning is not split then).
+                 * The Ollama shape holds all until its end path sends from
+                 * tools_out too. */
                 free(text);
                 text = NULL;
                 n_text = 0;
+                size_t ok = ctx->reasoning || ctx->ollama_shape ? 0 : api_tools_stream_len(j->text, j->text_len);
+                if (ok > ctx->tools_out) {
+                    if (!(text = malloc(ok - ctx->tools_out))) {
+                        pthread_mutex_unlock(&srv->mu);
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                    }
+                    n_text = ok - ctx->tools_out;
+                    memcpy(text, j->text + ctx->tools_out, n_text);
+                    ctx->tools_out = ok;
+                }
             }
             if (n_text || done || !ctx->sent_first)
                 break;
@@ -626,9 +644,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
              * (a thinking model's reasoning as reasoning_content) */
             const char *content = text ? text : "", *reasoning = "";
             size_t n_content = n_text, n_reasoning = 0;
-            if (ctx->tools_hold)
-                n_content = 0; /* sent at the end, as tool_calls or content */
-            else if (ctx->reasoning)
+            if (!ctx->tools_hold && ctx->reasoning) /* (tools: text is content for sure here) */
                 infer_reasoning_push(ctx->reasoning, content, n_text, false, &reasoning, &n_reasoning, &content,
                                      &n_content);
             if (n_content || n_reasoning || !ctx->sent_first)
@@ -657,11 +673,12 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                     sse_push(ctx, ollama_chunk(j, j->req.model, j->text, j->text_len, "", 0));
                 sse_push(ctx, ollama_final(j, j->req.model));
             } else if (ctx->tools_hold) {
-                json_t *tc = api_tool_calls_chunk(j, srv->model_id);
+                json_t *tc = api_tool_calls_chunk(j, srv->model_id, ctx->tools_out);
                 if (tc)
                     sse_push(ctx, tc);
-                else if (j->text_len)
-                    sse_push(ctx, api_chunk(j, srv->model_id, j->text, j->text_len, "", 0, false, FINISH_NONE));
+                else if (j->text_len > ctx->tools_out) /* the rest of the content */
+                    sse_push(ctx, api_chunk(j, srv->model_id, j->text + ctx->tools_out, j->text_len - ctx->tools_out,
+                                            "", 0, false, FINISH_NONE));
                 sse_push(ctx, api_chunk(j, srv->model_id, "", 0, "", 0, false, tc ? FINISH_TOOL_CALLS : j->finish));
                 if (j->req.include_usage)
                     sse_push(ctx, api_usage_chunk(j, srv->model_id));
@@ -692,6 +709,9 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
             if (!ctx->ollama_shape)
                 sse_push_raw(ctx, "data: [DONE]\n\n");
             ctx->sent_final = true;
+            if (srv->cfg->verbose) /* (whole responses are logged by respond_h) */
+                fprintf(stderr, "serve: %s %s -> 200 streamed (%.0f ms)\n", ctx->method, ctx->url,
+                        (infer_now_seconds() - ctx->t_start) * 1e3);
             /* idle timeout again (it was off while generating) */
             MHD_set_connection_option(ctx->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)srv->cfg->timeout);
         }

@@ -188,6 +188,13 @@ bool api_tools_render(struct gen_request *r, infer_chat_family fam, enum tool_ch
  * none, or tools off); *content gets the text around them (malloc'ed, NULL
  * when none). */
 json_t *api_tools_parse(const struct gen_request *r, const char *text, size_t len, char **content);
+/* How many bytes of a tools request's answer so far, text[0..len), are
+ * content for sure and may be streamed before the answer is complete: 0
+ * while the answer past leading white space is empty, starts with '{' or
+ * '[' (a whole-answer call) or could still become "<tool_call>"; else the
+ * text up to its first "<tool_call>", or up to a tail that could begin
+ * one.  Never shrinks as the text grows (same prefix, more bytes). */
+size_t api_tools_stream_len(const char *text, size_t len);
 /* Calls in OpenAI's shape (id "call_<id_base>_<i>", function.arguments as a
  * JSON string); with_index for streamed deltas. */
 json_t *api_tool_calls_openai(const json_t *calls, const char *id_base, bool with_index);
@@ -472,9 +479,11 @@ json_t *api_response(const struct job *j, const char *model_id);
 json_t *api_chunk(const struct job *j, const char *model_id, const char *text, size_t len, const char *reasoning,
                   size_t n_reasoning, bool first,
                   enum finish_reason finish);
-/* The chunk of a finished answer's tool calls (delta.tool_calls), NULL
- * when the answer is not tool calls. */
-json_t *api_tool_calls_chunk(const struct job *j, const char *model_id);
+/* The chunk of a finished answer's tool calls (delta.tool_calls, and as
+ * content the text around them), NULL when the answer is not tool calls.
+ * Only j->text from byte `from` on is looked at: what was streamed already
+ * as content (api_tools_stream_len) is not sent again. */
+json_t *api_tool_calls_chunk(const struct job *j, const char *model_id, size_t from);
 /* The final usage-only chunk of stream_options.include_usage. */
 json_t *api_usage_chunk(const struct job *j, const char *model_id);
 json_t *api_usage(const struct job_stats *s);

@@ -277,13 +277,89 @@ static void test_durations(void **state)
     }
 }
 
+/* A streamed answer to a request with tools: the text goes out as content
+ * as soon as it cannot be a call any more (chat pages such as Open WebUI
+ * offer tools with every message), a call is held to the end; what was
+ * streamed is not sent again with the calls. */
+static void test_tools_stream_len(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t n; /* bytes that may go out */
+    } cases[] = {
+        {"", 0},
+        {"  \n", 0},                    /* white space alone: a call may follow */
+        {"{\"tool_calls\": [", 0},      /* generic / llama3: a whole-answer call */
+        {"  [TOOL_CALLS] [", 0},         /* mistral */
+        {"[1, 2]", 0},
+        {"<", 0},                        /* could still be <tool_call> */
+        {" <tool_c", 0},
+        {"<tool_call>{\"name\"", 0},     /* hermes */
+        {"<b>Hi</b>", 9},                /* '<' but not the tag: content */
+        {"Hello", 5},
+        {"  Hello there", 13},
+        {"Hello <", 6},                  /* the tail that may begin the tag waits */
+        {"Hello <tool_ca", 6},
+        {"Hello <tool_x", 13},
+        {"Hello <tool_call>{\"name\": \"f\"}</tool_call> and <tool_call>", 6},
+        {"Hello {\"name\": \"f\"}", 19}, /* JSON after text is not a call */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = api_tools_stream_len(cases[i].text, strlen(cases[i].text));
+        if (n != cases[i].n)
+            fail_msg("%s: %zu, expected %zu", cases[i].text, n, cases[i].n);
+    }
+    assert_int_equal(api_tools_stream_len(NULL, 0), 0);
+    /* never shrinks as the text grows */
+    const char *t = "Sure. <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>";
+    size_t last = 0;
+    for (size_t k = 0; k <= strlen(t); k++) {
+        size_t n = api_tools_stream_len(t, k);
+        assert_true(n >= last && n <= k);
+        last = n;
+    }
+    assert_int_equal(last, 6);
+
+    /* the end of such a stream: the call from the held tail, no content again */
+    struct gen_request r;
+    struct api_error e;
+    const char *body = "{\"messages\": [{\"role\": \"user\", \"content\": \"weather?\"}], \"tools\": [{\"type\": "
+                       "\"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": "
+                       "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}]}";
+    assert_true(parse(GEN_CHAT, body, &r, &e));
+    struct job j;
+    memset(&j, 0, sizeof(j));
+    j.req = r;
+    j.req.tool_choice_eff = TOOL_CHOICE_AUTO;
+    snprintf(j.id, sizeof(j.id), "chatcmpl-7");
+    j.text = (char *)t;
+    j.text_len = strlen(t);
+    json_t *c = api_tool_calls_chunk(&j, "m", 6);
+    assert_non_null(c);
+    json_t *delta = json_object_get(json_array_get(json_object_get(c, "choices"), 0), "delta");
+    json_t *call = json_array_get(json_object_get(delta, "tool_calls"), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(call, "function"), "name")), "get_weather");
+    assert_null(json_object_get(delta, "content")); /* "Sure." went out already */
+    json_decref(c);
+    c = api_tool_calls_chunk(&j, "m", 0); /* nothing streamed: the text comes with the call */
+    delta = json_object_get(json_array_get(json_object_get(c, "choices"), 0), "delta");
+    assert_string_equal(json_string_value(json_object_get(delta, "content")), "Sure.");
+    json_decref(c);
+    j.text = "Sure. No call here.";
+    j.text_len = strlen(j.text);
+    assert_null(api_tool_calls_chunk(&j, "m", api_tools_stream_len(j.text, j.text_len)));
+    assert_null(api_tool_calls_chunk(&j, "m", 1000)); /* past the end: clamped */
+    gen_request_free(&j.req);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_fields),   cmocka_unit_test(test_completion_prompt),
         cmocka_unit_test(test_rejected),      cmocka_unit_test(test_error_json),
         cmocka_unit_test(test_response_shapes), cmocka_unit_test(test_durations),
-        cmocka_unit_test(test_reasoning_content),
+        cmocka_unit_test(test_reasoning_content), cmocka_unit_test(test_tools_stream_len),
     };
     return cmocka_run_group_tests_name("server-api", tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@ API keys and tenant salts, CORS, the queue bound, client disconnects, keep-alive
 """
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -491,6 +492,22 @@ def test_health_while_loading_and_failed():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_verbose_logs_every_request():
+    """-v logs each request with its status, streamed ones too (at their end), so an operator sees
+    what a chat page such as Open WebUI sends."""
+    srv = Server(MODEL, ["-c", "256", "-np", "1", "-v"], name="verbose")
+    try:
+        body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0}
+        assert srv.post("/v1/chat/completions", body)[0] == 200
+        status, _, raw = srv.request("POST", "/v1/chat/completions", dict(body, stream=True))
+        assert status == 200 and b"[DONE]" in raw, raw
+        log = srv.log()
+        assert re.search(r"serve: POST /v1/chat/completions -> 200 \(\d+ ms\)", log), log
+        assert re.search(r"serve: POST /v1/chat/completions -> 200 streamed \(\d+ ms\)", log), log
+    finally:
+        assert srv.stop() == 0, srv.log()
+
+
 def test_default_model_smoke():
     """One short request on the real default model (Gemma 3 270M), when it is there."""
     dm = harness.default_model()
@@ -522,7 +539,7 @@ def main():
              test_seed_reproducible, test_sampling_parameters, test_cached_tokens_on_repeated_prefix,
              test_board_headers_and_routing_hints, test_drain, test_stop_sequences, test_errors, test_curl, test_cors, test_client_disconnect, test_metrics,
              test_api_keys_and_tenants, test_queue_bound_and_keep_alive, test_health_while_loading_and_failed,
-             test_default_model_smoke]
+             test_verbose_logs_every_request, test_default_model_smoke]
     return harness.run_with_server(S, tests, "test_api")
 
 

@@ -205,6 +205,29 @@ def test_streamed_tool_call():
         jsonschema.validate(json.loads(e["arguments"]), spec[e["name"]])
 
 
+def test_streamed_text_with_tools_streams():
+    """Chat pages (Open WebUI) offer tools with every message: an answer that is text, not a
+    call, must still stream as it is generated, not arrive whole at the end."""
+    kw = dict(tool_choice="auto", max_tokens=40, seed=3)
+    whole = tool_request("Write a short poem about the sea.", **kw).choices[0]
+    assert whole.message.tool_calls is None and whole.message.content, whole.message
+    assert whole.message.content.lstrip()[:1] not in "{[<", f"the model answered with a call: {whole.message}"
+    stream = tool_request("Write a short poem about the sea.", stream=True, **kw)
+    parts, finish, calls = [], None, []
+    for ch in stream:
+        if not ch.choices:
+            continue
+        d = ch.choices[0].delta
+        if d.content:
+            parts.append(d.content)
+        calls += d.tool_calls or []
+        finish = ch.choices[0].finish_reason or finish
+    assert not calls and finish in ("stop", "length"), (calls, finish)
+    assert "".join(parts) == whole.message.content, (parts, whole.message.content)
+    # streamed: many deltas (one per token or so), not one chunk at the end
+    assert len(parts) >= min(5, len(whole.message.content.split())), parts
+
+
 def test_round_trip_and_cached_catalogue():
     first = tool_request("What is the weather in Oslo?", tool_choice="required")
     call = first.choices[0].message.tool_calls[0]
