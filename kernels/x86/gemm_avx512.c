@@ -27,6 +27,7 @@
  * block for LR rows x 16 tokens plus a few float ops per block and lane.
  */
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,25 +58,42 @@ struct actK {
 
 _Static_assert(sizeof(struct act32) % 64 == 0 && sizeof(struct actK) % 64 == 0, "vector-aligned groups");
 
+/* Dword k of every token of a group: gathered from the tokens' rows (token t
+ * of the group at a + t * a_row), lanes past the last token 0. */
+INLINE __m512i gather_tok(const uint8_t *a, __m512i rows, __mmask16 live, size_t off)
+{
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, a + off, 1);
+}
+
+/* The byte offsets t * a_row of a group's tokens, and which of them exist
+ * (the activation buffer of one call is far below 2 GB: matmul passes at
+ * most MATMUL_MANY_TOK rows of a few KB). */
+INLINE __m512i group_rows(size_t a_row, int64_t n_tok, int64_t g, __mmask16 *live)
+{
+    const int64_t left = n_tok - g * LT;
+    *live = left >= LT ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              _mm512_set1_epi32((int)a_row));
+}
+
 static void act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
 {
     const int64_t ng = (n_tok + LT - 1) / LT;
+    const __m512i x80 = _mm512_set1_epi32((int)0x80808080u);
     for (int64_t g = 0; g < ng; g++) {
-        for (int t = 0; t < LT; t++) {
-            const int64_t tok = g * LT + t;
-            for (int64_t b = 0; b < nb; b++) {
-                struct act32 *ag = A + g * nb + b;
-                if (tok >= n_tok) {
-                    for (int k = 0; k < 8; k++)
-                        ag->q[k][t] = 0x80808080u;
-                    ag->d[t] = 0.0f;
-                    continue;
-                }
-                const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)tok * a_row) + b;
-                for (int k = 0; k < 8; k++)
-                    ag->q[k][t] = ld32(ab->qs + 4 * k) ^ 0x80808080u;
-                ag->d[t] = h2f(ld16(&ab->d));
-            }
+        __mmask16 live;
+        const __m512i rows = group_rows(a_row, n_tok, g, &live);
+        const uint8_t *ag = a + (size_t)(g * LT) * a_row;
+        for (int64_t b = 0; b < nb; b++) {
+            struct act32 *o = A + g * nb + b;
+            const size_t blk = (size_t)b * sizeof(block_q8_0);
+            UNROLL
+            for (int k = 0; k < 8; k++) /* padding lanes: 0 ^ 0x80 = the biased zero */
+                _mm512_store_si512((void *)o->q[k],
+                                   _mm512_xor_si512(gather_tok(ag, rows, live, blk + 2 + 4 * (size_t)k), x80));
+            /* the f16 scales: the low half of the dword at d */
+            const __m512i dh = gather_tok(ag, rows, live, blk);
+            _mm512_store_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)));
         }
     }
 }
@@ -83,32 +101,31 @@ static void act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t 
 static void actK_pack(struct actK *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
 {
     const int64_t ng = (n_tok + LT - 1) / LT;
+    const __m512i x80 = _mm512_set1_epi32((int)0x80808080u), lo16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t g = 0; g < ng; g++) {
-        for (int t = 0; t < LT; t++) {
-            const int64_t tok = g * LT + t;
-            for (int64_t b = 0; b < nb; b++) {
-                struct actK *ag = A + g * nb + b;
-                if (tok >= n_tok) {
-                    for (int k = 0; k < 64; k++)
-                        ag->q[k][t] = 0x80808080u;
-                    ag->d[t] = 0.0f;
-                    for (int k = 0; k < 4; k++)
-                        ag->bs[k][t] = 0;
-                    for (int k = 0; k < 8; k++)
-                        ag->bs16[k][t] = 0;
-                    continue;
-                }
-                const block_q8_K *yb = (const block_q8_K *)(a + (size_t)tok * a_row) + b;
-                for (int k = 0; k < 64; k++)
-                    ag->q[k][t] = ld32(yb->qs + 4 * k) ^ 0x80808080u;
-                ag->d[t] = yb->d;
-                for (int k = 0; k < 4; k++) {
-                    const int lo = yb->bsums[4 * k] + yb->bsums[4 * k + 1];
-                    const int hi = yb->bsums[4 * k + 2] + yb->bsums[4 * k + 3];
-                    ag->bs[k][t] = (uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16;
-                }
-                for (int k = 0; k < 8; k++)
-                    ag->bs16[k][t] = (uint32_t)(uint16_t)yb->bsums[2 * k] | (uint32_t)(uint16_t)yb->bsums[2 * k + 1] << 16;
+        __mmask16 live;
+        const __m512i rows = group_rows(a_row, n_tok, g, &live);
+        const uint8_t *ag = a + (size_t)(g * LT) * a_row;
+        for (int64_t b = 0; b < nb; b++) {
+            struct actK *o = A + g * nb + b;
+            const size_t blk = (size_t)b * sizeof(block_q8_K);
+            UNROLL
+            for (int k = 0; k < 64; k++)
+                _mm512_store_si512((void *)o->q[k], _mm512_xor_si512(gather_tok(ag, rows, live,
+                                                                               blk + offsetof(block_q8_K, qs) + 4 * (size_t)k),
+                                                                    x80));
+            _mm512_store_si512((void *)o->d, gather_tok(ag, rows, live, blk + offsetof(block_q8_K, d)));
+            __m512i p[8];
+            UNROLL
+            for (int k = 0; k < 8; k++) { /* (bsums[2k], bsums[2k+1]) */
+                p[k] = gather_tok(ag, rows, live, blk + offsetof(block_q8_K, bsums) + 4 * (size_t)k);
+                _mm512_store_si512((void *)o->bs16[k], p[k]);
+            }
+            UNROLL
+            for (int k = 0; k < 4; k++) { /* (sum of the first 32, of the next 32), truncated to 16 bits */
+                const __m512i lo = _mm512_madd_epi16(p[2 * k], _mm512_set1_epi16(1));
+                const __m512i hi = _mm512_madd_epi16(p[2 * k + 1], _mm512_set1_epi16(1));
+                _mm512_store_si512((void *)o->bs[k], _mm512_or_si512(_mm512_and_si512(lo, lo16), _mm512_slli_epi32(hi, 16)));
             }
         }
     }
@@ -357,109 +374,203 @@ INLINE void store_tile(float *y, size_t ys, const __m512 *f, int nr, int nt)
 #undef STORE_LANE
 }
 
-/* LR unpacked rows (w: row r at r * n bytes; meta: row r at r * nb) against
- * all token groups; rows >= nr are not stored. */
-INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta32 *meta, const struct act32 *A,
-                  int64_t n_tok, int nr, float *y, size_t ys)
+/* The weights of a tile, interleaved for the kernels: dword k of block b of
+ * row r at wi[(b * kpb + k) * LR + r] (kpb: dwords per block, 8 or 64), so
+ * the LR broadcasts of one step are consecutive dwords behind one pointer;
+ * the per-block metadata likewise with the row index last. */
+struct tile32 {
+    int32_t corr[LR];
+    float d[LR];
+};
+
+struct tileK {
+    int32_t corr[LR];
+    int32_t sc[16][LR];
+    uint32_t mp[4][LR];
+    uint32_t mp16[8][LR];
+    float d[LR], dmin[LR];
+};
+
+/* Bytes of transposed activations the kernels sweep per pass over the
+ * tokens (a chunk of blocks of every token group): they stay in the L2
+ * (2 MB per core here) while the tile's rows pass them, instead of coming
+ * from the L3 for every tile when the rows are long (ffn_down: 8192). */
+#define ACT_PASS_BYTES (512u * 1024u)
+
+/* Blocks per pass for ng token groups of act_size bytes per block. */
+static int64_t pass_blocks(int64_t nb, int64_t ng, size_t act_size)
 {
-    const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
-    for (int64_t g = 0; g < ng; g++) {
-        __m512 facc[LR];
+    const int64_t kc = (int64_t)(ACT_PASS_BYTES / ((size_t)ng * act_size));
+    return kc < 1 ? 1 : kc > nb ? nb : kc;
+}
+
+/* The float accumulators of token group g of a tile: zero at the first pass,
+ * else where the previous pass left them in F (row r at F + 16 (g LR + r)). */
+INLINE void facc_load(__m512 *facc, const float *F, int64_t g, bool first)
+{
+    UNROLL
+    for (int r = 0; r < LR; r++)
+        facc[r] = first ? _mm512_setzero_ps() : _mm512_load_ps(F + (size_t)(g * LR + r) * LT);
+}
+
+/* After a pass: into F, or out to y after the last one (rows r < nr, the
+ * tokens of group g that exist). */
+INLINE void facc_done(const __m512 *facc, float *F, int64_t g, bool last, int64_t n_tok, int nr, float *y,
+                      size_t ys)
+{
+    if (!last) {
         UNROLL
         for (int r = 0; r < LR; r++)
-            facc[r] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            const struct act32 *ag = A + g * nb + b;
-            __m512i av[8];
-            UNROLL
-            for (int k = 0; k < 8; k++)
-                av[k] = _mm512_load_si512((const void *)ag->q[k]);
-            const __m512 dy = _mm512_load_ps(ag->d);
-            UNROLL
-            for (int r = 0; r < LR; r++) {
-                const struct meta32 *mt = meta + (size_t)r * (size_t)nb + b;
-                const uint32_t *wr = (const uint32_t *)(w + (size_t)r * (size_t)n + 32 * b);
-                __m512i acc = _mm512_set1_epi32(mt->corr);
+            _mm512_store_ps(F + (size_t)(g * LR + r) * LT, facc[r]);
+        return;
+    }
+    const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
+    store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
+}
+
+/* A tile of LR interleaved rows against all token groups, the blocks in
+ * passes of pass_blocks().  Inside a block the LR rows advance together, one
+ * vpdpbusd per row and activation vector, so LR accumulation chains are in
+ * flight at once (one chain per row after another left the vector unit
+ * waiting on vpdpbusd's latency).  The float steps per (row, token) are the
+ * reference's, block after block, whatever the pass boundaries. */
+INLINE void run32(const int type, int64_t n, const uint32_t *wi, const struct tile32 *tm, const struct act32 *A,
+                  int64_t n_tok, int nr, float *y, size_t ys, float *F)
+{
+    const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT, kc = pass_blocks(nb, ng, sizeof(struct act32));
+    for (int64_t b0 = 0; b0 < nb; b0 += kc) {
+        const int64_t b1 = b0 + kc < nb ? b0 + kc : nb;
+        for (int64_t g = 0; g < ng; g++) {
+            __m512 facc[LR];
+            facc_load(facc, F, g, b0 == 0);
+            for (int64_t b = b0; b < b1; b++) {
+                const struct act32 *ag = A + g * nb + b;
+                const struct tile32 *mt = tm + b;
+                const uint32_t *wb = wi + (size_t)b * 8 * LR;
+                __m512i acc[LR];
                 UNROLL
-                for (int k = 0; k < 8; k++)
-                    acc = _mm512_dpbusd_epi32(acc, av[k], _mm512_set1_epi32((int)wr[k]));
-                const __m512 f = _mm512_cvtepi32_ps(acc), dx = _mm512_set1_ps(mt->d);
-                if (type == GGML_TYPE_Q4_0)
-                    facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(f, dx), dy));
-                else
-                    facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(dx, dy), f));
+                for (int r = 0; r < LR; r++)
+                    acc[r] = _mm512_set1_epi32(mt->corr[r]);
+                UNROLL
+                for (int k = 0; k < 8; k++) {
+                    const __m512i av = _mm512_load_si512((const void *)ag->q[k]);
+                    UNROLL
+                    for (int r = 0; r < LR; r++)
+                        acc[r] = _mm512_dpbusd_epi32(acc[r], av, _mm512_set1_epi32((int)wb[k * LR + r]));
+                }
+                const __m512 dy = _mm512_load_ps(ag->d);
+                UNROLL
+                for (int r = 0; r < LR; r++) {
+                    const __m512 f = _mm512_cvtepi32_ps(acc[r]), dx = _mm512_set1_ps(mt->d[r]);
+                    if (type == GGML_TYPE_Q4_0)
+                        facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(f, dx), dy));
+                    else
+                        facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(dx, dy), f));
+                }
             }
+            facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
         }
-        const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
-        store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
     }
 }
 
-INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK *meta, const struct actK *A,
-                 int64_t n_tok, int nr, float *y, size_t ys)
+INLINE void runK(const int type, int64_t n, const uint32_t *wi, const struct tileK *tm, const struct actK *A,
+                 int64_t n_tok, int nr, float *y, size_t ys, float *F)
 {
-    const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
+    const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT, kc = pass_blocks(nb, ng, sizeof(struct actK));
     const int n_sub = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS ? 8 : 16;
     const int per_sub = 64 / n_sub; /* dwords per sub-block */
-    for (int64_t g = 0; g < ng; g++) {
-        __m512 facc[LR];
-        UNROLL
-        for (int r = 0; r < LR; r++)
-            facc[r] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            const struct actK *ag = A + g * nb + b;
-            __m512i isum[LR];
-            UNROLL
-            for (int r = 0; r < LR; r++)
-                isum[r] = _mm512_set1_epi32(meta[(size_t)r * (size_t)nb + b].corr);
-            for (int j = 0; j < n_sub; j++) {
-                __m512i av[8];
+    for (int64_t b0 = 0; b0 < nb; b0 += kc) {
+        const int64_t b1 = b0 + kc < nb ? b0 + kc : nb;
+        for (int64_t g = 0; g < ng; g++) {
+            __m512 facc[LR];
+            facc_load(facc, F, g, b0 == 0);
+            for (int64_t b = b0; b < b1; b++) {
+                const struct actK *ag = A + g * nb + b;
+                const struct tileK *mt = tm + b;
+                __m512i isum[LR];
                 UNROLL
-                for (int k = 0; k < per_sub; k++)
-                    av[k] = _mm512_load_si512((const void *)ag->q[per_sub * j + k]);
+                for (int r = 0; r < LR; r++)
+                    isum[r] = _mm512_set1_epi32(mt->corr[r]);
+                for (int j = 0; j < n_sub; j++) {
+                    const uint32_t *wj = wi + ((size_t)b * 64 + (size_t)(per_sub * j)) * LR;
+                    __m512i acc[LR];
+                    UNROLL
+                    for (int r = 0; r < LR; r++)
+                        acc[r] = _mm512_setzero_si512();
+                    UNROLL
+                    for (int k = 0; k < per_sub; k++) {
+                        const __m512i av = _mm512_load_si512((const void *)ag->q[per_sub * j + k]);
+                        UNROLL
+                        for (int r = 0; r < LR; r++)
+                            acc[r] = _mm512_dpbusd_epi32(acc[r], av, _mm512_set1_epi32((int)wj[k * LR + r]));
+                    }
+                    UNROLL
+                    for (int r = 0; r < LR; r++)
+                        isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc[r], _mm512_set1_epi32(mt->sc[j][r])));
+                }
+                const __m512 dy = _mm512_load_ps(ag->d);
                 UNROLL
                 for (int r = 0; r < LR; r++) {
-                    const uint32_t *wr = (const uint32_t *)(w + (size_t)r * (size_t)n + 256 * b) + per_sub * j;
-                    __m512i acc = _mm512_setzero_si512();
-                    UNROLL
-                    for (int k = 0; k < per_sub; k++)
-                        acc = _mm512_dpbusd_epi32(acc, av[k], _mm512_set1_epi32((int)wr[k]));
-                    const int32_t sc = meta[(size_t)r * (size_t)nb + b].sc[j];
-                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc, _mm512_set1_epi32(sc)));
-                }
-            }
-            const __m512 dy = _mm512_load_ps(ag->d);
-            UNROLL
-            for (int r = 0; r < LR; r++) {
-                const struct metaK *mt = meta + (size_t)r * (size_t)nb + b;
-                const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(mt->d), dy);
-                facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum[r])));
-                if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K) {
-                    __m512i summ = _mm512_setzero_si512();
-                    if (type == GGML_TYPE_Q2_K) {
-                        UNROLL
-                        for (int k = 0; k < 8; k++)
-                            summ = _mm512_add_epi32(summ,
-                                                    _mm512_madd_epi16(_mm512_load_si512((const void *)ag->bs16[k]),
-                                                                      _mm512_set1_epi32((int)mt->mp16[k])));
-                    } else {
-                        UNROLL
-                        for (int k = 0; k < 4; k++)
-                            summ = _mm512_add_epi32(summ, _mm512_madd_epi16(_mm512_load_si512((const void *)ag->bs[k]),
-                                                                            _mm512_set1_epi32((int)mt->mp[k])));
+                    const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(mt->d[r]), dy);
+                    facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum[r])));
+                    if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K) {
+                        __m512i summ = _mm512_setzero_si512();
+                        if (type == GGML_TYPE_Q2_K) {
+                            UNROLL
+                            for (int k = 0; k < 8; k++)
+                                summ = _mm512_add_epi32(
+                                    summ, _mm512_madd_epi16(_mm512_load_si512((const void *)ag->bs16[k]),
+                                                            _mm512_set1_epi32((int)mt->mp16[k][r])));
+                        } else {
+                            UNROLL
+                            for (int k = 0; k < 4; k++)
+                                summ = _mm512_add_epi32(summ,
+                                                        _mm512_madd_epi16(_mm512_load_si512((const void *)ag->bs[k]),
+                                                                          _mm512_set1_epi32((int)mt->mp[k][r])));
+                        }
+                        facc[r] = _mm512_sub_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->dmin[r]), dy),
+                                                                       _mm512_cvtepi32_ps(summ)));
                     }
-                    facc[r] = _mm512_sub_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->dmin), dy),
-                                                                   _mm512_cvtepi32_ps(summ)));
                 }
             }
+            facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
         }
-        const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
-        store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
     }
 }
 
 /* Round up to a multiple of 64 bytes. */
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+/* Row r of a tile (unpacked at u, kpb dwords per block) into the
+ * interleaved weights. */
+static void interleave_row(uint32_t *wi, const uint8_t *u, int64_t nb, int kpb, int r)
+{
+    for (int64_t i = 0; i < nb * kpb; i++)
+        wi[(size_t)i * LR + (size_t)r] = ld32(u + 4 * i);
+}
+
+static void tile32_set(struct tile32 *tm, const struct meta32 *m, int64_t nb, int r)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        tm[b].corr[r] = m[b].corr;
+        tm[b].d[r] = m[b].d;
+    }
+}
+
+static void tileK_set(struct tileK *tm, const struct metaK *m, int64_t nb, int r)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        tm[b].corr[r] = m[b].corr;
+        for (int j = 0; j < 16; j++)
+            tm[b].sc[j][r] = m[b].sc[j];
+        for (int k = 0; k < 4; k++)
+            tm[b].mp[k][r] = m[b].mp[k];
+        for (int k = 0; k < 8; k++)
+            tm[b].mp16[k][r] = m[b].mp16[k];
+        tm[b].d[r] = m[b].d;
+        tm[b].dmin[r] = m[b].dmin;
+    }
+}
 
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
                 size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4)
@@ -467,14 +578,22 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
                    type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
+    const int kpb = k ? 64 : 8;
+    const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
-    const size_t w_bytes = up64((size_t)LR * (size_t)n);
-    const size_t meta_bytes = up64((size_t)(LR * nb) * (k ? sizeof(struct metaK) : sizeof(struct meta32)));
-    uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes);
+    const size_t wi_bytes = up64((size_t)LR * (size_t)n);
+    const size_t tile_bytes = up64((size_t)nb * (k ? sizeof(struct tileK) : sizeof(struct tile32)));
+    const size_t f_bytes = up64((size_t)ng * LR * LT * sizeof(float));
+    const size_t row_bytes = up64((size_t)n), meta_bytes = up64((size_t)nb * msz);
+    uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + row_bytes + meta_bytes);
     if (!scratch)
         return -1;
-    void *act = scratch, *meta = scratch + act_bytes + w_bytes;
-    uint8_t *w = scratch + act_bytes;
+    void *act = scratch;
+    uint32_t *wi = (uint32_t *)(scratch + act_bytes);
+    void *tile = scratch + act_bytes + wi_bytes;
+    float *F = (float *)(scratch + act_bytes + wi_bytes + tile_bytes);
+    uint8_t *u = scratch + act_bytes + wi_bytes + tile_bytes + f_bytes; /* one row, unpacked */
+    void *meta = u + row_bytes;
     const uint8_t *wb = wv;
     if (k)
         actK_pack(act, av, a_row, n_tok, nb);
@@ -483,26 +602,28 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     for (int64_t r0 = 0; r0 < n_rows; r0 += LR) {
         const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
         for (int r = 0; r < LR; r++) {
-            uint8_t *wr = w + (size_t)r * (size_t)n;
             if (r >= nr) { /* padding rows: zero weights, scales and corrections */
-                memset(wr, 0, (size_t)n);
-                memset((char *)meta + (size_t)(r * nb) * (k ? sizeof(struct metaK) : sizeof(struct meta32)), 0,
-                       (size_t)nb * (k ? sizeof(struct metaK) : sizeof(struct meta32)));
-                continue;
+                memset(u, 0, (size_t)n);
+                memset(meta, 0, (size_t)nb * msz);
+            } else {
+                const int64_t row_i = r0 + r;
+                if (k)
+                    unpack_rowK(type, wb + (size_t)row_i * w_row, nb, u, meta);
+                else if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
+                    unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, u, meta, true, (int)(row_i % 4));
+                else
+                    unpack_row32(type, wb + (size_t)row_i * w_row, nb, u, meta, false, 0);
             }
-            const int64_t row_i = r0 + r;
+            interleave_row(wi, u, nb, kpb, r);
             if (k)
-                unpack_rowK(type, wb + (size_t)row_i * w_row, nb, wr, (struct metaK *)meta + r * nb);
-            else if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
-                unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, wr, (struct meta32 *)meta + r * nb,
-                             true, (int)(row_i % 4));
+                tileK_set(tile, meta, nb, r);
             else
-                unpack_row32(type, wb + (size_t)row_i * w_row, nb, wr, (struct meta32 *)meta + r * nb, false, 0);
+                tile32_set(tile, meta, nb, r);
         }
         if (k)
-            runK(type, n, w, meta, act, n_tok, nr, y + r0, ys);
+            runK(type, n, wi, tile, act, n_tok, nr, y + r0, ys, F);
         else
-            run32(type, n, w, meta, act, n_tok, nr, y + r0, ys);
+            run32(type, n, wi, tile, act, n_tok, nr, y + r0, ys, F);
     }
     return 0;
 }
