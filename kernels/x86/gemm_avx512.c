@@ -562,12 +562,35 @@ INLINE void runK(const int type, int64_t n, const uint32_t *wi, const struct til
 /* Round up to a multiple of 64 bytes. */
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-/* Row r of a tile (unpacked at u, kpb dwords per block) into the
- * interleaved weights. */
-static void interleave_row(uint32_t *wi, const uint8_t *u, int64_t nb, int kpb, int r)
+/* The LR unpacked rows of a tile (row r at u + r n) into the interleaved
+ * weights, eight dwords of every row at a time by an 8 x 8 transpose. */
+static void interleave_tile(uint32_t *wi, const uint8_t *u, int64_t n)
 {
-    for (int64_t i = 0; i < nb * kpb; i++)
-        wi[(size_t)i * LR + (size_t)r] = ld32(u + 4 * i);
+    _Static_assert(LR == 8, "interleave_tile transposes 8 rows");
+    for (int64_t i = 0; i < n / 4; i += 8) {
+        __m256i v[8], t[8], q[8];
+        UNROLL
+        for (int r = 0; r < 8; r++)
+            v[r] = _mm256_loadu_si256((const __m256i *)(u + (size_t)r * (size_t)n + 4 * (size_t)i));
+        UNROLL
+        for (int r = 0; r < 8; r += 2) {
+            t[r] = _mm256_unpacklo_epi32(v[r], v[r + 1]);     /* dwords 0 1 | 4 5 of rows r, r+1 */
+            t[r + 1] = _mm256_unpackhi_epi32(v[r], v[r + 1]); /* dwords 2 3 | 6 7 */
+        }
+        UNROLL
+        for (int h = 0; h < 8; h += 4) { /* rows h..h+3: q[h + k] holds dword k | k + 4 */
+            q[h] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
+            q[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
+            q[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
+            q[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
+        }
+        uint32_t *o = wi + (size_t)i * LR;
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            _mm256_storeu_si256((__m256i *)(o + 8 * k), _mm256_permute2x128_si256(q[k], q[4 + k], 0x20));
+            _mm256_storeu_si256((__m256i *)(o + 8 * (k + 4)), _mm256_permute2x128_si256(q[k], q[4 + k], 0x31));
+        }
+    }
 }
 
 static void tile32_set(struct tile32 *tm, const struct meta32 *m, int64_t nb, int r)
@@ -599,22 +622,21 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
                    type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
-    const int kpb = k ? 64 : 8;
     const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
     const size_t wi_bytes = up64((size_t)LR * (size_t)n);
     const size_t tile_bytes = up64((size_t)nb * (k ? sizeof(struct tileK) : sizeof(struct tile32)));
     const size_t f_bytes = up64((size_t)ng * LR * LT * sizeof(float));
-    const size_t row_bytes = up64((size_t)n), meta_bytes = up64((size_t)nb * msz);
-    uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + row_bytes + meta_bytes);
+    const size_t u_bytes = up64((size_t)LR * (size_t)n), meta_bytes = up64((size_t)nb * msz);
+    uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + u_bytes + meta_bytes);
     if (!scratch)
         return -1;
     void *act = scratch;
     uint32_t *wi = (uint32_t *)(scratch + act_bytes);
     void *tile = scratch + act_bytes + wi_bytes;
     float *F = (float *)(scratch + act_bytes + wi_bytes + tile_bytes);
-    uint8_t *u = scratch + act_bytes + wi_bytes + tile_bytes + f_bytes; /* one row, unpacked */
-    void *meta = u + row_bytes;
+    uint8_t *u = scratch + act_bytes + wi_bytes + tile_bytes + f_bytes; /* the tile's rows, unpacked */
+    void *meta = u + u_bytes;
     const uint8_t *wb = wv;
     if (k)
         actK_pack(act, av, a_row, n_tok, nb);
@@ -623,24 +645,25 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     for (int64_t r0 = 0; r0 < n_rows; r0 += LR) {
         const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
         for (int r = 0; r < LR; r++) {
+            uint8_t *ur = u + (size_t)r * (size_t)n;
             if (r >= nr) { /* padding rows: zero weights, scales and corrections */
-                memset(u, 0, (size_t)n);
+                memset(ur, 0, (size_t)n);
                 memset(meta, 0, (size_t)nb * msz);
             } else {
                 const int64_t row_i = r0 + r;
                 if (k)
-                    unpack_rowK(type, wb + (size_t)row_i * w_row, nb, u, meta);
+                    unpack_rowK(type, wb + (size_t)row_i * w_row, nb, ur, meta);
                 else if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
-                    unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, u, meta, true, (int)(row_i % 4));
+                    unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, ur, meta, true, (int)(row_i % 4));
                 else
-                    unpack_row32(type, wb + (size_t)row_i * w_row, nb, u, meta, false, 0);
+                    unpack_row32(type, wb + (size_t)row_i * w_row, nb, ur, meta, false, 0);
             }
-            interleave_row(wi, u, nb, kpb, r);
             if (k)
                 tileK_set(tile, meta, nb, r);
             else
                 tile32_set(tile, meta, nb, r);
         }
+        interleave_tile(wi, u, n);
         if (k)
             runK(type, n, wi, tile, act, n_tok, nr, y + r0, ys, F);
         else
