@@ -399,7 +399,8 @@ static void check_many(const struct kernel_table *kt, uint32_t type, int64_t n, 
 /* gemm_many (where a variant has it) gives vec_dot's bits for every row and
  * token, for odd row and token counts (partial tiles and token groups), and
  * for long rows against many tokens (kernels that sweep the activations in
- * passes of a few blocks, to keep them in the L2, cross pass boundaries). */
+ * passes of a few blocks, to keep them in the L2, cross pass boundaries),
+ * and for many rows (avx512 runs them in blocks of tiles). */
 static void test_gemm_many(void **state)
 {
     const struct kernel_table *kt = variant_table(state);
@@ -414,7 +415,9 @@ static void test_gemm_many(void **state)
         static const int64_t rows[] = {1, 9, 17}, toks[] = {1, 16, 17, 33};
         for (int64_t li = 0; li < nl; li++)
             check_many(kt, type, ns[li], rows[li % 3], toks[li % 4]);
-        check_many(kt, type, 8192 + ggml_type_traits_get(type)->block_size, 11, 165);
+        const int64_t bs = ggml_type_traits_get(type)->block_size;
+        check_many(kt, type, 8192 + bs, 33, 165);
+        check_many(kt, type, 4096 + bs, 403, 165); /* more rows than one block of tiles, and passes */
     }
     print_message("  %s: gemm_many checked for %d types\n", kt->name, n_types);
 }

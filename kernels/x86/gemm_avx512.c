@@ -446,18 +446,17 @@ INLINE void facc_done(const __m512 *facc, float *F, int64_t g, bool last, int64_
     store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
 }
 
-/* A tile of LR interleaved rows against all token groups, the blocks in
- * passes of pass_blocks().  Inside a block the LR rows advance together, one
+/* A tile of LR interleaved rows against all token groups, blocks [b0, b1)
+ * (one pass; F: the tile's float accumulators between passes).  Inside a block the LR rows advance together, one
  * vpdpbusd per row and activation vector, so LR accumulation chains are in
  * flight at once (one chain per row after another left the vector unit
  * waiting on vpdpbusd's latency).  The float steps per (row, token) are the
  * reference's, block after block, whatever the pass boundaries. */
 INLINE void run32(const int type, int64_t n, const uint32_t *wi, const struct tile32 *tm, const struct act32 *A,
-                  int64_t n_tok, int nr, float *y, size_t ys, float *F)
+                  int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
-    const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT, kc = pass_blocks(nb, ng, sizeof(struct act32));
-    for (int64_t b0 = 0; b0 < nb; b0 += kc) {
-        const int64_t b1 = b0 + kc < nb ? b0 + kc : nb;
+    const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
+    {
         for (int64_t g = 0; g < ng; g++) {
             __m512 facc[LR];
             facc_load(facc, F, g, b0 == 0);
@@ -492,13 +491,12 @@ INLINE void run32(const int type, int64_t n, const uint32_t *wi, const struct ti
 }
 
 INLINE void runK(const int type, int64_t n, const uint32_t *wi, const struct tileK *tm, const struct actK *A,
-                 int64_t n_tok, int nr, float *y, size_t ys, float *F)
+                 int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
-    const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT, kc = pass_blocks(nb, ng, sizeof(struct actK));
+    const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
     const int n_sub = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS ? 8 : 16;
     const int per_sub = 64 / n_sub; /* dwords per sub-block */
-    for (int64_t b0 = 0; b0 < nb; b0 += kc) {
-        const int64_t b1 = b0 + kc < nb ? b0 + kc : nb;
+    {
         for (int64_t g = 0; g < ng; g++) {
             __m512 facc[LR];
             facc_load(facc, F, g, b0 == 0);
@@ -624,50 +622,76 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
     const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
-    const size_t wi_bytes = up64((size_t)LR * (size_t)n);
-    const size_t tile_bytes = up64((size_t)nb * (k ? sizeof(struct tileK) : sizeof(struct tile32)));
-    const size_t f_bytes = up64((size_t)ng * LR * LT * sizeof(float));
+    /* Rows go in blocks of rb tiles: a block's tiles are unpacked first, then
+     * each pass over a chunk of the activations (pass_blocks) serves all of
+     * them, so for long rows (8192: 5 MB of activations for 512 tokens) the
+     * activations come from the L3 once per block of rows instead of once
+     * per tile.  F holds the block's float accumulators (~256 KB). */
+    const size_t f_tile = (size_t)ng * LR * LT; /* floats of one tile's accumulators */
+    int64_t rb = (int64_t)((256u * 1024u) / (f_tile * sizeof(float)));
+    const int64_t n_tiles = (n_rows + LR - 1) / LR;
+    rb = rb < 1 ? 1 : rb > n_tiles ? n_tiles : rb;
+    const size_t tsz = k ? sizeof(struct tileK) : sizeof(struct tile32);
+    const size_t wi_bytes = up64((size_t)rb * LR * (size_t)n), tile_bytes = up64((size_t)(rb * nb) * tsz);
+    const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
     const size_t u_bytes = up64((size_t)LR * (size_t)n), meta_bytes = up64((size_t)nb * msz);
     uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + u_bytes + meta_bytes);
     if (!scratch)
         return -1;
     void *act = scratch;
     uint32_t *wi = (uint32_t *)(scratch + act_bytes);
-    void *tile = scratch + act_bytes + wi_bytes;
+    uint8_t *tile = scratch + act_bytes + wi_bytes;
     float *F = (float *)(scratch + act_bytes + wi_bytes + tile_bytes);
-    uint8_t *u = scratch + act_bytes + wi_bytes + tile_bytes + f_bytes; /* the tile's rows, unpacked */
+    uint8_t *u = scratch + act_bytes + wi_bytes + tile_bytes + f_bytes; /* one tile's rows, unpacked */
     void *meta = u + u_bytes;
     const uint8_t *wb = wv;
+    const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (k)
         actK_pack(act, av, a_row, n_tok, nb);
     else
         act32_pack(act, av, a_row, n_tok, nb);
-    for (int64_t r0 = 0; r0 < n_rows; r0 += LR) {
-        const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
-        for (int r = 0; r < LR; r++) {
-            uint8_t *ur = u + (size_t)r * (size_t)n;
-            if (r >= nr) { /* padding rows: zero weights, scales and corrections */
-                memset(ur, 0, (size_t)n);
-                memset(meta, 0, (size_t)nb * msz);
-            } else {
-                const int64_t row_i = r0 + r;
+    for (int64_t t0 = 0; t0 < n_tiles; t0 += rb) {
+        const int64_t t1 = t0 + rb < n_tiles ? t0 + rb : n_tiles;
+        for (int64_t t = t0; t < t1; t++) {
+            const int64_t r0 = t * LR;
+            const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+            uint8_t *tm = tile + (size_t)((t - t0) * nb) * tsz;
+            for (int r = 0; r < LR; r++) {
+                uint8_t *ur = u + (size_t)r * (size_t)n;
+                if (r >= nr) { /* padding rows: zero weights, scales and corrections */
+                    memset(ur, 0, (size_t)n);
+                    memset(meta, 0, (size_t)nb * msz);
+                } else {
+                    const int64_t row_i = r0 + r;
+                    if (k)
+                        unpack_rowK(type, wb + (size_t)row_i * w_row, nb, ur, meta);
+                    else if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
+                        unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, ur, meta, true,
+                                     (int)(row_i % 4));
+                    else
+                        unpack_row32(type, wb + (size_t)row_i * w_row, nb, ur, meta, false, 0);
+                }
                 if (k)
-                    unpack_rowK(type, wb + (size_t)row_i * w_row, nb, ur, meta);
-                else if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
-                    unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, ur, meta, true, (int)(row_i % 4));
+                    tileK_set((struct tileK *)tm, meta, nb, r);
                 else
-                    unpack_row32(type, wb + (size_t)row_i * w_row, nb, ur, meta, false, 0);
+                    tile32_set((struct tile32 *)tm, meta, nb, r);
             }
-            if (k)
-                tileK_set(tile, meta, nb, r);
-            else
-                tile32_set(tile, meta, nb, r);
+            interleave_tile(wi + (size_t)(t - t0) * LR * (size_t)(n / 4), u, n);
         }
-        interleave_tile(wi, u, n);
-        if (k)
-            runK(type, n, wi, tile, act, n_tok, nr, y + r0, ys, F);
-        else
-            run32(type, n, wi, tile, act, n_tok, nr, y + r0, ys, F);
+        for (int64_t b0 = 0; b0 < nb; b0 += kc) {
+            const int64_t b1 = b0 + kc < nb ? b0 + kc : nb;
+            for (int64_t t = t0; t < t1; t++) {
+                const int64_t r0 = t * LR;
+                const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+                const uint32_t *wt = wi + (size_t)(t - t0) * LR * (size_t)(n / 4);
+                const void *tm = tile + (size_t)((t - t0) * nb) * tsz;
+                float *Ft = F + (size_t)(t - t0) * f_tile;
+                if (k)
+                    runK(type, n, wt, tm, act, n_tok, nr, y + r0, ys, Ft, b0, b1);
+                else
+                    run32(type, n, wt, tm, act, n_tok, nr, y + r0, ys, Ft, b0, b1);
+            }
+        }
     }
     return 0;
 }
