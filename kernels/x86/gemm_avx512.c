@@ -76,44 +76,29 @@ INLINE __m512i group_rows(size_t a_row, int64_t n_tok, int64_t g, __mmask16 *liv
                               _mm512_set1_epi32((int)a_row));
 }
 
-static void act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
+/* The activations of a call, transposed: Q8_0 blocks into act32 (kq
+ * false) or Q8_K super-blocks into actK (kq true), group after group. */
+INLINE void act_pack(const bool kq, void *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
 {
     const int64_t ng = (n_tok + LT - 1) / LT;
-    const __m512i x80 = _mm512_set1_epi32((int)0x80808080u);
-    for (int64_t g = 0; g < ng; g++) {
-        __mmask16 live;
-        const __m512i rows = group_rows(a_row, n_tok, g, &live);
-        const uint8_t *ag = a + (size_t)(g * LT) * a_row;
-        for (int64_t b = 0; b < nb; b++) {
-            struct act32 *o = A + g * nb + b;
-            const size_t blk = (size_t)b * sizeof(block_q8_0);
-            UNROLL
-            for (int k = 0; k < 8; k++) /* padding lanes: 0 ^ 0x80 = the biased zero */
-                _mm512_store_si512((void *)o->q[k],
-                                   _mm512_xor_si512(gather_tok(ag, rows, live, blk + 2 + 4 * (size_t)k), x80));
-            /* the f16 scales: the low half of the dword at d */
-            const __m512i dh = gather_tok(ag, rows, live, blk);
-            _mm512_store_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)));
-        }
-    }
-}
-
-static void actK_pack(struct actK *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
-{
-    const int64_t ng = (n_tok + LT - 1) / LT;
+    const size_t bsz = kq ? sizeof(block_q8_K) : sizeof(block_q8_0);
+    const size_t qs = kq ? offsetof(block_q8_K, qs) : offsetof(block_q8_0, qs);
     const __m512i x80 = _mm512_set1_epi32((int)0x80808080u), lo16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t g = 0; g < ng; g++) {
         __mmask16 live;
         const __m512i rows = group_rows(a_row, n_tok, g, &live);
         const uint8_t *ag = a + (size_t)(g * LT) * a_row;
         for (int64_t b = 0; b < nb; b++) {
-            struct actK *o = A + g * nb + b;
-            const size_t blk = (size_t)b * sizeof(block_q8_K);
-            UNROLL
-            for (int k = 0; k < 64; k++)
-                _mm512_store_si512((void *)o->q[k], _mm512_xor_si512(gather_tok(ag, rows, live,
-                                                                               blk + offsetof(block_q8_K, qs) + 4 * (size_t)k),
-                                                                    x80));
+            const size_t blk = (size_t)b * bsz;
+            uint32_t(*q)[LT] = kq ? ((struct actK *)A)[g * nb + b].q : ((struct act32 *)A)[g * nb + b].q;
+            for (int k = 0; k < (kq ? 64 : 8); k++) /* padding lanes: 0 ^ 0x80 = the biased zero */
+                _mm512_store_si512((void *)q[k], _mm512_xor_si512(gather_tok(ag, rows, live, blk + qs + 4 * (size_t)k), x80));
+            if (!kq) { /* the f16 scale: the low half of the dword at d */
+                const __m512i dh = gather_tok(ag, rows, live, blk + offsetof(block_q8_0, d));
+                _mm512_store_ps(((struct act32 *)A)[g * nb + b].d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)));
+                continue;
+            }
+            struct actK *o = (struct actK *)A + g * nb + b;
             _mm512_store_si512((void *)o->d, gather_tok(ag, rows, live, blk + offsetof(block_q8_K, d)));
             __m512i p[8];
             UNROLL
@@ -456,37 +441,35 @@ INLINE void run32(const int type, int64_t n, const uint32_t *wi, const struct ti
                   int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
     const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
-    {
-        for (int64_t g = 0; g < ng; g++) {
-            __m512 facc[LR];
-            facc_load(facc, F, g, b0 == 0);
-            for (int64_t b = b0; b < b1; b++) {
-                const struct act32 *ag = A + g * nb + b;
-                const struct tile32 *mt = tm + b;
-                const uint32_t *wb = wi + (size_t)b * 8 * LR;
-                __m512i acc[LR];
+    for (int64_t g = 0; g < ng; g++) {
+        __m512 facc[LR];
+        facc_load(facc, F, g, b0 == 0);
+        for (int64_t b = b0; b < b1; b++) {
+            const struct act32 *ag = A + g * nb + b;
+            const struct tile32 *mt = tm + b;
+            const uint32_t *wb = wi + (size_t)b * 8 * LR;
+            __m512i acc[LR];
+            UNROLL
+            for (int r = 0; r < LR; r++)
+                acc[r] = _mm512_set1_epi32(mt->corr[r]);
+            UNROLL
+            for (int k = 0; k < 8; k++) {
+                const __m512i av = _mm512_load_si512((const void *)ag->q[k]);
                 UNROLL
                 for (int r = 0; r < LR; r++)
-                    acc[r] = _mm512_set1_epi32(mt->corr[r]);
-                UNROLL
-                for (int k = 0; k < 8; k++) {
-                    const __m512i av = _mm512_load_si512((const void *)ag->q[k]);
-                    UNROLL
-                    for (int r = 0; r < LR; r++)
-                        acc[r] = dp_bcast(acc[r], av, wb + k * LR + r);
-                }
-                const __m512 dy = _mm512_load_ps(ag->d);
-                UNROLL
-                for (int r = 0; r < LR; r++) {
-                    const __m512 f = _mm512_cvtepi32_ps(acc[r]), dx = _mm512_set1_ps(mt->d[r]);
-                    if (type == GGML_TYPE_Q4_0)
-                        facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(f, dx), dy));
-                    else
-                        facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(dx, dy), f));
-                }
+                    acc[r] = dp_bcast(acc[r], av, wb + k * LR + r);
             }
-            facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
+            const __m512 dy = _mm512_load_ps(ag->d);
+            UNROLL
+            for (int r = 0; r < LR; r++) {
+                const __m512 f = _mm512_cvtepi32_ps(acc[r]), dx = _mm512_set1_ps(mt->d[r]);
+                if (type == GGML_TYPE_Q4_0)
+                    facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(f, dx), dy));
+                else
+                    facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(dx, dy), f));
+            }
         }
+        facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
     }
 }
 
@@ -496,64 +479,62 @@ INLINE void runK(const int type, int64_t n, const uint32_t *wi, const struct til
     const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
     const int n_sub = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS ? 8 : 16;
     const int per_sub = 64 / n_sub; /* dwords per sub-block */
-    {
-        for (int64_t g = 0; g < ng; g++) {
-            __m512 facc[LR];
-            facc_load(facc, F, g, b0 == 0);
-            for (int64_t b = b0; b < b1; b++) {
-                const struct actK *ag = A + g * nb + b;
-                const struct tileK *mt = tm + b;
-                __m512i isum[LR];
+    for (int64_t g = 0; g < ng; g++) {
+        __m512 facc[LR];
+        facc_load(facc, F, g, b0 == 0);
+        for (int64_t b = b0; b < b1; b++) {
+            const struct actK *ag = A + g * nb + b;
+            const struct tileK *mt = tm + b;
+            __m512i isum[LR];
+            UNROLL
+            for (int r = 0; r < LR; r++)
+                isum[r] = _mm512_set1_epi32(mt->corr[r]);
+            for (int j = 0; j < n_sub; j++) {
+                const uint32_t *wj = wi + ((size_t)b * 64 + (size_t)(per_sub * j)) * LR;
+                __m512i acc[LR];
                 UNROLL
                 for (int r = 0; r < LR; r++)
-                    isum[r] = _mm512_set1_epi32(mt->corr[r]);
-                for (int j = 0; j < n_sub; j++) {
-                    const uint32_t *wj = wi + ((size_t)b * 64 + (size_t)(per_sub * j)) * LR;
-                    __m512i acc[LR];
+                    acc[r] = _mm512_setzero_si512();
+                UNROLL
+                for (int k = 0; k < per_sub; k++) {
+                    const __m512i av = _mm512_load_si512((const void *)ag->q[per_sub * j + k]);
                     UNROLL
                     for (int r = 0; r < LR; r++)
-                        acc[r] = _mm512_setzero_si512();
-                    UNROLL
-                    for (int k = 0; k < per_sub; k++) {
-                        const __m512i av = _mm512_load_si512((const void *)ag->q[per_sub * j + k]);
-                        UNROLL
-                        for (int r = 0; r < LR; r++)
-                            acc[r] = dp_bcast(acc[r], av, wj + k * LR + r);
-                    }
-                    UNROLL
-                    for (int r = 0; r < LR; r++)
-                        isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc[r], _mm512_set1_epi32(mt->sc[j][r])));
+                        acc[r] = dp_bcast(acc[r], av, wj + k * LR + r);
                 }
-                const __m512 dy = _mm512_load_ps(ag->d);
-                __m512i bs[4], bs16[8]; /* the activation sums the minimums need */
                 UNROLL
-                for (int k = 0; k < 4; k++)
-                    bs[k] = type == GGML_TYPE_Q2_K ? _mm512_setzero_si512() : _mm512_load_si512((const void *)ag->bs[k]);
-                UNROLL
-                for (int k = 0; k < 8; k++)
-                    bs16[k] = type == GGML_TYPE_Q2_K ? _mm512_load_si512((const void *)ag->bs16[k]) : _mm512_setzero_si512();
-                UNROLL
-                for (int r = 0; r < LR; r++) {
-                    const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(mt->d[r]), dy);
-                    facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum[r])));
-                    if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K) {
-                        __m512i summ = _mm512_setzero_si512();
-                        if (type == GGML_TYPE_Q2_K) {
-                            UNROLL
-                            for (int k = 0; k < 8; k++)
-                                summ = dpw_bcast(summ, bs16[k], &mt->mp16[k][r]);
-                        } else {
-                            UNROLL
-                            for (int k = 0; k < 4; k++)
-                                summ = dpw_bcast(summ, bs[k], &mt->mp[k][r]);
-                        }
-                        facc[r] = _mm512_sub_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->dmin[r]), dy),
-                                                                       _mm512_cvtepi32_ps(summ)));
+                for (int r = 0; r < LR; r++)
+                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc[r], _mm512_set1_epi32(mt->sc[j][r])));
+            }
+            const __m512 dy = _mm512_load_ps(ag->d);
+            __m512i bs[4], bs16[8]; /* the activation sums the minimums need */
+            UNROLL
+            for (int k = 0; k < 4; k++)
+                bs[k] = type == GGML_TYPE_Q2_K ? _mm512_setzero_si512() : _mm512_load_si512((const void *)ag->bs[k]);
+            UNROLL
+            for (int k = 0; k < 8; k++)
+                bs16[k] = type == GGML_TYPE_Q2_K ? _mm512_load_si512((const void *)ag->bs16[k]) : _mm512_setzero_si512();
+            UNROLL
+            for (int r = 0; r < LR; r++) {
+                const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(mt->d[r]), dy);
+                facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum[r])));
+                if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K) {
+                    __m512i summ = _mm512_setzero_si512();
+                    if (type == GGML_TYPE_Q2_K) {
+                        UNROLL
+                        for (int k = 0; k < 8; k++)
+                            summ = dpw_bcast(summ, bs16[k], &mt->mp16[k][r]);
+                    } else {
+                        UNROLL
+                        for (int k = 0; k < 4; k++)
+                            summ = dpw_bcast(summ, bs[k], &mt->mp[k][r]);
                     }
+                    facc[r] = _mm512_sub_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->dmin[r]), dy),
+                                                                   _mm512_cvtepi32_ps(summ)));
                 }
             }
-            facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
         }
+        facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
     }
 }
 
@@ -647,9 +628,9 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const uint8_t *wb = wv;
     const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (k)
-        actK_pack(act, av, a_row, n_tok, nb);
+        act_pack(true, act, av, a_row, n_tok, nb);
     else
-        act32_pack(act, av, a_row, n_tok, nb);
+        act_pack(false, act, av, a_row, n_tok, nb);
     for (int64_t t0 = 0; t0 < n_tiles; t0 += rb) {
         const int64_t t1 = t0 + rb < n_tiles ? t0 + rb : n_tiles;
         for (int64_t t = t0; t < t1; t++) {
