@@ -394,42 +394,11 @@ INLINE __m512i dpw_bcast(__m512i acc, __m512i a, const uint32_t *p)
     return acc;
 }
 
-/* Bytes of transposed activations the kernels sweep per pass over the
- * tokens (a chunk of blocks of every token group): they stay in the L2
- * (2 MB per core here) while the tile's rows pass them, instead of coming
- * from the L3 for every tile when the rows are long (ffn_down: 8192). */
-#define ACT_PASS_BYTES (512u * 1024u)
-
-/* Blocks per pass for ng token groups of act_size bytes per block. */
-static int64_t pass_blocks(int64_t nb, int64_t ng, size_t act_size)
-{
-    const int64_t kc = (int64_t)(ACT_PASS_BYTES / ((size_t)ng * act_size));
-    return kc < 1 ? 1 : kc > nb ? nb : kc;
-}
-
-/* The float accumulators of token group g of a tile: zero at the first pass,
- * else where the previous pass left them in F (row r at F + 16 (g LR + r)). */
-INLINE void facc_load(__m512 *facc, const float *F, int64_t g, bool first)
-{
-    UNROLL
-    for (int r = 0; r < LR; r++)
-        facc[r] = first ? _mm512_setzero_ps() : _mm512_load_ps(F + (size_t)(g * LR + r) * LT);
-}
-
-/* After a pass: into F, or out to y after the last one (rows r < nr, the
- * tokens of group g that exist). */
-INLINE void facc_done(const __m512 *facc, float *F, int64_t g, bool last, int64_t n_tok, int nr, float *y,
-                      size_t ys)
-{
-    if (!last) {
-        UNROLL
-        for (int r = 0; r < LR; r++)
-            _mm512_store_ps(F + (size_t)(g * LR + r) * LT, facc[r]);
-        return;
-    }
-    const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
-    store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
-}
+#define GP_VEC __m512
+#define GP_ZERO() _mm512_setzero_ps()
+#define GP_LOAD(p) _mm512_load_ps(p)
+#define GP_STORE(p, v) _mm512_store_ps(p, v)
+#include "gemm_pass.h"
 
 /* A tile of LR interleaved rows against all token groups, blocks [b0, b1)
  * (one pass; F: the tile's float accumulators between passes).  Inside a block the LR rows advance together, one
@@ -603,15 +572,10 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
     const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
-    /* Rows go in blocks of rb tiles: a block's tiles are unpacked first, then
-     * each pass over a chunk of the activations (pass_blocks) serves all of
-     * them, so for long rows (8192: 5 MB of activations for 512 tokens) the
-     * activations come from the L3 once per block of rows instead of once
-     * per tile.  F holds the block's float accumulators (~256 KB). */
+    /* rows in blocks of rb tiles, unpacked first; each pass over a chunk of
+     * the activations then serves all tiles of the block (gemm_pass.h) */
     const size_t f_tile = (size_t)ng * LR * LT; /* floats of one tile's accumulators */
-    int64_t rb = (int64_t)((256u * 1024u) / (f_tile * sizeof(float)));
-    const int64_t n_tiles = (n_rows + LR - 1) / LR;
-    rb = rb < 1 ? 1 : rb > n_tiles ? n_tiles : rb;
+    const int64_t n_tiles = (n_rows + LR - 1) / LR, rb = block_tiles(f_tile, n_tiles);
     const size_t tsz = k ? sizeof(struct tileK) : sizeof(struct tile32);
     const size_t wi_bytes = up64((size_t)rb * LR * (size_t)n), tile_bytes = up64((size_t)(rb * nb) * tsz);
     const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));

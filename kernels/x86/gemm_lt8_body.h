@@ -375,40 +375,11 @@ INLINE __m256i dot_groups(const int ubits, const uint32_t *wr, uint32_t (*q)[LT]
 #endif
 }
 
-/* Bytes of transposed activations swept per pass over the tokens, and the
- * float accumulators a block of tiles keeps between passes (as in
- * gemm_avx512.c): for long rows the activations of 512 tokens (4.8 MB at
- * 8192) would otherwise come from the L3 for every tile. */
-#define ACT_PASS_BYTES (512u * 1024u)
-#define F_BLOCK_BYTES (256u * 1024u)
-
-static int64_t pass_blocks(int64_t nb, int64_t ng, size_t act_size)
-{
-    const int64_t kc = (int64_t)(ACT_PASS_BYTES / ((size_t)ng * act_size));
-    return kc < 1 ? 1 : kc > nb ? nb : kc;
-}
-
-/* Group g's accumulators: zero at the first pass, else from F (row r at
- * F + LT (g LR + r)); after a pass back into F, or out to y after the last. */
-INLINE void facc_load(__m256 *facc, const float *F, int64_t g, bool first)
-{
-    UNROLL
-    for (int r = 0; r < LR; r++)
-        facc[r] = first ? _mm256_setzero_ps() : _mm256_load_ps(F + (size_t)(g * LR + r) * LT);
-}
-
-INLINE void facc_done(const __m256 *facc, float *F, int64_t g, bool last, int64_t n_tok, int nr, float *y,
-                      size_t ys)
-{
-    if (!last) {
-        UNROLL
-        for (int r = 0; r < LR; r++)
-            _mm256_store_ps(F + (size_t)(g * LR + r) * LT, facc[r]);
-        return;
-    }
-    const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
-    store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
-}
+#define GP_VEC __m256
+#define GP_ZERO() _mm256_setzero_ps()
+#define GP_LOAD(p) _mm256_load_ps(p)
+#define GP_STORE(p, v) _mm256_store_ps(p, v)
+#include "gemm_pass.h"
 
 INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta32 *meta, struct act32 *A,
                   int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
@@ -515,11 +486,9 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
     const size_t stride = (size_t)n * (size_t)(k ? planesK(type) : planes32(type)); /* bytes per unpacked row */
     /* rows in blocks of rb tiles, unpacked first; each pass over a chunk of
-     * the activations then serves all tiles of the block */
+     * the activations then serves all tiles of the block (gemm_pass.h) */
     const size_t f_tile = (size_t)ng * LR * LT; /* floats of one tile's accumulators */
-    const int64_t n_tiles = (n_rows + LR - 1) / LR;
-    int64_t rb = (int64_t)(F_BLOCK_BYTES / (f_tile * sizeof(float)));
-    rb = rb < 1 ? 1 : rb > n_tiles ? n_tiles : rb;
+    const int64_t n_tiles = (n_rows + LR - 1) / LR, rb = block_tiles(f_tile, n_tiles);
     const size_t w_tile = (size_t)LR * stride, m_tile = (size_t)(LR * nb) * msz;
     const size_t w_bytes = up64((size_t)rb * w_tile), meta_bytes = up64((size_t)rb * m_tile);
     const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
