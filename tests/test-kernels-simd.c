@@ -356,8 +356,51 @@ static void test_gemm_tile(void **state)
     }
 }
 
+/* gemm_many of one type and shape against the same table's vec_dot, bit for
+ * bit; outputs outside the rows stay untouched. */
+static void check_many(const struct kernel_table *kt, uint32_t type, int64_t n, int64_t n_rows, int64_t n_tok)
+{
+    const struct kernel_type_ops *ops = &kt->types[type];
+    const uint32_t at = ops->vec_dot_type;
+    const size_t wrow = row_bytes(type, n), arow = row_bytes(at, n);
+    uint8_t *wbuf = malloc(wrow * (size_t)n_rows + 4), *w = wbuf + misalign(type);
+    uint8_t *a = malloc(arow * (size_t)n_tok);
+    float *x = malloc((size_t)n * sizeof(float));
+    const size_t ys = (size_t)n_rows + 3;
+    float *y = malloc(ys * (size_t)n_tok * sizeof(float));
+    random_rows(type, w, n_rows, n);
+    for (int64_t t = 0; t < n_tok; t++) {
+        fill_activations(x, n);
+        kt->types[at].from_float(x, a + (size_t)t * arow, n);
+    }
+    for (size_t i = 0; i < ys * (size_t)n_tok; i++)
+        y[i] = -1234.5f;
+    assert_int_equal(ops->gemm_many(n, w, wrow, n_rows, a, arow, n_tok, y, ys), 0);
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (size_t r = 0; r < ys; r++) {
+            const float got = y[(size_t)t * ys + r];
+            if (r >= (size_t)n_rows) {
+                assert_true(got == -1234.5f);
+                continue;
+            }
+            const float want = ops->vec_dot(n, w + r * wrow, a + (size_t)t * arow);
+            if (memcmp(&got, &want, 4) != 0)
+                fail_msg("%s %s n=%lld rows=%lld toks=%lld: gemm_many[%lld][%zu] = %.9g, vec_dot %.9g", kt->name,
+                         tname(type), (long long)n, (long long)n_rows, (long long)n_tok, (long long)t, r,
+                         (double)got, (double)want);
+        }
+    }
+    free(wbuf);
+    free(a);
+    free(x);
+    free(y);
+}
+
 /* gemm_many (where a variant has it) gives vec_dot's bits for every row and
- * token, for odd row and token counts (partial tiles and token groups). */
+ * token, for odd row and token counts (partial tiles and token groups), and
+ * for long rows against many tokens (kernels that sweep the activations in
+ * passes of a few blocks, to keep them in the L2, cross pass boundaries),
+ * and for many rows (avx512 runs them in blocks of tiles). */
 static void test_gemm_many(void **state)
 {
     const struct kernel_table *kt = variant_table(state);
@@ -365,48 +408,16 @@ static void test_gemm_many(void **state)
     int n_types = 0;
     for (size_t k = 0; k < N_WEIGHT_TYPES; k++) {
         const uint32_t type = weight_types[k];
-        const struct kernel_type_ops *ops = &kt->types[type];
-        if (!ops->gemm_many)
+        if (!kt->types[type].gemm_many)
             continue;
         n_types++;
-        const uint32_t at = ops->vec_dot_type;
         const int64_t nl = lengths(type, ns);
         static const int64_t rows[] = {1, 9, 17}, toks[] = {1, 16, 17, 33};
-        for (int64_t li = 0; li < nl; li++) {
-            const int64_t n = ns[li], n_rows = rows[li % 3], n_tok = toks[li % 4];
-            const size_t wrow = row_bytes(type, n), arow = row_bytes(at, n);
-            uint8_t *wbuf = malloc(wrow * (size_t)n_rows + 4), *w = wbuf + misalign(type);
-            uint8_t *a = malloc(arow * (size_t)n_tok);
-            float *x = malloc((size_t)n * sizeof(float));
-            const size_t ys = (size_t)n_rows + 3;
-            float *y = malloc(ys * (size_t)n_tok * sizeof(float));
-            random_rows(type, w, n_rows, n);
-            for (int64_t t = 0; t < n_tok; t++) {
-                fill_activations(x, n);
-                kt->types[at].from_float(x, a + (size_t)t * arow, n);
-            }
-            for (size_t i = 0; i < ys * (size_t)n_tok; i++)
-                y[i] = -1234.5f;
-            assert_int_equal(ops->gemm_many(n, w, wrow, n_rows, a, arow, n_tok, y, ys), 0);
-            for (int64_t t = 0; t < n_tok; t++) {
-                for (size_t r = 0; r < ys; r++) {
-                    const float got = y[(size_t)t * ys + r];
-                    if (r >= (size_t)n_rows) {
-                        assert_true(got == -1234.5f);
-                        continue;
-                    }
-                    const float want = ops->vec_dot(n, w + r * wrow, a + (size_t)t * arow);
-                    if (memcmp(&got, &want, 4) != 0)
-                        fail_msg("%s %s n=%lld rows=%lld toks=%lld: gemm_many[%lld][%zu] = %.9g, vec_dot %.9g",
-                                 kt->name, tname(type), (long long)n, (long long)n_rows, (long long)n_tok,
-                                 (long long)t, r, (double)got, (double)want);
-                }
-            }
-            free(wbuf);
-            free(a);
-            free(x);
-            free(y);
-        }
+        for (int64_t li = 0; li < nl; li++)
+            check_many(kt, type, ns[li], rows[li % 3], toks[li % 4]);
+        const int64_t bs = ggml_type_traits_get(type)->block_size;
+        check_many(kt, type, 8192 + bs, 33, 165);
+        check_many(kt, type, 4096 + bs, 403, 165); /* more rows than one block of tiles, and passes */
     }
     print_message("  %s: gemm_many checked for %d types\n", kt->name, n_types);
 }

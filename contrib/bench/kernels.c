@@ -11,7 +11,7 @@
  *          GB/s = weight bytes / time.
  *   GEMM   -n tokens (default 512) against the same matrix, the prefill case.
  *          GMAC/s = n_in * n_out * n_tok / time.
- *   Times are medians of -r repetitions (after one warm-up call) with the
+ *   Times are medians (-b: minimums) of -r repetitions (after one warm-up call) with the
  *   OpenMP thread count of the run (-t, default OMP_NUM_THREADS or all
  *   cores).  Activation quantization is included (it is part of matmul).
  *   "read" is a plain OpenMP sum over the cold buffer: the machine's read
@@ -27,8 +27,17 @@
  * Usage: bench-kernels [-t threads] [-r reps] [-n n_tok] [-m MiB]
  *                      [-v variant,...] [-T type,...] [-q (quick: small shapes)]
  *                      [-c (CPU time instead of wall time)] [-s NOUTxNIN (one shape)]
- *                      [-H (cold set in huge pages)]
+ *                      [-H (cold set in huge pages)] [-b (best of -r, not median)]
+ *                      [-G (GEMM only: no GEMV, no read-bandwidth probe)]
+ *                      [-A LIB (A/B: GEMM of this build against another libinfer.so)]
+ *
+ * -A: a second build of the library (e.g. a copy of the previous commit's
+ * build/.libs/libinfer.so.0.0.0) is loaded with dlopen and its matmul timed
+ * in alternation with this build's, call by call, on the same weights and
+ * activations, for one variant (-v): on a shared machine both see the same
+ * disturbances, so their ratio is steadier than two separate runs.
  */
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <math.h>
 #include <sys/mman.h>
@@ -62,6 +71,9 @@ static double cpu_now(void)
 }
 
 static int use_cpu_time;
+/* -b: the fastest repetition instead of the median (on a shared machine the
+ * least disturbed one; with -c and -t 1 the figure for kernel work). */
+static int use_best;
 
 static uint64_t rng = 0x853c49e6748fea9bull;
 static uint64_t next(void)
@@ -136,11 +148,14 @@ static int cmp_double(const void *a, const void *b)
 static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof(double), cmp_double);
+    if (use_best)
+        return v[0];
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 struct opts {
-    int reps, n_tok, quick;
+    int reps, n_tok, quick, gemm_only;
+    const char *other;
     size_t cold_bytes;
     int huge;
     const char *variants, *types, *shape;
@@ -180,6 +195,55 @@ static void fill_matrix(uint32_t type, uint8_t *w, int64_t n_rows, int64_t n_in)
     fill_weights(base, tmp, n_rows, n_in);
     repack_x4(base, tmp, w, n_in, n_rows);
     free(tmp);
+}
+
+/* The other build of -A: its matmul, set up for the variant and thread
+ * count of this run. */
+typedef int (*matmul_fn)(float *y, const void *w, uint32_t wtype, const float *x, int64_t n_in, int64_t n_out,
+                         int64_t n_tok);
+static matmul_fn other_matmul;
+
+static int load_other(const char *path, const char *variant, int n_threads)
+{
+    /* DEEPBIND: its own calls bind to its own symbols, not to the copies
+     * of this build that the program already has in the global scope */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!h) {
+        fprintf(stderr, "-A %s: %s\n", path, dlerror());
+        return -1;
+    }
+    int (*init)(char *, size_t) = (int (*)(char *, size_t))dlsym(h, "kernels_init");
+    int (*threads)(int) = (int (*)(int))dlsym(h, "pool_set_threads");
+    other_matmul = (matmul_fn)dlsym(h, "matmul");
+    char err[256] = "";
+    if (!init || !threads || !other_matmul || setenv("INFER_KERNELS", variant, 1) != 0 ||
+        init(err, sizeof(err)) != 0 || threads(n_threads) < 0) {
+        fprintf(stderr, "-A %s: cannot set it up for %s %s\n", path, variant, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Median (-b: best) seconds of this build's and the other build's matmul,
+ * calls alternated. */
+static void time_ab(uint32_t type, const uint8_t *w, const float *x, float *y, int64_t n_in, int64_t n_out,
+                    int64_t n_tok, int reps, double *self, double *other)
+{
+    double t[2][64];
+    if (reps > 64)
+        reps = 64;
+    if (matmul(y, w, type, x, n_in, n_out, n_tok) != 0 || other_matmul(y, w, type, x, n_in, n_out, n_tok) != 0) {
+        fprintf(stderr, "matmul failed\n");
+        exit(1);
+    }
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < 2; k++) {
+            const double t0 = use_cpu_time ? cpu_now() : now();
+            (k ? other_matmul : matmul)(y, w, type, x, n_in, n_out, n_tok);
+            t[k][r] = (use_cpu_time ? cpu_now() : now()) - t0;
+        }
+    *self = median(t[0], reps);
+    *other = median(t[1], reps);
 }
 
 /* Median seconds of one matmul over `copies` rotating weight copies. */
@@ -308,6 +372,12 @@ int main(int argc, char **argv)
             o.quick = 1;
         } else if (!strcmp(a, "-c")) {
             use_cpu_time = 1;
+        } else if (!strcmp(a, "-b")) {
+            use_best = 1;
+        } else if (!strcmp(a, "-A") && v) {
+            o.other = v, i++;
+        } else if (!strcmp(a, "-G")) {
+            o.gemm_only = 1;
         } else if (!strcmp(a, "-H")) {
             o.huge = 1;
         } else if (!strcmp(a, "-s") && v) {
@@ -315,7 +385,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [-t threads] [-r reps] [-n n_tok] [-m MiB] [-v variants] [-T types] [-q] [-c]"
-                    " [-s NOUTxNIN] [-H]\n",
+                    " [-s NOUTxNIN] [-H] [-b] [-G] [-A LIB]\n",
                     argv[0]);
             return 2;
         }
@@ -326,9 +396,14 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
     n_threads = omp_get_max_threads();
 #endif
+    if (o.other && (!o.variants || strchr(o.variants, ',') || load_other(o.other, o.variants, n_threads) != 0)) {
+        fprintf(stderr, "-A needs one variant (-v) and a loadable libinfer\n");
+        return 2;
+    }
     char feats[256];
     cpu_features_format(cpu_features_get(), feats, sizeof(feats));
-    printf("bench-kernels: %d threads, median of %d, GEMM n_tok %d, cold set %zu MiB, %s time\n", n_threads, o.reps,
+    printf("bench-kernels: %d threads, %s of %d, GEMM n_tok %d, cold set %zu MiB, %s time\n", n_threads,
+           use_best ? "best" : "median", o.reps,
            o.n_tok, o.cold_bytes >> 20, use_cpu_time ? "process CPU" : "wall");
     printf("cpu features: %s\n", feats);
     printf("GEMV GB/s = weight bytes / time (hot: one matrix, cold: rotating copies); "
@@ -359,7 +434,8 @@ int main(int argc, char **argv)
         return 1;
     }
     memset(cold, 1, o.cold_bytes);
-    printf("read bandwidth (plain sum over %zu MiB, %s pages): %.1f GB/s\n\n", o.cold_bytes >> 20,
+    if (!o.gemm_only)
+        printf("read bandwidth (plain sum over %zu MiB, %s pages): %.1f GB/s\n\n", o.cold_bytes >> 20,
            o.huge ? "2 MiB" : "default", read_bandwidth(cold, o.cold_bytes, o.reps));
     printf("%-7s %-6s %-5s %-11s %-5s %10s %9s %9s\n", "variant", "type", "op", "n_out x n_in", "set", "time ms",
            "GB/s", "GMAC/s");
@@ -391,7 +467,7 @@ int main(int argc, char **argv)
             /* a repacked layout only where the variant has kernels for it */
             if (repack_base_of(type) && t.types[repack_base_of(type)].repack_type != type)
                 continue;
-            for (int s0 = 0; s0 < n_gv; s0++) {
+            for (int s0 = 0; s0 < (o.gemm_only ? 0 : n_gv); s0++) {
                 const struct shape sh = fit(type, gv[s0]), *gvs = &sh;
                 const int s = 0;
                 const size_t mb = ggml_row_size(type, gvs[s].n_in) * (size_t)gvs[s].n_out;
@@ -419,6 +495,14 @@ int main(int argc, char **argv)
                 const double macs = (double)gms[s].n_in * gms[s].n_out * o.n_tok;
                 /* the reference is slow: one timed call for big products */
                 const int reps = strcmp(t.name, "ref") == 0 && macs > 2e9 ? 1 : o.reps;
+                if (o.other) {
+                    double ts, to;
+                    time_ab(type, cold, x, y, gms[s].n_in, gms[s].n_out, o.n_tok, reps, &ts, &to);
+                    printf("%-7s %-6s %-5s %5lldx%-5lld %-5s %10.3f %9.2f %9.2f  (-A: %.2f GMAC/s, this/-A %.2fx)\n",
+                           t.name, tn, "gemm", (long long)gms[s].n_out, (long long)gms[s].n_in, "hot", ts * 1e3,
+                           mb / ts / 1e9, macs / ts / 1e9, macs / to / 1e9, to / ts);
+                    continue;
+                }
                 const double tm = time_matmul(type, cold, mb, 1, x, y, gms[s].n_in, gms[s].n_out, o.n_tok, reps);
                 printf("%-7s %-6s %-5s %5lldx%-5lld %-5s %10.3f %9.2f %9.2f\n", t.name, tn, "gemm",
                        (long long)gms[s].n_out, (long long)gms[s].n_in, "hot", tm * 1e3, mb / tm / 1e9,

@@ -19,7 +19,7 @@
  * so the results are bit-identical to vec_dot, as gemm_many must be.
  * K-quants: the sub-block sums are scaled by their 6-bit (Q6_K: 8-bit
  * signed; Q2_K: 4-bit; Q3_K, IQ4_XS: 6-bit minus 32) scales with vpmulld,
- * the minimums through vpmaddwd on pairs of 32-element (Q2_K: 16-element)
+ * the minimums through vpdpwssd on pairs of 32-element (Q2_K: 16-element)
  * sums of the activations (Q8_K bsums).
  *
  * Cost model: unpacking is O(rows * n) once per call, transposing O(tokens
@@ -27,6 +27,7 @@
  * block for LR rows x 16 tokens plus a few float ops per block and lane.
  */
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,58 +58,59 @@ struct actK {
 
 _Static_assert(sizeof(struct act32) % 64 == 0 && sizeof(struct actK) % 64 == 0, "vector-aligned groups");
 
-static void act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
+/* Dword k of every token of a group: gathered from the tokens' rows (token t
+ * of the group at a + t * a_row), lanes past the last token 0. */
+INLINE __m512i gather_tok(const uint8_t *a, __m512i rows, __mmask16 live, size_t off)
 {
-    const int64_t ng = (n_tok + LT - 1) / LT;
-    for (int64_t g = 0; g < ng; g++) {
-        for (int t = 0; t < LT; t++) {
-            const int64_t tok = g * LT + t;
-            for (int64_t b = 0; b < nb; b++) {
-                struct act32 *ag = A + g * nb + b;
-                if (tok >= n_tok) {
-                    for (int k = 0; k < 8; k++)
-                        ag->q[k][t] = 0x80808080u;
-                    ag->d[t] = 0.0f;
-                    continue;
-                }
-                const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)tok * a_row) + b;
-                for (int k = 0; k < 8; k++)
-                    ag->q[k][t] = ld32(ab->qs + 4 * k) ^ 0x80808080u;
-                ag->d[t] = h2f(ld16(&ab->d));
-            }
-        }
-    }
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, a + off, 1);
 }
 
-static void actK_pack(struct actK *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
+/* The byte offsets t * a_row of a group's tokens, and which of them exist
+ * (the activation buffer of one call is far below 2 GB: matmul passes at
+ * most MATMUL_MANY_TOK rows of a few KB). */
+INLINE __m512i group_rows(size_t a_row, int64_t n_tok, int64_t g, __mmask16 *live)
+{
+    const int64_t left = n_tok - g * LT;
+    *live = left >= LT ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              _mm512_set1_epi32((int)a_row));
+}
+
+/* The activations of a call, transposed: Q8_0 blocks into act32 (kq
+ * false) or Q8_K super-blocks into actK (kq true), group after group. */
+INLINE void act_pack(const bool kq, void *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
 {
     const int64_t ng = (n_tok + LT - 1) / LT;
+    const size_t bsz = kq ? sizeof(block_q8_K) : sizeof(block_q8_0);
+    const size_t qs = kq ? offsetof(block_q8_K, qs) : offsetof(block_q8_0, qs);
+    const __m512i x80 = _mm512_set1_epi32((int)0x80808080u), lo16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t g = 0; g < ng; g++) {
-        for (int t = 0; t < LT; t++) {
-            const int64_t tok = g * LT + t;
-            for (int64_t b = 0; b < nb; b++) {
-                struct actK *ag = A + g * nb + b;
-                if (tok >= n_tok) {
-                    for (int k = 0; k < 64; k++)
-                        ag->q[k][t] = 0x80808080u;
-                    ag->d[t] = 0.0f;
-                    for (int k = 0; k < 4; k++)
-                        ag->bs[k][t] = 0;
-                    for (int k = 0; k < 8; k++)
-                        ag->bs16[k][t] = 0;
-                    continue;
-                }
-                const block_q8_K *yb = (const block_q8_K *)(a + (size_t)tok * a_row) + b;
-                for (int k = 0; k < 64; k++)
-                    ag->q[k][t] = ld32(yb->qs + 4 * k) ^ 0x80808080u;
-                ag->d[t] = yb->d;
-                for (int k = 0; k < 4; k++) {
-                    const int lo = yb->bsums[4 * k] + yb->bsums[4 * k + 1];
-                    const int hi = yb->bsums[4 * k + 2] + yb->bsums[4 * k + 3];
-                    ag->bs[k][t] = (uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16;
-                }
-                for (int k = 0; k < 8; k++)
-                    ag->bs16[k][t] = (uint32_t)(uint16_t)yb->bsums[2 * k] | (uint32_t)(uint16_t)yb->bsums[2 * k + 1] << 16;
+        __mmask16 live;
+        const __m512i rows = group_rows(a_row, n_tok, g, &live);
+        const uint8_t *ag = a + (size_t)(g * LT) * a_row;
+        for (int64_t b = 0; b < nb; b++) {
+            const size_t blk = (size_t)b * bsz;
+            uint32_t(*q)[LT] = kq ? ((struct actK *)A)[g * nb + b].q : ((struct act32 *)A)[g * nb + b].q;
+            for (int k = 0; k < (kq ? 64 : 8); k++) /* padding lanes: 0 ^ 0x80 = the biased zero */
+                _mm512_store_si512((void *)q[k], _mm512_xor_si512(gather_tok(ag, rows, live, blk + qs + 4 * (size_t)k), x80));
+            if (!kq) { /* the f16 scale: the low half of the dword at d */
+                const __m512i dh = gather_tok(ag, rows, live, blk + offsetof(block_q8_0, d));
+                _mm512_store_ps(((struct act32 *)A)[g * nb + b].d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)));
+                continue;
+            }
+            struct actK *o = (struct actK *)A + g * nb + b;
+            _mm512_store_si512((void *)o->d, gather_tok(ag, rows, live, blk + offsetof(block_q8_K, d)));
+            __m512i p[8];
+            UNROLL
+            for (int k = 0; k < 8; k++) { /* (bsums[2k], bsums[2k+1]) */
+                p[k] = gather_tok(ag, rows, live, blk + offsetof(block_q8_K, bsums) + 4 * (size_t)k);
+                _mm512_store_si512((void *)o->bs16[k], p[k]);
+            }
+            UNROLL
+            for (int k = 0; k < 4; k++) { /* (sum of the first 32, of the next 32), truncated to 16 bits */
+                const __m512i lo = _mm512_madd_epi16(p[2 * k], _mm512_set1_epi16(1));
+                const __m512i hi = _mm512_madd_epi16(p[2 * k + 1], _mm512_set1_epi16(1));
+                _mm512_store_si512((void *)o->bs[k], _mm512_or_si512(_mm512_and_si512(lo, lo16), _mm512_slli_epi32(hi, 16)));
             }
         }
     }
@@ -357,109 +359,210 @@ INLINE void store_tile(float *y, size_t ys, const __m512 *f, int nr, int nt)
 #undef STORE_LANE
 }
 
-/* LR unpacked rows (w: row r at r * n bytes; meta: row r at r * nb) against
- * all token groups; rows >= nr are not stored. */
-INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta32 *meta, const struct act32 *A,
-                  int64_t n_tok, int nr, float *y, size_t ys)
+/* The weights of a tile, interleaved for the kernels: dword k of block b of
+ * row r at wi[(b * kpb + k) * LR + r] (kpb: dwords per block, 8 or 64), so
+ * the LR broadcasts of one step are consecutive dwords behind one pointer;
+ * the per-block metadata likewise with the row index last. */
+struct tile32 {
+    int32_t corr[LR];
+    float d[LR];
+};
+
+struct tileK {
+    int32_t corr[LR];
+    int32_t sc[16][LR];
+    uint32_t mp[4][LR];
+    uint32_t mp16[8][LR];
+    float d[LR], dmin[LR];
+};
+
+/* acc + vpdpbusd(a, the dword at p broadcast), with the broadcast folded
+ * into the instruction ({1to16}): GCC 12 emits a separate vpbroadcastd for
+ * _mm512_set1_epi32(*p) here, and in these loops every extra vector
+ * instruction costs about a cycle (bench: 24 vpdpbusd + 8 vpbroadcastd take
+ * ~30% longer than 24 alone; with the folded form, no longer). */
+INLINE __m512i dp_bcast(__m512i acc, __m512i a, const uint32_t *p)
+{
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*p));
+    return acc;
+}
+
+/* acc + vpdpwssd(a, the int16 pair at p broadcast), folded likewise. */
+INLINE __m512i dpw_bcast(__m512i acc, __m512i a, const uint32_t *p)
+{
+    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*p));
+    return acc;
+}
+
+#define GP_VEC __m512
+#define GP_ZERO() _mm512_setzero_ps()
+#define GP_LOAD(p) _mm512_load_ps(p)
+#define GP_STORE(p, v) _mm512_store_ps(p, v)
+#include "gemm_pass.h"
+
+/* A tile of LR interleaved rows against all token groups, blocks [b0, b1)
+ * (one pass; F: the tile's float accumulators between passes).  Inside a block the LR rows advance together, one
+ * vpdpbusd per row and activation vector, so LR accumulation chains are in
+ * flight at once (one chain per row after another left the vector unit
+ * waiting on vpdpbusd's latency).  The float steps per (row, token) are the
+ * reference's, block after block, whatever the pass boundaries. */
+INLINE void run32(const int type, int64_t n, const uint32_t *wi, const struct tile32 *tm, const struct act32 *A,
+                  int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
     const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
     for (int64_t g = 0; g < ng; g++) {
         __m512 facc[LR];
-        UNROLL
-        for (int r = 0; r < LR; r++)
-            facc[r] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
+        facc_load(facc, F, g, b0 == 0);
+        for (int64_t b = b0; b < b1; b++) {
             const struct act32 *ag = A + g * nb + b;
-            __m512i av[8];
+            const struct tile32 *mt = tm + b;
+            const uint32_t *wb = wi + (size_t)b * 8 * LR;
+            __m512i acc[LR];
             UNROLL
-            for (int k = 0; k < 8; k++)
-                av[k] = _mm512_load_si512((const void *)ag->q[k]);
+            for (int r = 0; r < LR; r++)
+                acc[r] = _mm512_set1_epi32(mt->corr[r]);
+            UNROLL
+            for (int k = 0; k < 8; k++) {
+                const __m512i av = _mm512_load_si512((const void *)ag->q[k]);
+                UNROLL
+                for (int r = 0; r < LR; r++)
+                    acc[r] = dp_bcast(acc[r], av, wb + k * LR + r);
+            }
             const __m512 dy = _mm512_load_ps(ag->d);
             UNROLL
             for (int r = 0; r < LR; r++) {
-                const struct meta32 *mt = meta + (size_t)r * (size_t)nb + b;
-                const uint32_t *wr = (const uint32_t *)(w + (size_t)r * (size_t)n + 32 * b);
-                __m512i acc = _mm512_set1_epi32(mt->corr);
-                UNROLL
-                for (int k = 0; k < 8; k++)
-                    acc = _mm512_dpbusd_epi32(acc, av[k], _mm512_set1_epi32((int)wr[k]));
-                const __m512 f = _mm512_cvtepi32_ps(acc), dx = _mm512_set1_ps(mt->d);
+                const __m512 f = _mm512_cvtepi32_ps(acc[r]), dx = _mm512_set1_ps(mt->d[r]);
                 if (type == GGML_TYPE_Q4_0)
                     facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(f, dx), dy));
                 else
                     facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(dx, dy), f));
             }
         }
-        const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
-        store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
+        facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
     }
 }
 
-INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK *meta, const struct actK *A,
-                 int64_t n_tok, int nr, float *y, size_t ys)
+INLINE void runK(const int type, int64_t n, const uint32_t *wi, const struct tileK *tm, const struct actK *A,
+                 int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
     const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
     const int n_sub = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS ? 8 : 16;
     const int per_sub = 64 / n_sub; /* dwords per sub-block */
     for (int64_t g = 0; g < ng; g++) {
         __m512 facc[LR];
-        UNROLL
-        for (int r = 0; r < LR; r++)
-            facc[r] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
+        facc_load(facc, F, g, b0 == 0);
+        for (int64_t b = b0; b < b1; b++) {
             const struct actK *ag = A + g * nb + b;
+            const struct tileK *mt = tm + b;
             __m512i isum[LR];
             UNROLL
             for (int r = 0; r < LR; r++)
-                isum[r] = _mm512_set1_epi32(meta[(size_t)r * (size_t)nb + b].corr);
+                isum[r] = _mm512_set1_epi32(mt->corr[r]);
             for (int j = 0; j < n_sub; j++) {
-                __m512i av[8];
+                const uint32_t *wj = wi + ((size_t)b * 64 + (size_t)(per_sub * j)) * LR;
+                __m512i acc[LR];
                 UNROLL
-                for (int k = 0; k < per_sub; k++)
-                    av[k] = _mm512_load_si512((const void *)ag->q[per_sub * j + k]);
+                for (int r = 0; r < LR; r++)
+                    acc[r] = _mm512_setzero_si512();
                 UNROLL
-                for (int r = 0; r < LR; r++) {
-                    const uint32_t *wr = (const uint32_t *)(w + (size_t)r * (size_t)n + 256 * b) + per_sub * j;
-                    __m512i acc = _mm512_setzero_si512();
+                for (int k = 0; k < per_sub; k++) {
+                    const __m512i av = _mm512_load_si512((const void *)ag->q[per_sub * j + k]);
                     UNROLL
-                    for (int k = 0; k < per_sub; k++)
-                        acc = _mm512_dpbusd_epi32(acc, av[k], _mm512_set1_epi32((int)wr[k]));
-                    const int32_t sc = meta[(size_t)r * (size_t)nb + b].sc[j];
-                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc, _mm512_set1_epi32(sc)));
+                    for (int r = 0; r < LR; r++)
+                        acc[r] = dp_bcast(acc[r], av, wj + k * LR + r);
                 }
+                UNROLL
+                for (int r = 0; r < LR; r++)
+                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc[r], _mm512_set1_epi32(mt->sc[j][r])));
             }
             const __m512 dy = _mm512_load_ps(ag->d);
+            __m512i bs[4], bs16[8]; /* the activation sums the minimums need */
+            UNROLL
+            for (int k = 0; k < 4; k++)
+                bs[k] = type == GGML_TYPE_Q2_K ? _mm512_setzero_si512() : _mm512_load_si512((const void *)ag->bs[k]);
+            UNROLL
+            for (int k = 0; k < 8; k++)
+                bs16[k] = type == GGML_TYPE_Q2_K ? _mm512_load_si512((const void *)ag->bs16[k]) : _mm512_setzero_si512();
             UNROLL
             for (int r = 0; r < LR; r++) {
-                const struct metaK *mt = meta + (size_t)r * (size_t)nb + b;
-                const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(mt->d), dy);
+                const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(mt->d[r]), dy);
                 facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum[r])));
                 if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K) {
                     __m512i summ = _mm512_setzero_si512();
                     if (type == GGML_TYPE_Q2_K) {
                         UNROLL
                         for (int k = 0; k < 8; k++)
-                            summ = _mm512_add_epi32(summ,
-                                                    _mm512_madd_epi16(_mm512_load_si512((const void *)ag->bs16[k]),
-                                                                      _mm512_set1_epi32((int)mt->mp16[k])));
+                            summ = dpw_bcast(summ, bs16[k], &mt->mp16[k][r]);
                     } else {
                         UNROLL
                         for (int k = 0; k < 4; k++)
-                            summ = _mm512_add_epi32(summ, _mm512_madd_epi16(_mm512_load_si512((const void *)ag->bs[k]),
-                                                                            _mm512_set1_epi32((int)mt->mp[k])));
+                            summ = dpw_bcast(summ, bs[k], &mt->mp[k][r]);
                     }
-                    facc[r] = _mm512_sub_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->dmin), dy),
+                    facc[r] = _mm512_sub_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->dmin[r]), dy),
                                                                    _mm512_cvtepi32_ps(summ)));
                 }
             }
         }
-        const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
-        store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
+        facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
     }
 }
 
 /* Round up to a multiple of 64 bytes. */
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+/* The LR unpacked rows of a tile (row r at u + r n) into the interleaved
+ * weights, eight dwords of every row at a time by an 8 x 8 transpose. */
+static void interleave_tile(uint32_t *wi, const uint8_t *u, int64_t n)
+{
+    _Static_assert(LR == 8, "interleave_tile transposes 8 rows");
+    for (int64_t i = 0; i < n / 4; i += 8) {
+        __m256i v[8], t[8], q[8];
+        UNROLL
+        for (int r = 0; r < 8; r++)
+            v[r] = _mm256_loadu_si256((const __m256i *)(u + (size_t)r * (size_t)n + 4 * (size_t)i));
+        UNROLL
+        for (int r = 0; r < 8; r += 2) {
+            t[r] = _mm256_unpacklo_epi32(v[r], v[r + 1]);     /* dwords 0 1 | 4 5 of rows r, r+1 */
+            t[r + 1] = _mm256_unpackhi_epi32(v[r], v[r + 1]); /* dwords 2 3 | 6 7 */
+        }
+        UNROLL
+        for (int h = 0; h < 8; h += 4) { /* rows h..h+3: q[h + k] holds dword k | k + 4 */
+            q[h] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
+            q[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
+            q[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
+            q[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
+        }
+        uint32_t *o = wi + (size_t)i * LR;
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            _mm256_storeu_si256((__m256i *)(o + 8 * k), _mm256_permute2x128_si256(q[k], q[4 + k], 0x20));
+            _mm256_storeu_si256((__m256i *)(o + 8 * (k + 4)), _mm256_permute2x128_si256(q[k], q[4 + k], 0x31));
+        }
+    }
+}
+
+static void tile32_set(struct tile32 *tm, const struct meta32 *m, int64_t nb, int r)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        tm[b].corr[r] = m[b].corr;
+        tm[b].d[r] = m[b].d;
+    }
+}
+
+static void tileK_set(struct tileK *tm, const struct metaK *m, int64_t nb, int r)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        tm[b].corr[r] = m[b].corr;
+        for (int j = 0; j < 16; j++)
+            tm[b].sc[j][r] = m[b].sc[j];
+        for (int k = 0; k < 4; k++)
+            tm[b].mp[k][r] = m[b].mp[k];
+        for (int k = 0; k < 8; k++)
+            tm[b].mp16[k][r] = m[b].mp16[k];
+        tm[b].d[r] = m[b].d;
+        tm[b].dmin[r] = m[b].dmin;
+    }
+}
 
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
                 size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4)
@@ -467,42 +570,73 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
                    type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
+    const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
-    const size_t w_bytes = up64((size_t)LR * (size_t)n);
-    const size_t meta_bytes = up64((size_t)(LR * nb) * (k ? sizeof(struct metaK) : sizeof(struct meta32)));
-    uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes);
+    /* rows in blocks of rb tiles, unpacked first; each pass over a chunk of
+     * the activations then serves all tiles of the block (gemm_pass.h) */
+    const size_t f_tile = (size_t)ng * LR * LT; /* floats of one tile's accumulators */
+    const int64_t n_tiles = (n_rows + LR - 1) / LR, rb = block_tiles(f_tile, n_tiles);
+    const size_t tsz = k ? sizeof(struct tileK) : sizeof(struct tile32);
+    const size_t wi_bytes = up64((size_t)rb * LR * (size_t)n), tile_bytes = up64((size_t)(rb * nb) * tsz);
+    const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
+    const size_t u_bytes = up64((size_t)LR * (size_t)n), meta_bytes = up64((size_t)nb * msz);
+    uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + u_bytes + meta_bytes);
     if (!scratch)
         return -1;
-    void *act = scratch, *meta = scratch + act_bytes + w_bytes;
-    uint8_t *w = scratch + act_bytes;
+    void *act = scratch;
+    uint32_t *wi = (uint32_t *)(scratch + act_bytes);
+    uint8_t *tile = scratch + act_bytes + wi_bytes;
+    float *F = (float *)(scratch + act_bytes + wi_bytes + tile_bytes);
+    uint8_t *u = scratch + act_bytes + wi_bytes + tile_bytes + f_bytes; /* one tile's rows, unpacked */
+    void *meta = u + u_bytes;
     const uint8_t *wb = wv;
+    const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (k)
-        actK_pack(act, av, a_row, n_tok, nb);
+        act_pack(true, act, av, a_row, n_tok, nb);
     else
-        act32_pack(act, av, a_row, n_tok, nb);
-    for (int64_t r0 = 0; r0 < n_rows; r0 += LR) {
-        const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
-        for (int r = 0; r < LR; r++) {
-            uint8_t *wr = w + (size_t)r * (size_t)n;
-            if (r >= nr) { /* padding rows: zero weights, scales and corrections */
-                memset(wr, 0, (size_t)n);
-                memset((char *)meta + (size_t)(r * nb) * (k ? sizeof(struct metaK) : sizeof(struct meta32)), 0,
-                       (size_t)nb * (k ? sizeof(struct metaK) : sizeof(struct meta32)));
-                continue;
+        act_pack(false, act, av, a_row, n_tok, nb);
+    for (int64_t t0 = 0; t0 < n_tiles; t0 += rb) {
+        const int64_t t1 = t0 + rb < n_tiles ? t0 + rb : n_tiles;
+        for (int64_t t = t0; t < t1; t++) {
+            const int64_t r0 = t * LR;
+            const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+            uint8_t *tm = tile + (size_t)((t - t0) * nb) * tsz;
+            for (int r = 0; r < LR; r++) {
+                uint8_t *ur = u + (size_t)r * (size_t)n;
+                if (r >= nr) { /* padding rows: zero weights, scales and corrections */
+                    memset(ur, 0, (size_t)n);
+                    memset(meta, 0, (size_t)nb * msz);
+                } else {
+                    const int64_t row_i = r0 + r;
+                    if (k)
+                        unpack_rowK(type, wb + (size_t)row_i * w_row, nb, ur, meta);
+                    else if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
+                        unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, ur, meta, true,
+                                     (int)(row_i % 4));
+                    else
+                        unpack_row32(type, wb + (size_t)row_i * w_row, nb, ur, meta, false, 0);
+                }
+                if (k)
+                    tileK_set((struct tileK *)tm, meta, nb, r);
+                else
+                    tile32_set((struct tile32 *)tm, meta, nb, r);
             }
-            const int64_t row_i = r0 + r;
-            if (k)
-                unpack_rowK(type, wb + (size_t)row_i * w_row, nb, wr, (struct metaK *)meta + r * nb);
-            else if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
-                unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, wr, (struct meta32 *)meta + r * nb,
-                             true, (int)(row_i % 4));
-            else
-                unpack_row32(type, wb + (size_t)row_i * w_row, nb, wr, (struct meta32 *)meta + r * nb, false, 0);
+            interleave_tile(wi + (size_t)(t - t0) * LR * (size_t)(n / 4), u, n);
         }
-        if (k)
-            runK(type, n, w, meta, act, n_tok, nr, y + r0, ys);
-        else
-            run32(type, n, w, meta, act, n_tok, nr, y + r0, ys);
+        for (int64_t b0 = 0; b0 < nb; b0 += kc) {
+            const int64_t b1 = b0 + kc < nb ? b0 + kc : nb;
+            for (int64_t t = t0; t < t1; t++) {
+                const int64_t r0 = t * LR;
+                const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+                const uint32_t *wt = wi + (size_t)(t - t0) * LR * (size_t)(n / 4);
+                const void *tm = tile + (size_t)((t - t0) * nb) * tsz;
+                float *Ft = F + (size_t)(t - t0) * f_tile;
+                if (k)
+                    runK(type, n, wt, tm, act, n_tok, nr, y + r0, ys, Ft, b0, b1);
+                else
+                    run32(type, n, wt, tm, act, n_tok, nr, y + r0, ys, Ft, b0, b1);
+            }
+        }
     }
     return 0;
 }

@@ -375,18 +375,22 @@ INLINE __m256i dot_groups(const int ubits, const uint32_t *wr, uint32_t (*q)[LT]
 #endif
 }
 
+#define GP_VEC __m256
+#define GP_ZERO() _mm256_setzero_ps()
+#define GP_LOAD(p) _mm256_load_ps(p)
+#define GP_STORE(p, v) _mm256_store_ps(p, v)
+#include "gemm_pass.h"
+
 INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta32 *meta, struct act32 *A,
-                  int64_t n_tok, int nr, float *y, size_t ys)
+                  int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
     const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
     const int ubits = type == GGML_TYPE_Q4_0 ? 4 : type == GGML_TYPE_Q5_0 ? 5 : planes32(type) == 2 ? 4 : 8;
     const size_t stride = (size_t)n * (size_t)planes32(type); /* bytes per unpacked row */
     for (int64_t g = 0; g < ng; g++) {
         __m256 facc[LR];
-        UNROLL
-        for (int r = 0; r < LR; r++)
-            facc[r] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
+        facc_load(facc, F, g, b0 == 0);
+        for (int64_t b = b0; b < b1; b++) {
             struct act32 *ag = A + g * nb + b;
             const __m256 dy = _mm256_load_ps(ag->d);
             const __m256i corr = _mm256_load_si256((const __m256i *)ag->corr);
@@ -403,13 +407,12 @@ INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta
                     facc[r] = _mm256_add_ps(facc[r], _mm256_mul_ps(_mm256_mul_ps(dx, dy), f));
             }
         }
-        const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
-        store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
+        facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
     }
 }
 
 INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK *meta, struct actK *A,
-                 int64_t n_tok, int nr, float *y, size_t ys)
+                 int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
     const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
     const bool sub16 = type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K;
@@ -426,10 +429,8 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
     const size_t stride = (size_t)n * (size_t)planesK(type); /* bytes per unpacked row */
     for (int64_t g = 0; g < ng; g++) {
         __m256 facc[LR];
-        UNROLL
-        for (int r = 0; r < LR; r++)
-            facc[r] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
+        facc_load(facc, F, g, b0 == 0);
+        for (int64_t b = b0; b < b1; b++) {
             struct actK *ag = A + g * nb + b;
             __m256i isum[LR];
             UNROLL
@@ -469,8 +470,7 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
                                                                    _mm256_cvtepi32_ps(bs)));
             }
         }
-        const int nt = n_tok - g * LT < LT ? (int)(n_tok - g * LT) : LT;
-        store_tile(y + (size_t)(g * LT) * ys, ys, facc, nr, nt);
+        facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
     }
 }
 
@@ -485,36 +485,59 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
     const size_t stride = (size_t)n * (size_t)(k ? planesK(type) : planes32(type)); /* bytes per unpacked row */
-    const size_t w_bytes = up64((size_t)LR * stride), meta_bytes = up64((size_t)(LR * nb) * msz);
-    uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes);
+    /* rows in blocks of rb tiles, unpacked first; each pass over a chunk of
+     * the activations then serves all tiles of the block (gemm_pass.h) */
+    const size_t f_tile = (size_t)ng * LR * LT; /* floats of one tile's accumulators */
+    const int64_t n_tiles = (n_rows + LR - 1) / LR, rb = block_tiles(f_tile, n_tiles);
+    const size_t w_tile = (size_t)LR * stride, m_tile = (size_t)(LR * nb) * msz;
+    const size_t w_bytes = up64((size_t)rb * w_tile), meta_bytes = up64((size_t)rb * m_tile);
+    const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
+    uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes + f_bytes);
     if (!scratch)
         return -1;
-    void *act = scratch, *meta = scratch + act_bytes + w_bytes;
-    uint8_t *w = scratch + act_bytes;
+    void *act = scratch;
+    uint8_t *w = scratch + act_bytes, *meta = scratch + act_bytes + w_bytes;
+    float *F = (float *)(scratch + act_bytes + w_bytes + meta_bytes);
     const uint8_t *wb = wv;
+    const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (k)
         actK_pack(act, av, a_row, n_tok, nb);
     else
         act32_pack(act, av, a_row, n_tok, nb, koff32(type));
-    for (int64_t r0 = 0; r0 < n_rows; r0 += LR) {
-        const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
-        for (int r = 0; r < LR; r++) {
-            uint8_t *wr = w + (size_t)r * stride;
-            if (r >= nr) { /* padding rows: zero weights and scales */
-                memset(wr, 0, stride);
-                memset((char *)meta + (size_t)(r * nb) * msz, 0, (size_t)nb * msz);
-                continue;
+    for (int64_t t0 = 0; t0 < n_tiles; t0 += rb) {
+        const int64_t t1 = t0 + rb < n_tiles ? t0 + rb : n_tiles;
+        for (int64_t t = t0; t < t1; t++) {
+            const int64_t r0 = t * LR;
+            const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+            uint8_t *wt = w + (size_t)(t - t0) * w_tile, *mt = meta + (size_t)(t - t0) * m_tile;
+            for (int r = 0; r < LR; r++) {
+                uint8_t *wr = wt + (size_t)r * stride;
+                if (r >= nr) { /* padding rows: zero weights and scales */
+                    memset(wr, 0, stride);
+                    memset(mt + (size_t)(r * nb) * msz, 0, (size_t)nb * msz);
+                    continue;
+                }
+                const uint8_t *row = wb + (size_t)(r0 + r) * w_row;
+                if (k)
+                    unpack_rowK(type, row, nb, wr, (struct metaK *)mt + r * nb);
+                else
+                    unpack_row32(type, row, nb, wr, (struct meta32 *)mt + r * nb);
             }
-            const uint8_t *row = wb + (size_t)(r0 + r) * w_row;
-            if (k)
-                unpack_rowK(type, row, nb, wr, (struct metaK *)meta + r * nb);
-            else
-                unpack_row32(type, row, nb, wr, (struct meta32 *)meta + r * nb);
         }
-        if (k)
-            runK(type, n, w, meta, act, n_tok, nr, y + r0, ys);
-        else
-            run32(type, n, w, meta, act, n_tok, nr, y + r0, ys);
+        for (int64_t b0 = 0; b0 < nb; b0 += kc) {
+            const int64_t b1 = b0 + kc < nb ? b0 + kc : nb;
+            for (int64_t t = t0; t < t1; t++) {
+                const int64_t r0 = t * LR;
+                const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+                const uint8_t *wt = w + (size_t)(t - t0) * w_tile;
+                const uint8_t *mt = meta + (size_t)(t - t0) * m_tile;
+                float *Ft = F + (size_t)(t - t0) * f_tile;
+                if (k)
+                    runK(type, n, wt, (const struct metaK *)mt, act, n_tok, nr, y + r0, ys, Ft, b0, b1);
+                else
+                    run32(type, n, wt, (const struct meta32 *)mt, act, n_tok, nr, y + r0, ys, Ft, b0, b1);
+            }
+        }
     }
     return 0;
 }

@@ -283,9 +283,12 @@ static void quantize_q8_K(const float *src, void *dst, int64_t n)
             continue;
         }
         float max = 0.0f;
-        for (int j = 0; j < QK_K; j++) { /* the first element of that magnitude keeps its sign */
-            if (fabsf(src[j]) == amax) {
-                max = src[j];
+        const __m256 amv = _mm256_set1_ps(amax);
+        for (int k = 0; k < QK_K / 8; k++) { /* the first element of that magnitude keeps its sign */
+            const int m = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(src + 8 * k), abs_mask), amv, _CMP_EQ_OQ));
+            if (m) {
+                max = src[8 * k + __builtin_ctz((unsigned)m)];
                 break;
             }
         }
