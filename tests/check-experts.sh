@@ -58,12 +58,13 @@ rm -f "$profile"
 passes() { # EXPECTED-LINE BENCH-OPTIONS...: the profile line of a `bench -p 16 -n 4 -r 1` run
     want=$1
     shift
+    label=${*:-"(with its warm-up)"}
     got=$(INFER_PROFILE=1 "$infer" bench -m "$builddir/models/gen/qwen3-f32.gguf" -p 16 -n 4 -r 1 -t 1 "$@" \
         -o json 2>&1 >/dev/null | sed -n 's/^profile: \([0-9]* forward passes, [0-9]* tokens\).*/\1/p')
     if test "$got" = "$want"; then
-        echo "PASS: bench $*: $want"
+        echo "PASS: bench $label: $want"
     else
-        echo "FAIL: bench $*: '$got', expected '$want'"
+        echo "FAIL: bench $label: '$got', expected '$want'"
         fail=1
     fi
 }
