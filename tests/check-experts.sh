@@ -3,7 +3,9 @@
 # model through the CLI: `infer info --json` shows 0% for every expert of a
 # cold file and 100% after `infer warm`; `infer warm --experts PROFILE
 # --experts-only` brings exactly the profiled experts in; `infer bench -o json` reports, for
-# each layer, exactly n_tokens x experts_used routings per test.
+# each layer, exactly n_tokens x experts_used routings per test; and (on the dense model)
+# `infer bench --no-warmup` runs exactly the tests' forward passes, without it one warm-up batch
+# and token more (INFER_PROFILE's pass and token counts).
 # Exit status as automake's test driver expects: 0 pass, 77 skip, 1 fail.
 set -u
 builddir=${INFER_BUILDDIR:-.}
@@ -52,4 +54,20 @@ rm -f "$profile"
     "[t['test'] for t in d] == ['pp16', 'tg4'] and
      [sum(l) for l in d[0]['expert_counts']] == [128, 128] and
      [sum(l) for l in d[1]['expert_counts']] == [32, 32] and all(len(l) == 16 for l in d[0]['expert_counts'])"
+# pp16 is one pass of 16 tokens, tg4 four of one; the warm-up adds a batch of min(16, 32) and a token
+passes() { # EXPECTED-LINE BENCH-OPTIONS...: the profile line of a `bench -p 16 -n 4 -r 1` run
+    want=$1
+    shift
+    label=${*:-"(with its warm-up)"}
+    got=$(INFER_PROFILE=1 "$infer" bench -m "$builddir/models/gen/qwen3-f32.gguf" -p 16 -n 4 -r 1 -t 1 "$@" \
+        -o json 2>&1 >/dev/null | sed -n 's/^profile: \([0-9]* forward passes, [0-9]* tokens\).*/\1/p')
+    if test "$got" = "$want"; then
+        echo "PASS: bench $label: $want"
+    else
+        echo "FAIL: bench $label: '$got', expected '$want'"
+        fail=1
+    fi
+}
+passes "5 forward passes, 20 tokens" --no-warmup
+passes "7 forward passes, 37 tokens"
 exit $fail

@@ -755,12 +755,14 @@ static int phase(struct bench *b, const char *which)
 static const char *bench_help =
     "usage: infer bench --prefix [-m MODEL] [--scenario A,B,C,D] [sizes] [cache options] [-o md|json]\n"
     "       infer bench --paths [...]   (one request in 8 cold/warm situations; infer bench --paths --help)\n"
-    "       infer bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [--np N] [-o md|json]   (prompt/"
+    "       infer bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [--np N] [--no-warmup] [-o md|json]   (prompt/"
     "generation rates)\n"
     "  -d N (--n-depth N): run each test after N tokens already in the context (untimed), as\n"
     "  llama-bench's -d; reported as \"tg128 @ d2048\"\n"
     "  --np N (--parallel N): generate with N sequences at once, one token of each per forward pass (as\n"
-    "  infer serve batches them); tgK xN reports all sequences' tokens per second\n\n"
+    "  infer serve batches them); tgK xN reports all sequences' tokens per second\n"
+    "  --no-warmup: skip the warm-up batch and token before the tests (llama-bench's --no-warmup;\n"
+    "  contrib/bench/arm-insn-count counts instructions per token by differences of runs)\n\n"
     "Prefix-cache scenarios (each request in a fresh session of one engine; TTFT = prompt handed\n"
     "to the engine -> first token chosen, greedy):\n"
     "  A  one agent: a long system prompt + document, then short questions (cold vs warm TTFT)\n"
@@ -795,7 +797,7 @@ static int positive(const char *arg, int *out)
 
 enum {
     B_PREFIX = 2000, B_SCENARIO, B_PREFIX_TOKENS, B_QUESTIONS, B_AGENT_TOKENS, B_REQUESTS, B_TURNS, B_CHAT_GEN,
-    B_GEN, B_PHASE, B_PARALLEL,
+    B_GEN, B_PHASE, B_PARALLEL, B_NO_WARMUP,
 };
 
 static void print_md_a(const struct result_a *a)
@@ -817,6 +819,7 @@ struct tp_opts {
     int n_prompt, n_gen, reps;
     int depth; /* -d: tokens already in the context when a test starts (llama-bench's n_depth) */
     int parallel; /* tg: sequences decoded together, one token each per step */
+    bool no_warmup; /* --no-warmup: no warm-up batch and token before the tests (llama-bench's) */
 };
 
 static int nonneg(const char *arg, int *out)
@@ -1031,10 +1034,12 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
     uint32_t seed = 1234;
     const int n_vocab = infer_model_n_vocab(m);
     /* warm-up, as llama-bench: one short batch and one token */
-    tp_run(s, tp->n_prompt > 0 ? (tp->n_prompt < 32 ? tp->n_prompt : 32) : 8, false, &seed, n_vocab, 0);
-    tp_run(s, 1, true, &seed, n_vocab, 0);
-    if (pe)
-        tp_run_parallel(pe, ps, tp->parallel, 2, &seed, n_vocab);
+    if (!tp->no_warmup) {
+        tp_run(s, tp->n_prompt > 0 ? (tp->n_prompt < 32 ? tp->n_prompt : 32) : 8, false, &seed, n_vocab, 0);
+        tp_run(s, 1, true, &seed, n_vocab, 0);
+        if (pe)
+            tp_run_parallel(pe, ps, tp->parallel, 2, &seed, n_vocab);
+    }
     struct { const char *kind; int n; bool tg; } tests[2] = {{"pp", tp->n_prompt, false}, {"tg", tp->n_gen, true}};
     if (!b->json)
         printf("| model | size | params | backend | threads | test | t/s |\n"
@@ -1143,7 +1148,8 @@ int cmd_bench(int argc, char **argv)
         {"requests", required_argument, 0, B_REQUESTS}, {"turns", required_argument, 0, B_TURNS},
         {"chat-gen", required_argument, 0, B_CHAT_GEN}, {"gen", required_argument, 0, B_GEN},
         {"phase", required_argument, 0, B_PHASE}, {"parallel", required_argument, 0, B_PARALLEL},
-        {"np", required_argument, 0, B_PARALLEL}, {"n-depth", required_argument, 0, 'd'}, CLI_CACHE_LONGOPTS, {"help", no_argument, 0, 'h'},
+        {"np", required_argument, 0, B_PARALLEL}, {"n-depth", required_argument, 0, 'd'},
+        {"no-warmup", no_argument, 0, B_NO_WARMUP}, CLI_CACHE_LONGOPTS, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct bench b = {.n_batch = 512, .kv_block = 32, .prefix_tokens = 2000, .questions = 20, .agent_tokens = 1500,
                       .requests = 30, .turns = 10, .chat_gen = 24, .gen = 1};
@@ -1181,6 +1187,7 @@ int cmd_bench(int argc, char **argv)
         case 'r': if ((rc = positive(optarg, &tp.reps))) return rc; break;
         case 'd': if ((rc = nonneg(optarg, &tp.depth))) return rc; break;
         case B_PARALLEL: if ((rc = positive(optarg, &tp.parallel))) return rc; break;
+        case B_NO_WARMUP: tp.no_warmup = true; break;
         case 'h': printf("%s", bench_help); return 0;
         default:
             if (cli_cache_option(&b.sp, c, optarg) != 0)
