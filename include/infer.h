@@ -348,6 +348,7 @@ typedef struct infer_engine_params {
     uint64_t mem_floor;     /* bytes of MemAvailable (0: default; UINT64_MAX: never shrink) */
     const char *cache_dir;  /* disk tier directory, created if missing (NULL: none) */
     bool no_prefix_cache;   /* sessions share nothing; nothing is cached */
+    bool no_coalesce;       /* never wait for another session's prefill of the same prefix */
     infer_kv_type kv_type_k, kv_type_v; /* KV cache element types (default F16) */
     infer_log_fn log;       /* warnings (ignored cache files, ...); NULL: stderr */
     void *log_ctx;
@@ -431,12 +432,23 @@ infer_status infer_session_prepare(infer_session *s, const int32_t *tokens, int6
 infer_status infer_session_push(infer_session *s, const int32_t *tokens, int64_t n);
 /* Tokens queued and not yet evaluated. */
 int64_t infer_session_n_pending(const infer_session *s);
+/* Coalescing: prepare() makes a session whose next prefix blocks another
+ * session of the engine is computing right now (same cache salt, same
+ * tokens from the start) wait for them instead of computing them again.
+ * While it waits, infer_engine_step() evaluates nothing for it: at each
+ * step it attaches the blocks the other session has registered since.  The
+ * wait ends when they are all there, or at once when the other session is
+ * freed, re-prepared, truncated, or not listed in a step (then the session
+ * computes the rest itself).  The result is the same K/V, so the same
+ * logits, as computing alone.  true while it waits. */
+bool infer_session_waiting(const infer_session *s);
 /*
  * One forward pass over several sessions of engine e: every session with
  * queued tokens gets one (decoding sessions are never starved), then the
  * remaining room of n_batch tokens goes to longer queues (prefill chunks)
- * in array order.  A session whose queue empties has fresh logits.  Blocks
- * completed are registered in the prefix cache.
+ * in array order; a session waiting for another's prefill (see
+ * infer_session_waiting) gets none.  A session whose queue empties has
+ * fresh logits.  Blocks completed are registered in the prefix cache.
  * status (may be NULL) gets per session: INFER_OK, or INFER_ERR_FULL when
  * no KV block could be had for it even after eviction (its queue is kept:
  * step again later, or truncate it to fail the request; other sessions are
@@ -504,6 +516,7 @@ typedef struct infer_session_stats {
     /* the last request (set_tokens / prepare): */
     int64_t last_prompt_tokens, last_reused_tokens;
     double last_ttft;        /* seconds from the request to its first logits */
+    int64_t last_coalesced_tokens; /* of the last request: attached from another session's prefill */
 } infer_session_stats;
 void infer_session_get_stats(const infer_session *s, infer_session_stats *out);
 
@@ -534,6 +547,13 @@ typedef struct infer_cache_metrics {
     int64_t cached_blocks;        /* trie nodes */
     int64_t evictions;            /* blocks evicted */
     double evictions_per_minute;  /* over the last minute */
+    /* the memory the budget follows (read at most once a second while blocks
+     * are taken): MemTotal/MemAvailable, or the process's cgroup limit and
+     * what is left under it when that is lower */
+    uint64_t mem_total, mem_available;
+    uint64_t mem_cgroup_limit;    /* 0: no cgroup limit below MemTotal */
+    uint64_t mem_floor;           /* below it the watermarks shrink (0: never) */
+    int64_t mem_shrinks;          /* checks that found less available than the floor */
     /* disk tier */
     bool disk_enabled;
     const char *disk_dir;
@@ -541,6 +561,10 @@ typedef struct infer_cache_metrics {
     uint64_t disk_read_bytes, disk_write_bytes, disk_bytes;
     int64_t disk_files, disk_errors; /* errors: files ignored (foreign, truncated, corrupt) */
     int64_t disk_write_errors;    /* blocks that could not be written (full disk, I/O error) */
+    /* coalescing: requests that waited for another session's prefill of their
+     * prefix, the prompt tokens they attached from it (prefill saved), and
+     * waits that ended early (the producer stopped; the waiter computed the rest) */
+    int64_t coalesced_requests, coalesced_tokens, coalesce_fallbacks;
 } infer_cache_metrics;
 void infer_engine_get_metrics(const infer_engine *e, infer_cache_metrics *out);
 

@@ -66,6 +66,17 @@ static inline char *test_read_file(const char *path, size_t *len)
     return buf;
 }
 
+/* A session of engine e with cache salt `salt` (NULL: none); fails the test otherwise. */
+static inline infer_session *test_session(infer_engine *e, const char *salt)
+{
+    infer_session_params sp;
+    infer_session_params_default(&sp);
+    sp.cache_salt = salt;
+    infer_session *s = NULL;
+    assert_int_equal(infer_session_new_in(&s, e, &sp), INFER_OK);
+    return s;
+}
+
 /* Path to the default model if it has been fetched, else NULL (tests skip). */
 static inline const char *test_default_model(void)
 {

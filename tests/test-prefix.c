@@ -614,16 +614,6 @@ static infer_engine *engine(infer_model *m, int kv_block, int n_batch, uint64_t 
     return e;
 }
 
-static infer_session *session(infer_engine *e, const char *salt)
-{
-    infer_session_params sp;
-    infer_session_params_default(&sp);
-    sp.cache_salt = salt;
-    infer_session *s;
-    assert_int_equal(infer_session_new_in(&s, e, &sp), INFER_OK);
-    return s;
-}
-
 static int argmax_row(const float *l, int n)
 {
     int b = 0;
@@ -680,8 +670,8 @@ static void equivalence(infer_model *m, int bt, int n_gen)
     const int lens[] = {4 * bt, 4 * bt + bt / 2, 5 * bt + 1, bt - 1, 6 * bt};
     infer_engine *ref_e = engine(m, bt, 5, 0, NULL, true);
     infer_engine *e = engine(m, bt, 5, 0, NULL, false);
-    infer_session *r = session(ref_e, NULL);
-    infer_session *a = session(e, NULL), *b = session(e, NULL);
+    infer_session *r = test_session(ref_e, NULL);
+    infer_session *a = test_session(e, NULL), *b = test_session(e, NULL);
     float *ref = malloc((size_t)(N_GEN + 1) * nv * sizeof(float));
     double max_diff = 0;
     for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
@@ -803,7 +793,7 @@ static void kv_q8_check(infer_model *m)
     enum { N = 70 };
     int32_t t[N];
     prompt(t, N, 11);
-    infer_session *sf = session(ef, NULL), *sq = session(eq, NULL), *sq2 = session(eq, NULL);
+    infer_session *sf = test_session(ef, NULL), *sq = test_session(eq, NULL), *sq2 = test_session(eq, NULL);
     assert_int_equal(infer_session_set_tokens(sf, t, N, NULL), INFER_OK);
     assert_int_equal(infer_session_set_tokens(sq, t, N, NULL), INFER_OK);
     const float *lf = infer_session_logits(sf), *lq = infer_session_logits(sq);
@@ -816,7 +806,7 @@ static void kv_q8_check(infer_model *m)
     print_message("  q8_0 KV: logits differ from the f16 cache's by %.3g (relative L2)\n", rel);
     assert_true(rel > 0 && rel < 0.05);
     int64_t reused, reused_f;
-    infer_session *sf2 = session(ef, NULL);
+    infer_session *sf2 = test_session(ef, NULL);
     assert_int_equal(infer_session_set_tokens(sf2, t, N, &reused_f), INFER_OK);
     assert_int_equal(infer_session_set_tokens(sq2, t, N, &reused), INFER_OK);
     assert_true(reused >= 64 && reused == reused_f); /* the two full blocks at least, as with F16 */
@@ -867,7 +857,7 @@ static void test_full_hit_cow(void **state)
     int32_t t[32];
     prompt(t, 32, 5);
     infer_engine *e = engine(llama, 8, 64, 0, NULL, false);
-    infer_session *a = session(e, NULL), *b = session(e, NULL);
+    infer_session *a = test_session(e, NULL), *b = test_session(e, NULL);
     assert_int_equal(infer_session_set_tokens(a, t, 32, NULL), INFER_OK);
     float *la = malloc((size_t)nv * sizeof(float));
     memcpy(la, infer_session_logits(a), (size_t)nv * sizeof(float));
@@ -891,7 +881,7 @@ static void test_full_hit_cow(void **state)
     memcpy(u, t, 19 * sizeof(int32_t));
     for (int i = 19; i < 24; i++)
         u[i] = 150 + i;
-    infer_session *c = session(e, NULL);
+    infer_session *c = test_session(e, NULL);
     infer_cache_metrics m0, m1;
     infer_engine_get_metrics(e, &m0);
     assert_int_equal(infer_session_set_tokens(c, u, 24, &reused), INFER_OK);
@@ -900,7 +890,7 @@ static void test_full_hit_cow(void **state)
     assert_int_equal(m1.hit_tokens - m0.hit_tokens, 19);
     assert_int_not_equal(c->seq.blocks[2], a->seq.blocks[2]); /* copied before the write */
     infer_engine *ref_e = engine(llama, 8, 64, 0, NULL, true);
-    infer_session *r = session(ref_e, NULL);
+    infer_session *r = test_session(ref_e, NULL);
     assert_int_equal(infer_session_set_tokens(r, u, 24, NULL), INFER_OK);
     assert_memory_equal(infer_session_logits(c), infer_session_logits(r), (size_t)nv * sizeof(float));
     infer_session_free(c);
@@ -932,7 +922,7 @@ static void step_batched(infer_model *m)
     int32_t alone[N][N_GEN];
     for (int i = 0; i < N; i++) {
         infer_engine *e = engine(m, 4, 7, 0, NULL, true);
-        infer_session *s = session(e, NULL);
+        infer_session *s = test_session(e, NULL);
         run_greedy(s, p[i], len[i], N_GEN - 1, alone[i], NULL, NULL, NULL, NULL);
         alone[i][N_GEN - 1] = argmax_row(infer_session_logits(s), nv);
         infer_session_free(s);
@@ -943,7 +933,7 @@ static void step_batched(infer_model *m)
     int got[N] = {0};
     int32_t out[N][N_GEN];
     for (int i = 0; i < N; i++) {
-        ss[i] = session(e, NULL);
+        ss[i] = test_session(e, NULL);
         assert_int_equal(infer_session_prepare(ss[i], p[i], len[i], NULL), INFER_OK);
     }
     int steps = 0, mixed = 0;
@@ -1011,7 +1001,7 @@ static void test_decode_registers(void **state)
 {
     (void)state;
     infer_engine *e = engine(llama, 4, 16, 0, NULL, false);
-    infer_session *a = session(e, NULL);
+    infer_session *a = test_session(e, NULL);
     int32_t t[64];
     prompt(t, 10, 8);
     assert_int_equal(infer_session_set_tokens(a, t, 10, NULL), INFER_OK);
@@ -1021,7 +1011,7 @@ static void test_decode_registers(void **state)
     }
     t[30] = 5;
     t[31] = 6;
-    infer_session *b = session(e, NULL);
+    infer_session *b = test_session(e, NULL);
     int64_t reused;
     assert_int_equal(infer_session_set_tokens(b, t, 32, &reused), INFER_OK);
     assert_int_equal(reused, 28); /* 7 full blocks of history */
@@ -1034,7 +1024,7 @@ static void test_salt_engine(void **state)
 {
     (void)state;
     infer_engine *e = engine(llama, 4, 16, 0, NULL, false);
-    infer_session *a = session(e, "alice"), *b = session(e, "bob"), *a2 = session(e, "alice");
+    infer_session *a = test_session(e, "alice"), *b = test_session(e, "bob"), *a2 = test_session(e, "alice");
     int32_t t[24];
     prompt(t, 24, 4);
     int64_t reused;
@@ -1065,7 +1055,7 @@ static void test_watermarks_and_full(void **state)
     infer_engine_get_metrics(e, &mt);
     assert_int_equal(mt.kv_bytes_capacity, 40 * mt.block_bytes);
     assert_int_equal(mt.cache_low, 20 * mt.block_bytes);
-    infer_session *s = session(e, NULL);
+    infer_session *s = test_session(e, NULL);
     int32_t t[64];
     /* 6 prompts of 8 blocks each, one after the other: 48 blocks > 40 */
     for (int i = 0; i < 6; i++) {
@@ -1088,14 +1078,14 @@ static void test_watermarks_and_full(void **state)
     assert_int_equal(infer_session_prepare(s, t, 64, &reused), INFER_OK);
     assert_int_equal(reused, 63);
     infer_session_truncate(s, 0);
-    infer_session *s2 = session(e, NULL);
+    infer_session *s2 = test_session(e, NULL);
     prompt(t, 64, 100);
     assert_int_equal(infer_session_prepare(s2, t, 64, &reused), INFER_OK);
     assert_int_equal(reused, 0);
     infer_session_truncate(s2, 0);
 
     /* pin: two sessions hold 33 + 4 blocks of 40; a third request cannot fit */
-    infer_session *big = session(e, NULL), *small = session(e, NULL), *late = session(e, NULL);
+    infer_session *big = test_session(e, NULL), *small = test_session(e, NULL), *late = test_session(e, NULL);
     int32_t tb[256], ts[30], tl[64];
     prompt(tb, 256, 7);
     prompt(ts, 30, 8);
@@ -1121,7 +1111,7 @@ static void test_watermarks_and_full(void **state)
     infer_session_truncate(late, 0);
     /* small decoded correctly: compare with a fresh engine */
     infer_engine *ref_e = engine(llama, 8, 32, 0, NULL, true);
-    infer_session *r = session(ref_e, NULL);
+    infer_session *r = test_session(ref_e, NULL);
     int32_t ts2[31];
     memcpy(ts2, ts, 29 * sizeof(int32_t));
     ts2[29] = x;
@@ -1151,11 +1141,11 @@ static void random_engine(int hash_bits, uint32_t rng)
     infer_engine *e = engine(llama, 4, 16, 80, NULL, false);
     e->pc.hash_bits = hash_bits;
     infer_engine *ref_e = engine(llama, 4, 16, 0, NULL, true);
-    infer_session *r = session(ref_e, NULL);
+    infer_session *r = test_session(ref_e, NULL);
     infer_session *ss[N_S];
     const char *salts[N_S] = {NULL, NULL, "x", "y"};
     for (int i = 0; i < N_S; i++)
-        ss[i] = session(e, salts[i]);
+        ss[i] = test_session(e, salts[i]);
     int32_t *refs = calloc((size_t)e->arena.n_blocks, sizeof(int32_t));
     int64_t reused_total = 0;
     for (int op = 0; op < OPS; op++) {
@@ -1249,7 +1239,7 @@ static void test_disk_roundtrip(void **state)
     float *want = malloc((size_t)nv * sizeof(float));
     {
         infer_engine *r = engine(llama, 4, 16, 0, NULL, true);
-        infer_session *s = session(r, NULL);
+        infer_session *s = test_session(r, NULL);
         assert_int_equal(infer_session_set_tokens(s, t, 37, NULL), INFER_OK);
         memcpy(want, infer_session_logits(s), (size_t)nv * sizeof(float));
         infer_session_free(s);
@@ -1258,7 +1248,7 @@ static void test_disk_roundtrip(void **state)
     /* first process: compute, shut down cleanly (writes the cache) */
     infer_engine *e = engine(llama, 4, 16, 0, dir, false);
     snprintf(sub, sizeof(sub), "%s/infer-kv-%s", dir, infer_engine_fingerprint(e));
-    infer_session *s = session(e, NULL);
+    infer_session *s = test_session(e, NULL);
     assert_int_equal(infer_session_set_tokens(s, t, 32, NULL), INFER_OK); /* 8 full blocks */
     infer_session_free(s);
     infer_engine_free(e);
@@ -1272,10 +1262,10 @@ static void test_disk_roundtrip(void **state)
         for (int i = 30; i < 36; i++)
             u[i] = 160 + i;
         infer_engine *r = engine(llama, 4, 16, 0, NULL, true);
-        infer_session *rs = session(r, NULL);
+        infer_session *rs = test_session(r, NULL);
         assert_int_equal(infer_session_set_tokens(rs, u, 36, NULL), INFER_OK);
         e = engine(llama, 4, 16, 0, dir, false);
-        s = session(e, NULL);
+        s = test_session(e, NULL);
         int64_t got;
         assert_int_equal(infer_session_set_tokens(s, u, 36, &got), INFER_OK);
         assert_int_equal(got, 30);
@@ -1288,7 +1278,7 @@ static void test_disk_roundtrip(void **state)
     /* second process: the prefix comes from disk, the answer is the same */
     warnings[0] = '\0';
     e = engine(llama, 4, 16, 0, dir, false);
-    s = session(e, NULL);
+    s = test_session(e, NULL);
     int64_t reused;
     assert_int_equal(infer_session_set_tokens(s, t, 37, &reused), INFER_OK);
     assert_int_equal(reused, 32);
@@ -1299,7 +1289,7 @@ static void test_disk_roundtrip(void **state)
     assert_int_equal(mt.disk_errors, 0);
     assert_string_equal(warnings, "");
     /* another salt does not see them */
-    infer_session *o = session(e, "other");
+    infer_session *o = test_session(e, "other");
     assert_int_equal(infer_session_prepare(o, t, 37, &reused), INFER_OK);
     assert_int_equal(reused, 0);
     infer_session_free(o);
@@ -1318,7 +1308,7 @@ static void test_disk_roundtrip(void **state)
     p.mem_floor = UINT64_MAX;
     p.log = capture;
     assert_int_equal(infer_engine_new(&e, llama, &p), INFER_OK);
-    s = session(e, NULL);
+    s = test_session(e, NULL);
     for (int i = 0; i < 4; i++) {
         int32_t q[24];
         prompt(q, 24, 300 + i);
@@ -1348,7 +1338,7 @@ static void test_disk_damage(void **state)
     float *want = malloc((size_t)nv * sizeof(float));
     {
         infer_engine *r = engine(llama, 4, 16, 0, NULL, true);
-        infer_session *s = session(r, NULL);
+        infer_session *s = test_session(r, NULL);
         assert_int_equal(infer_session_set_tokens(s, t, 33, NULL), INFER_OK);
         memcpy(want, infer_session_logits(s), (size_t)nv * sizeof(float));
         infer_session_free(s);
@@ -1356,7 +1346,7 @@ static void test_disk_damage(void **state)
     }
     infer_engine *e = engine(llama, 4, 16, 0, dir, false);
     snprintf(sub, sizeof(sub), "%s/infer-kv-%s", dir, infer_engine_fingerprint(e));
-    infer_session *s = session(e, NULL);
+    infer_session *s = test_session(e, NULL);
     assert_int_equal(infer_session_set_tokens(s, t, 32, NULL), INFER_OK);
     infer_session_free(s);
     infer_engine_free(e);
@@ -1383,7 +1373,7 @@ static void test_disk_damage(void **state)
     infer_engine *eg = engine(gemma, 4, 16, 0, dir, false);
     char gsub[1024];
     snprintf(gsub, sizeof(gsub), "%s/infer-kv-%s", dir, infer_engine_fingerprint(eg));
-    s = session(eg, NULL);
+    s = test_session(eg, NULL);
     assert_int_equal(infer_session_set_tokens(s, t, 8, NULL), INFER_OK);
     infer_session_free(s);
     infer_engine_free(eg);
@@ -1398,7 +1388,7 @@ static void test_disk_damage(void **state)
     assert_non_null(strstr(warnings, "truncated"));
     assert_non_null(strstr(warnings, "header checksum"));
     assert_non_null(strstr(warnings, "another model"));
-    s = session(e, NULL);
+    s = test_session(e, NULL);
     int64_t reused;
     assert_int_equal(infer_session_set_tokens(s, t, 33, &reused), INFER_OK);
     assert_int_equal(reused, 20); /* blocks 0-4; block 5 fails its checksum */
@@ -1413,7 +1403,7 @@ static void test_disk_damage(void **state)
     infer_engine_free(e);
     warnings[0] = '\0';
     e = engine(llama, 4, 16, 0, dir, false);
-    s = session(e, NULL);
+    s = test_session(e, NULL);
     assert_int_equal(infer_session_set_tokens(s, t, 33, &reused), INFER_OK);
     assert_int_equal(reused, 32);
     assert_memory_equal(infer_session_logits(s), want, (size_t)nv * sizeof(float));
@@ -1435,14 +1425,14 @@ static void test_disk_hostile(void **state)
     prompt(t, 6, 23);
     float *want = malloc((size_t)nv * sizeof(float));
     infer_engine *e = engine(llama, 4, 16, 0, NULL, true);
-    infer_session *s = session(e, "s");
+    infer_session *s = test_session(e, "s");
     assert_int_equal(infer_session_set_tokens(s, t, 6, NULL), INFER_OK);
     memcpy(want, infer_session_logits(s), (size_t)nv * sizeof(float));
     infer_session_free(s);
     infer_engine_free(e);
     e = engine(llama, 4, 16, 0, dir, false);
     snprintf(sub, sizeof(sub), "%s/infer-kv-%s", dir, infer_engine_fingerprint(e));
-    s = session(e, "s");
+    s = test_session(e, "s");
     assert_int_equal(infer_session_set_tokens(s, t, 4, NULL), INFER_OK); /* one block */
     infer_session_free(s);
     infer_engine_free(e);
@@ -1465,7 +1455,7 @@ static void test_disk_hostile(void **state)
             fclose(f);
             warnings[0] = '\0';
             e = engine(llama, 4, 16, 0, dir, false);
-            s = session(e, "s");
+            s = test_session(e, "s");
             int64_t reused;
             assert_int_equal(infer_session_set_tokens(s, t, 6, &reused), INFER_OK);
             assert_memory_equal(infer_session_logits(s), want, (size_t)nv * sizeof(float));

@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 enum {
-    O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT, O_MAX_TOKENS,
+    O_HOST = 2000, O_PORT, O_PARALLEL, O_QUEUE, O_NO_PREFIX, O_NO_COALESCE, O_TEMPLATE, O_MAX_BODY, O_MAX_PROMPT,
+    O_MAX_TOKENS,
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
     O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V, O_EMBED_MODEL, O_EMBED_CTX,
     O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH, O_BOARD, O_ADMIN_KEY, O_DRAIN_TIMEOUT, O_TOOL_CHOICE, O_RC_MAX_BYTES, O_RC_THRESHOLD, O_RC_MAX_TEMP,
@@ -42,6 +43,8 @@ static const char *help =
     "      --mlock               lock the model's pages in memory\n"
     "      --no-repack           use the weights as stored (no repacked-weight cache)\n"
     "      --no-prefix-cache     recompute every prompt from scratch (for comparisons)\n"
+    "      --no-coalesce         a request whose prefix another request is computing right now\n"
+    "                            computes it too, instead of waiting for it (for comparisons)\n"
     "  -ctk, --cache-type-k T    KV cache type of keys: f16 (default) or q8_0 (half the memory;\n"
     "                            head size divisible by 32)\n"
     "  -ctv, --cache-type-v T    likewise for values\n"
@@ -57,7 +60,8 @@ static const char *help =
     "      --semantic-cache-ttl D    lifetime of a stored answer from creation (default 24h)\n"
     "      --semantic-cache-max-entries N  (default 100000; least recently hit go first)\n"
     "      --tool-choice C       auto (default) or required: what a request with tools and no\n"
-    "                            tool_choice gets (required: a call, constrained to the tools' schemas)\n"
+    "                            tool_choice gets (required: a call, constrained to the tools' schemas,\n"
+    "                            on the user's turn; after the tool results the answer is text)\n"
     "      --semantic-cache-max-bytes N    answer bytes kept (k/M suffix; default 256M)\n"
     "      --semantic-cache-threshold X    cosine a semantic hit needs (default: the one calibrated\n"
     "                            for the embedding model, see README; requests may only raise it)\n"
@@ -156,7 +160,8 @@ int cmd_serve(int argc, char **argv)
         {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
         {"kv-block", required_argument, 0, O_KV_BLOCK}, {"mlock", no_argument, 0, O_MLOCK},
         {"no-repack", no_argument, 0, O_NO_REPACK},
-        {"no-prefix-cache", no_argument, 0, O_NO_PREFIX}, {"chat-template", required_argument, 0, O_TEMPLATE},
+        {"no-prefix-cache", no_argument, 0, O_NO_PREFIX}, {"no-coalesce", no_argument, 0, O_NO_COALESCE},
+        {"chat-template", required_argument, 0, O_TEMPLATE},
         {"keep-alive", required_argument, 0, O_KEEP_ALIVE}, {"cache-dir", required_argument, 0, O_CACHE_DIR},
         {"warm-prompts", required_argument, 0, O_WARM_PROMPTS}, {"cache-high", required_argument, 0, O_CACHE_HIGH},
         {"api-key", required_argument, 0, O_API_KEY}, {"api-key-file", required_argument, 0, O_API_KEY_FILE},
@@ -202,6 +207,7 @@ int cmd_serve(int argc, char **argv)
         case O_MLOCK: c.mlock = true; break;
         case O_NO_REPACK: c.no_repack = true; break;
         case O_NO_PREFIX: c.no_prefix_cache = true; break;
+        case O_NO_COALESCE: c.no_coalesce = true; break;
         case O_TEMPLATE: c.chat_template = optarg; break;
         case O_KEEP_ALIVE:
             if (!(ok = server_parse_duration(optarg, &c.keep_alive)))

@@ -31,29 +31,20 @@ void infer_engine_params_default(infer_engine_params *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* MemTotal and MemAvailable in bytes; false when /proc/meminfo is unreadable. */
+/* MemTotal and MemAvailable in bytes, narrowed by the process's cgroup limit
+ * (util/memory.c); false when /proc/meminfo is unreadable. */
 static bool read_meminfo(uint64_t *total, uint64_t *avail)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f)
+    struct mem_info mi;
+    if (!mem_info_read(&mi))
         return false;
-    char line[256];
-    unsigned long long v;
-    int got = 0;
-    while (fgets(line, sizeof(line), f)) {
-        if (sscanf(line, "MemTotal: %llu kB", &v) == 1) {
-            *total = (uint64_t)v * 1024;
-            got |= 1;
-        } else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
-            *avail = (uint64_t)v * 1024;
-            got |= 2;
-        }
-    }
-    fclose(f);
-    return got == 3;
+    *total = mi.total;
+    *avail = mi.avail;
+    return true;
 }
 
-/* Default high watermark: a quarter of the RAM, and no more than half of
+/* Default high watermark: a quarter of the RAM (of the cgroup's limit when
+ * the process has one), and no more than half of
  * what is available once the model file (to stay in the page cache) and
  * 512 MiB for everything else are set aside. */
 static uint64_t default_high(uint64_t model_bytes)
@@ -164,6 +155,7 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
     e->n_batch = p.n_batch;
     e->n_threads = p.n_threads;
     e->use_cache = !p.no_prefix_cache;
+    e->coalesce = e->use_cache && !p.no_coalesce;
     e->log = p.log ? p.log : log_stderr;
     e->log_ctx = p.log_ctx;
 
@@ -202,6 +194,13 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
     e->high_blocks = e->high_eff = (int32_t)high_blocks;
     e->low_blocks = e->low_eff = (int32_t)low_blocks;
     e->mem_floor = p.mem_floor ? p.mem_floor : default_floor();
+    if (mem_info_read(&e->mem) && e->mem.cg_version && !p.cache_high) {
+        char msg[200];
+        snprintf(msg, sizeof(msg), "the cgroup memory limit (v%d, %.0f MiB) sizes the KV cache: high %.0f MiB, low %.0f MiB",
+                 e->mem.cg_version, (double)e->mem.cg_limit / 1048576.0, (double)high_blocks * block_bytes / 1048576.0,
+                 (double)low_blocks * block_bytes / 1048576.0);
+        e->log(e->log_ctx, msg);
+    }
 
     infer_status st;
     if ((st = kv_arena_init(&e->arena, &shape, (int32_t)high_blocks)) ||
@@ -319,9 +318,9 @@ static void check_memory(infer_engine *e)
     if (now - e->mem_checked_at < 1.0)
         return;
     e->mem_checked_at = now;
-    uint64_t total, avail;
-    if (!read_meminfo(&total, &avail))
+    if (!mem_info_read(&e->mem))
         return;
+    uint64_t avail = e->mem.avail;
     if (avail >= e->mem_floor) {
         e->high_eff = e->high_blocks;
         e->low_eff = e->low_blocks;
@@ -337,6 +336,7 @@ static void check_memory(infer_engine *e)
     e->high_eff = (int32_t)high;
     e->low_eff = (int32_t)((int64_t)e->low_blocks * high / e->high_blocks);
     e->pc.discard_on_evict = true;
+    e->mem_shrinks++;
 }
 
 infer_status engine_make_room(infer_engine *e, int32_t need)
@@ -427,6 +427,8 @@ infer_status infer_engine_step(infer_engine *e, infer_session *const *ss, int n,
         }
         ss[i]->in_step = true;
     }
+    if (!st) /* waiters attach what their producers registered; stuck waits end */
+        coalesce_resolve(e, ss, n);
     for (int j = 0; j < i; j++)
         ss[j]->in_step = false;
     if (st)
@@ -438,21 +440,31 @@ infer_status infer_engine_step(infer_engine *e, infer_session *const *ss, int n,
         if (status)
             status[i] = INFER_OK;
 
-    /* one token for every queue first, then prefill chunks in order */
-    int64_t budget = e->n_batch;
-    for (i = 0; i < n && budget > 0; i++)
-        if (ss[i]->pend_n > 0) {
-            take[i] = 1;
-            budget--;
-        }
-    for (i = 0; i < n && budget > 0; i++)
-        if (ss[i]->pend_n > take[i]) {
-            int64_t more = ss[i]->pend_n - take[i];
-            if (more > budget)
-                more = budget;
-            take[i] += more;
-            budget -= more;
-        }
+    /* one token for every queue first, then prefill chunks in order; a
+     * waiter (coalesce.c) gets nothing.  Should nobody else get anything
+     * (the budget went to no one), the waits end rather than stall. */
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t budget = e->n_batch, waiting = 0;
+        for (i = 0; i < n && budget > 0; i++)
+            if (ss[i]->pend_n > 0 && !ss[i]->wait_on) {
+                take[i] = 1;
+                budget--;
+            }
+        for (i = 0; i < n && budget > 0; i++)
+            if (ss[i]->pend_n > take[i] && !ss[i]->wait_on) {
+                int64_t more = ss[i]->pend_n - take[i];
+                if (more > budget)
+                    more = budget;
+                take[i] += more;
+                budget -= more;
+            }
+        for (i = 0; i < n; i++)
+            waiting += ss[i]->wait_on != NULL;
+        if (budget < e->n_batch || waiting == 0)
+            break;
+        for (i = 0; i < n; i++)
+            coalesce_stop(ss[i]);
+    }
 
     /* blocks; build the batch */
     int64_t nb = 0;
@@ -582,6 +594,11 @@ void infer_engine_get_metrics(const infer_engine *e, infer_cache_metrics *out)
     out->kv_bytes_capacity = (uint64_t)a->n_blocks * a->block_bytes;
     out->cache_high = (uint64_t)e->high_eff * a->block_bytes;
     out->cache_low = (uint64_t)e->low_eff * a->block_bytes;
+    out->mem_total = e->mem.total;
+    out->mem_available = e->mem.avail;
+    out->mem_cgroup_limit = e->mem.cg_limit;
+    out->mem_floor = e->mem_floor == UINT64_MAX ? 0 : e->mem_floor;
+    out->mem_shrinks = e->mem_shrinks;
     if (e->use_cache) {
         out->kv_bytes_cached = (uint64_t)prefix_n_unpinned(&e->pc) * a->block_bytes;
         out->cached_blocks = e->pc.n_live;
@@ -605,4 +622,7 @@ void infer_engine_get_metrics(const infer_engine *e, infer_cache_metrics *out)
         out->disk_errors = ds.errors;
         out->disk_write_errors = ds.write_errors;
     }
+    out->coalesced_requests = mt->coal_requests;
+    out->coalesced_tokens = mt->coal_tokens;
+    out->coalesce_fallbacks = mt->coal_fallbacks;
 }

@@ -112,6 +112,10 @@ infer_status infer_session_new_in(infer_session **out, infer_engine *e, const in
         return infer_error(INFER_ERR_NOMEM, "out of memory");
     }
     engine_retain(e);
+    s->next_in_engine = e->sessions;
+    if (e->sessions)
+        e->sessions->prev_in_engine = s;
+    e->sessions = s;
     *out = s;
     return INFER_OK;
 }
@@ -151,6 +155,14 @@ void infer_session_free(infer_session *s)
 {
     if (!s)
         return;
+    infer_engine *e = s->e;
+    coalesce_release_waiters(s); /* they take what it finished and compute the rest */
+    if (s->prev_in_engine)
+        s->prev_in_engine->next_in_engine = s->next_in_engine;
+    else
+        e->sessions = s->next_in_engine;
+    if (s->next_in_engine)
+        s->next_in_engine->prev_in_engine = s->prev_in_engine;
     kv_seq_free(&s->seq, &s->e->arena);
     free(s->tokens);
     free(s->pending);
@@ -174,7 +186,7 @@ const float *infer_session_logits(const infer_session *s)
 }
 
 /* Drop positions >= n; registered blocks beyond stay in the cache. */
-static void seq_truncate(infer_session *s, int64_t n)
+void session_seq_truncate(infer_session *s, int64_t n)
 {
     const int bt = s->e->arena.s.block_tokens;
     kv_seq_truncate(&s->seq, &s->e->arena, n);
@@ -186,9 +198,11 @@ void infer_session_truncate(infer_session *s, int64_t n)
 {
     if (n < 0)
         n = 0;
+    coalesce_release_waiters(s);
+    s->wait_on = NULL;
     s->pend_head = s->pend_n = 0;
     if (n < s->seq.n_tokens) {
-        seq_truncate(s, n);
+        session_seq_truncate(s, n);
         s->have_logits = false;
     }
 }
@@ -322,7 +336,7 @@ static bool attach_partial_from_disk(infer_session *s, const int32_t *tokens, in
     if (!ok)
         return false;
     memcpy(s->tokens + (int64_t)depth * bt, tokens + (int64_t)depth * bt, (size_t)k * sizeof(int32_t));
-    seq_truncate(s, (int64_t)depth * bt + k);
+    session_seq_truncate(s, (int64_t)depth * bt + k);
     return true;
 }
 
@@ -339,6 +353,10 @@ infer_status infer_session_prepare(infer_session *s, const int32_t *tokens, int6
     if (n > s->n_ctx)
         return infer_error(INFER_ERR_FULL, "prompt of %lld tokens exceeds the context of %d", (long long)n,
                            s->n_ctx);
+    coalesce_release_waiters(s); /* this session's queue changes: its waiters go on alone */
+    s->wait_on = NULL;
+    s->req_coalesced = 0;
+    s->stats.last_coalesced_tokens = 0;
     s->pend_head = s->pend_n = 0;
     s->have_logits = false;
 
@@ -351,6 +369,8 @@ infer_status infer_session_prepare(infer_session *s, const int32_t *tokens, int6
 
     /* the prefix cache: memory, then disk */
     int64_t from_cache = 0, hit_blocks = 0, hit_tokens = 0;
+    infer_session *producer = NULL; /* coalescing: the session computing our next blocks */
+    int32_t wait_end = 0;
     if (e->use_cache) {
         int32_t max_blocks = (int32_t)(n / bt);
         int32_t *chain = malloc(((size_t)max_blocks + 1) * sizeof(int32_t));
@@ -360,10 +380,14 @@ infer_status infer_session_prepare(infer_session *s, const int32_t *tokens, int6
         int32_t m = prefix_match(&e->pc, s->salt, tokens, n, max_blocks, chain, &h);
         struct prefix_hash hd = h; /* the hash where the disk chain ends */
         int32_t dm = e->disk ? disk_count(s, tokens, m, max_blocks, &hd) : 0;
+        /* the blocks after those that another session is computing right
+         * now: wait for them (coalesce.c) rather than compute them again */
+        wait_end = coalesce_find(s, tokens, n, m + dm, &producer);
         /* and the first rows of a cached block that continues the chain,
-         * from memory (children of the last node) or disk */
+         * from memory (children of the last node) or disk (not when waiting:
+         * the whole block is coming) */
         int32_t pk = 0, pnode = -1, dk = 0, dnode = -1;
-        int64_t at = (int64_t)(m + dm) * bt, left = n - 1 - at;
+        int64_t at = (int64_t)(m + dm) * bt, left = producer ? 0 : n - 1 - at;
         if (m > 0 && dm == 0 && left > 0)
             pnode = prefix_partial(&e->pc, chain[m - 1], tokens + at, left, &pk);
         if (e->disk && left > 0)
@@ -375,12 +399,14 @@ infer_status infer_session_prepare(infer_session *s, const int32_t *tokens, int6
         int64_t cache_tokens = (int64_t)(m + dm) * bt + pk;
         if (cache_tokens > n - 1)
             cache_tokens = n - 1;
-        if (cache_tokens > own) {
+        if (producer && (int64_t)wait_end * bt <= own)
+            producer = NULL; /* the session's own history goes as far */
+        if (cache_tokens > own || producer) {
             /* keep the blocks the session shares with the chain, attach the rest */
             int32_t j = 0;
             while (j < s->n_reg && j < m && s->nodes[j] == chain[j])
                 j++;
-            seq_truncate(s, (int64_t)j * bt);
+            session_seq_truncate(s, (int64_t)j * bt);
             for (int32_t k = j; k < m; k++) {
                 if (kv_seq_attach(&s->seq, a, e->pc.nodes[chain[k]].block) != INFER_OK)
                     break;
@@ -397,26 +423,30 @@ infer_status infer_session_prepare(infer_session *s, const int32_t *tokens, int6
             } else if (pnode >= 0 && s->n_reg == m &&
                        kv_seq_attach(&s->seq, a, e->pc.nodes[pnode].block) == INFER_OK) {
                 memcpy(s->tokens + (int64_t)m * bt, tokens + (int64_t)m * bt, (size_t)pk * sizeof(int32_t));
-                seq_truncate(s, (int64_t)m * bt + pk);
+                session_seq_truncate(s, (int64_t)m * bt + pk);
                 hit_blocks++;
             }
             hit_tokens = s->seq.n_tokens;
             from_cache = s->seq.n_tokens;
-            seq_truncate(s, s->seq.n_tokens < n - 1 ? s->seq.n_tokens : n - 1);
+            session_seq_truncate(s, s->seq.n_tokens < n - 1 ? s->seq.n_tokens : n - 1);
+            if (producer && (s->n_reg != m + dm || s->seq.n_tokens != (int64_t)s->n_reg * bt))
+                producer = NULL; /* an attach fell short: compute from here */
         } else {
             hit_blocks = m;
             hit_tokens = (int64_t)m * bt + pk;
-            seq_truncate(s, own);
+            session_seq_truncate(s, own);
         }
         free(chain);
     } else {
-        seq_truncate(s, own);
+        session_seq_truncate(s, own);
     }
     int64_t reused = s->seq.n_tokens;
 
     /* queue the rest */
     memcpy(s->pending, tokens + reused, (size_t)(n - reused) * sizeof(int32_t));
     s->pend_n = n - reused;
+    if (producer)
+        coalesce_start(s, producer, wait_end);
     s->t_request = t0;
     s->ttft_pending = true;
     s->req_reused = reused > 0;

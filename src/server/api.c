@@ -211,6 +211,8 @@ static bool parse_messages(json_t *root, struct gen_request *r, struct api_error
         if ((!content || json_is_null(content)) && !strcmp(canon, "assistant") && json_is_array(calls) &&
             json_array_size(calls) > 0)
             content = empty = json_string(""); /* a tool call without text */
+        else if ((!content || json_is_null(content)) && r->ollama)
+            content = empty = json_string(""); /* Ollama's clients leave out an empty content */
         if (!content || json_is_null(content)) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value", "messages[%zu].content is required",
                           i);
@@ -457,10 +459,10 @@ int api_path_prefix(const struct job_stats *s)
 
 const char *api_path_header(const struct job_stats *s, char *buf, size_t n)
 {
-    snprintf(buf, n, "class=%s+%s; model=%s; ram=%lld; disk=%lld; computed=%lld", path_model_name(s->path_model),
-             path_prefix_name(api_path_prefix(s)), path_model_name(s->path_model),
+    snprintf(buf, n, "class=%s+%s; model=%s; ram=%lld; disk=%lld; computed=%lld; coalesced=%lld",
+             path_model_name(s->path_model), path_prefix_name(api_path_prefix(s)), path_model_name(s->path_model),
              (long long)(s->cached_tokens - s->disk_tokens), (long long)s->disk_tokens,
-             (long long)(s->prompt_tokens - s->cached_tokens));
+             (long long)(s->prompt_tokens - s->cached_tokens), (long long)s->coalesced_tokens);
     return buf;
 }
 
@@ -480,6 +482,8 @@ json_t *api_timings(const struct job_stats *s)
                              (json_int_t)(s->cached_tokens - s->disk_tokens), "prefix_disk_tokens",
                              (json_int_t)s->disk_tokens, "computed_tokens", (json_int_t)prompt_n, "ttft_ms",
                              s->ttft_ms);
+    if (path) /* of prefix_ram_tokens: attached from a concurrent request's prefill of the same prefix */
+        json_object_set_new(path, "prefix_coalesced_tokens", json_integer(s->coalesced_tokens));
     if (t && path)
         json_object_set_new(t, "path", path);
     else

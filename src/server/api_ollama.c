@@ -7,7 +7,9 @@
  * prefix cache (sched.c); only the parsing and the shapes differ.
  *
  *   chat       {"model", "messages", "stream" (default true), "options",
- *              "keep_alive", "think", "format", "tools"}
+ *              "keep_alive", "think", "format", "tools"}; messages may carry
+ *              "tool_calls" ({"function": {"name", "arguments": {...}}})
+ *              and role "tool" results ("tool_name")
  *   generate   {"model", "prompt", "system", "raw", "stream", "options",
  *              "keep_alive", "think", "format"}: the prompt is rendered with the
  *              model's chat template as one user turn (after the system
@@ -49,9 +51,13 @@ char *ollama_error_json(const struct api_error *e)
 
 /* `format` ("json" or a JSON schema) holds the answer to it, as OpenAI's
  * response_format does (the same compiler and matcher, api_format.c).
- * `tools` is not wired to the Ollama shapes yet: anything but an empty list
- * is a 400, never a silently tool-less answer. */
-static bool ollama_format_tools_hook(json_t *root, struct gen_request *r, struct api_error *e)
+ * `tools` on /api/chat goes through the OpenAI path's checks (api_tools.c):
+ * the same definitions, the assistant turns' tool_calls (arguments as an
+ * object here) and role "tool" results (with Ollama's tool_name); rendered
+ * and parsed as for /v1/chat/completions.  Ollama has no tool_choice, so
+ * the server's --tool-choice decides (a tool_choice sent anyway is taken as
+ * OpenAI's).  /api/generate has no tools in Ollama: a 400 there. */
+static bool ollama_format_tools_hook(enum ollama_api api, json_t *root, struct gen_request *r, struct api_error *e)
 {
     json_t *f = api_field(root, "format"), *t = api_field(root, "tools");
     if (f && !(json_is_string(f) && json_string_length(f) == 0)) {
@@ -59,9 +65,10 @@ static bool ollama_format_tools_hook(json_t *root, struct gen_request *r, struct
         if (!r->grammar)
             return false;
     }
+    if (api == OLLAMA_CHAT)
+        return api_parse_tools(root, r, e);
     if (t && (!json_is_array(t) || json_array_size(t) > 0)) {
-        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter",
-                      "tools are not supported on the Ollama API yet (use /v1/chat/completions)");
+        api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "'tools' needs /api/chat");
         return false;
     }
     return true;
@@ -125,6 +132,16 @@ static bool parse_options(json_t *root, struct gen_request *r, struct api_error 
         }
         api_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "unknown option '%.64s'", key);
         return false;
+    }
+    /* Ollama reads JSON numbers as float64 and takes 8192.0 for an integer
+     * option (Home Assistant's number fields send such values): an integral
+     * real is that integer here, 1.5 is still refused */
+    static const char *const int_options[] = {"top_k", "repeat_last_n", "seed", "num_predict", "num_ctx"};
+    for (size_t i = 0; i < N_OF(int_options); i++) {
+        json_t *x = json_object_get(o, int_options[i]);
+        double d = json_is_real(x) ? json_real_value(x) : 0.5;
+        if (d == floor(d) && fabs(d) < 9e15)
+            json_object_set_new(o, int_options[i], json_integer((json_int_t)d));
     }
     int64_t top_k = r->sp.top_k, seed = 0, num_predict = 0, num_ctx = 0, last_n = r->sp.repeat_last_n;
     float tau = 0, eta = 0;
@@ -285,7 +302,7 @@ bool ollama_parse_request(enum ollama_api api, const char *body, size_t len, str
         goto out;
     }
     if (!api_get_bool(root, "stream", &r->stream, e) || !parse_keep_alive(root, r, e) || !parse_think(root, r, e) ||
-        !parse_options(root, r, e) || !refuse_unsupported(root, e) || !ollama_format_tools_hook(root, r, e))
+        !parse_options(root, r, e) || !refuse_unsupported(root, e) || !ollama_format_tools_hook(api, root, r, e))
         goto out;
     if (api == OLLAMA_CHAT) {
         json_t *m = api_field(root, "messages");
@@ -395,9 +412,35 @@ json_t *ollama_final(const struct job *j, const char *model)
     return add_stats(base(j, model, "", 0, "", 0, true), j);
 }
 
+/* The calls of a finished tools answer into message.tool_calls, with the
+ * text around them as content (NULL when the answer is not tool calls). */
+static json_t *with_tool_calls(const struct job *j, const char *model, bool done)
+{
+    char *content = NULL;
+    json_t *calls = j->req.ollama == OLLAMA_CHAT ? api_tools_parse(&j->req, j->text, j->text_len, &content) : NULL;
+    if (!calls)
+        return NULL;
+    const char *id = strchr(j->id, '-') ? strchr(j->id, '-') + 1 : j->id;
+    json_t *o = base(j, model, content ? content : "", content ? strlen(content) : 0, "", 0, done);
+    json_t *m = json_object_get(o, "message");
+    if (m)
+        json_object_set_new(m, "tool_calls", api_tool_calls_ollama(calls, id));
+    free(content);
+    json_decref(calls);
+    return o;
+}
+
+json_t *ollama_tool_calls_chunk(const struct job *j, const char *model)
+{
+    return with_tool_calls(j, model, false);
+}
+
 json_t *ollama_response(const struct job *j, const char *model)
 {
     const char *text = j->text ? j->text : "";
+    json_t *tc = with_tool_calls(j, model, true);
+    if (tc) /* done_reason "stop", as Ollama answers a call */
+        return add_stats(tc, j);
     if (!j->think_open)
         return add_stats(base(j, model, text, j->text_len, "", 0, true), j);
     /* a thinking model: the reasoning goes to "thinking", the answer to content */
@@ -557,6 +600,8 @@ json_t *ollama_show(const struct ollama_model *m)
     snprintf(modelfile, n, "# served by infer from a local GGUF file\nFROM %s\n", m->path);
     json_t *caps = json_array();
     json_array_append_new(caps, json_string(m->embedding ? "embedding" : "completion"));
+    if (!m->embedding) /* every family: its own tool format or the generic one (api_tools.c) */
+        json_array_append_new(caps, json_string("tools"));
     if (m->thinking)
         json_array_append_new(caps, json_string("thinking"));
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:O, s:o, s:s}", "license", "", "modelfile", modelfile,

@@ -172,6 +172,26 @@ bool api_parse_tools(json_t *root, struct gen_request *r, struct api_error *e)
                           "messages[%zu].tool_calls must be an array", i);
             return false;
         }
+        for (size_t k = 0; k < json_array_size(tc); k++) {
+            /* {"function": {"name": N, "arguments": {...} or its JSON text}}, plus
+             * "id"/"type"/"index" as OpenAI and Ollama send them */
+            json_t *f = json_object_get(json_array_get(tc, k), "function");
+            json_t *a = json_object_get(f, "arguments");
+            if (!json_is_object(f) || !json_is_string(json_object_get(f, "name")) ||
+                (a && !json_is_null(a) && !json_is_string(a) && !json_is_object(a))) {
+                api_error_set(e, 400, "invalid_request_error", "invalid_value",
+                              "messages[%zu].tool_calls[%zu] must be {\"function\": {\"name\": NAME, "
+                              "\"arguments\": OBJECT or its JSON text}}",
+                              i, k);
+                return false;
+            }
+        }
+        json_t *tn = json_object_get(m, "tool_name"); /* Ollama's, on a tool result */
+        if (tn && !json_is_null(tn) && !json_is_string(tn)) {
+            api_error_set(e, 400, "invalid_request_error", "invalid_type", "messages[%zu].tool_name must be a string",
+                          i);
+            return false;
+        }
         if (role && !strcmp(role, "tool") && !called) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value",
                           "messages[%zu]: a 'tool' message must follow an assistant message with tool_calls", i);
@@ -303,16 +323,15 @@ static bool render_calls(struct sbuf *b, const json_t *calls, enum tool_format f
         const json_t *f = json_object_get(c, "function");
         const char *name = json_string_value(json_object_get(f, "name"));
         const json_t *a = json_object_get(f, "arguments");
-        if (!name || (a && !json_is_string(a) && !json_is_object(a))) {
+        if (!name || (a && !json_is_null(a) && !json_is_string(a) && !json_is_object(a))) {
+            /* (api_parse_tools refused this already) */
             api_error_set(e, 400, "invalid_request_error", "invalid_value",
-                          "messages[%zu].tool_calls[%zu] must have function.name and function.arguments (a JSON "
-                          "string)",
-                          idx, i);
+                          "messages[%zu].tool_calls[%zu] must have function.name and function.arguments", idx, i);
             return false;
         }
-        json_t *args = json_is_string(a) ? json_loads(json_string_value(a), JSON_DECODE_ANY, NULL)
-                       : a                ? json_incref((json_t *)a)
-                                          : json_object();
+        json_t *args = json_is_string(a)   ? json_loads(json_string_value(a), JSON_DECODE_ANY, NULL)
+                       : json_is_object(a) ? json_incref((json_t *)a)
+                                           : json_object();
         if (!args) /* not JSON: keep the text */
             args = json_incref((json_t *)a);
         if (i)
@@ -341,8 +360,15 @@ static void render_result(struct sbuf *b, const json_t *m, const char *content, 
         sb_str(b, "\n</tool_response>");
         return;
     }
+    /* OpenAI names the call (tool_call_id), Ollama the function (tool_name) */
     const char *id = json_string_value(json_object_get(m, "tool_call_id"));
+    const char *fn = json_string_value(json_object_get(m, "tool_name"));
     sb_str(b, "Tool result");
+    if (fn) {
+        sb_str(b, " (");
+        sb_str(b, fn);
+        sb_str(b, ")");
+    }
     if (id) {
         sb_str(b, " (call ");
         sb_str(b, id);
@@ -350,6 +376,38 @@ static void render_result(struct sbuf *b, const json_t *m, const char *content, 
     }
     sb_str(b, ":\n");
     sb_str(b, content);
+}
+
+/* In a forced call, an array of choices (items an enum, a const or a
+ * boolean) without maxItems gets at most as many items as there are
+ * choices: a small model forced into such a list repeats the choices until
+ * the token limit (the default model did, in Home Assistant's
+ * "domain": ["light", "switch", "fan", "light", ...]).  Longer lists could
+ * only repeat a choice. */
+static void bound_choice_arrays(json_t *v)
+{
+    const char *k;
+    json_t *x;
+    size_t i;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, x) bound_choice_arrays(x);
+        return;
+    }
+    if (!json_is_object(v))
+        return;
+    json_t *items = json_object_get(v, "items");
+    if (json_is_object(items) && !json_object_get(v, "maxItems")) {
+        json_t *en = json_object_get(items, "enum");
+        const char *type = json_string_value(json_object_get(items, "type"));
+        json_int_t n = json_is_array(en) && json_array_size(en) ? (json_int_t)json_array_size(en)
+                       : json_object_get(items, "const")       ? 1
+                       : type && !strcmp(type, "boolean")      ? 2
+                                                               : 0;
+        json_t *min = json_object_get(v, "minItems");
+        if (n && (!json_is_integer(min) || json_integer_value(min) <= n))
+            json_object_set_new(v, "maxItems", json_integer(n));
+    }
+    json_object_foreach(v, k, x) bound_choice_arrays(x);
 }
 
 /* The JSON schema of one forced call, in the family's envelope. */
@@ -365,17 +423,21 @@ static json_t *call_schema(const json_t *tools, const char *only, enum tool_form
             continue;
         json_t *params = json_object_get(f, "parameters");
         json_t *p = params && !json_is_null(params) ? json_deep_copy(params) : json_pack("{s:s}", "type", "object");
+        bound_choice_arrays(p);
         const char *key = fmt == TOOL_FMT_LLAMA3 ? "parameters" : "arguments";
         json_array_append_new(alts, json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s, s]}", "type", "object", "properties",
                                               "name", "const", name, key, p, "required", "name", key));
     }
     json_t *one = json_array_size(alts) == 1 ? json_incref(json_array_get(alts, 0)) : json_pack("{s:O}", "anyOf", alts);
     json_decref(alts);
+    /* one call, in every format (hermes and llama3 wrap a single call):
+     * a small model forced into a list tends to repeat the call until the
+     * token limit */
     if (fmt == TOOL_FMT_GENERIC)
-        return json_pack("{s:s, s:{s:{s:s, s:o, s:i}}, s:[s]}", "type", "object", "properties", "tool_calls", "type",
-                         "array", "items", one, "minItems", 1, "required", "tool_calls");
+        return json_pack("{s:s, s:{s:{s:s, s:o, s:i, s:i}}, s:[s]}", "type", "object", "properties", "tool_calls",
+                         "type", "array", "items", one, "minItems", 1, "maxItems", 1, "required", "tool_calls");
     if (fmt == TOOL_FMT_MISTRAL)
-        return json_pack("{s:s, s:o, s:i}", "type", "array", "items", one, "minItems", 1);
+        return json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", one, "minItems", 1, "maxItems", 1);
     return one;
 }
 
@@ -485,12 +547,21 @@ bool api_tools_render(struct gen_request *r, infer_chat_family fam, enum tool_ch
         return true;
     enum tool_format fmt = api_tool_format(fam);
     r->tool_format = fmt;
+    size_t n_raw = json_array_size(r->raw_msgs);
+    /* The server's default "required" (--tool-choice required, for models
+     * that do not call tools on their own) forces a call on the user's
+     * turn; once the last message is a tool result the answer is text, so
+     * that a client which loops until it gets text (Home Assistant, the
+     * ollama and openai examples) ends after one round.  A request's own
+     * tool_choice is taken as it is. */
+    const char *last = json_string_value(json_object_get(json_array_get(r->raw_msgs, n_raw ? n_raw - 1 : 0), "role"));
+    if (dflt == TOOL_CHOICE_REQUIRED && last && !strcmp(last, "tool"))
+        dflt = TOOL_CHOICE_NONE;
     r->tool_choice_eff = r->tool_choice != TOOL_CHOICE_DEFAULT ? r->tool_choice
                          : r->tools                            ? dflt
                                                                : TOOL_CHOICE_NONE;
     if (!r->tools)
         r->tool_choice_eff = TOOL_CHOICE_NONE;
-    size_t n_raw = json_array_size(r->raw_msgs);
     infer_chat_msg *out = calloc(n_raw + 1, sizeof(*out));
     size_t n = 0;
     if (!out)
@@ -554,17 +625,6 @@ fail:
     }
     free(out);
     return false;
-}
-
-char *api_tools_key(const struct gen_request *r)
-{
-    if (!r->tools && !r->raw_msgs)
-        return NULL;
-    json_t *k = json_pack("{s:O?, s:O?, s:i, s:s?}", "tools", r->tools, "messages", r->raw_msgs, "choice",
-                          (int)r->tool_choice, "name", r->tool_name);
-    char *s = k ? json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(k);
-    return s;
 }
 
 /* -------------------------------------------------------------- output */
@@ -689,7 +749,11 @@ size_t api_tools_stream_len(const char *text, size_t len)
     return cut <= p ? 0 : (size_t)(cut - text);
 }
 
-json_t *api_tool_calls_openai(const json_t *calls, const char *id_base, bool with_index)
+enum call_shape { SHAPE_OPENAI, SHAPE_OPENAI_DELTA, SHAPE_OLLAMA };
+
+/* The calls [{"name", "arguments": {...}}] in a client's shape, each with
+ * the id "call_<id_base>_<i>". */
+static json_t *shape_calls(const json_t *calls, const char *id_base, enum call_shape shape)
 {
     json_t *out = json_array();
     size_t i;
@@ -697,13 +761,29 @@ json_t *api_tool_calls_openai(const json_t *calls, const char *id_base, bool wit
     json_array_foreach(calls, i, c) {
         char id[96];
         snprintf(id, sizeof(id), "call_%s_%zu", id_base, i);
-        char *args = json_dumps(json_object_get(c, "arguments"), JSON_COMPACT);
-        json_t *o = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function", "name",
-                              json_object_get(c, "name"), "arguments", args ? args : "{}");
-        free(args);
-        if (o && with_index)
-            json_object_set_new(o, "index", json_integer((json_int_t)i));
+        json_t *name = json_object_get(c, "name"), *args = json_object_get(c, "arguments"), *o;
+        if (shape == SHAPE_OLLAMA) { /* arguments an object, the index inside function */
+            o = json_pack("{s:s, s:{s:I, s:O, s:O}}", "id", id, "function", "index", (json_int_t)i, "name", name,
+                          "arguments", args);
+        } else { /* arguments as JSON text; a stream's delta has the index */
+            char *text = json_dumps(args, JSON_COMPACT);
+            o = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function", "name", name,
+                          "arguments", text ? text : "{}");
+            free(text);
+            if (o && shape == SHAPE_OPENAI_DELTA)
+                json_object_set_new(o, "index", json_integer((json_int_t)i));
+        }
         json_array_append_new(out, o);
     }
     return out;
+}
+
+json_t *api_tool_calls_openai(const json_t *calls, const char *id_base, bool with_index)
+{
+    return shape_calls(calls, id_base, with_index ? SHAPE_OPENAI_DELTA : SHAPE_OPENAI);
+}
+
+json_t *api_tool_calls_ollama(const json_t *calls, const char *id_base)
+{
+    return shape_calls(calls, id_base, SHAPE_OLLAMA);
 }

@@ -664,6 +664,14 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                     sse_push_raw(ctx, ctx->ollama_shape ? "\n" : "\n\n");
                     free(e);
                 }
+            } else if (ctx->tools_hold && ctx->ollama_shape) {
+                /* as Ollama streams a call: a line with message.tool_calls, then the final line */
+                json_t *tc = ollama_tool_calls_chunk(j, j->req.model);
+                if (tc)
+                    sse_push(ctx, tc);
+                else if (j->text_len)
+                    sse_push(ctx, ollama_chunk(j, j->req.model, j->text, j->text_len, "", 0));
+                sse_push(ctx, ollama_final(j, j->req.model));
             } else if (ctx->tools_hold) {
                 json_t *tc = api_tool_calls_chunk(j, srv->model_id, ctx->tools_out);
                 if (tc)
@@ -830,7 +838,9 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
      * close the connection when the handler returns after a long generation
      * (setting it again from 0 restarts its timer). */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-    bool here = wait_job(ctx, j, j->req.stream ? JOB_WAITING : JOB_DONE);
+    /* a stream's headers go out once the job runs: its prefix lookup (and a
+     * wait for a concurrent prefill of the same prefix) is done by then */
+    bool here = wait_job(ctx, j, j->req.stream ? JOB_RUNNING : JOB_DONE);
     if (!j->req.stream || j->state == JOB_DONE)
         MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)cfg->timeout);
     if (!here) {
@@ -864,8 +874,9 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     ctx->refs++; /* the response's reference */
     /* the job has its slot: the prefix lookup is done, so the balancer's
      * hit figure goes out before the first SSE byte */
-    char cached[24];
+    char cached[24], path[160];
     snprintf(cached, sizeof(cached), "%lld", (long long)j->stats.cached_tokens);
+    api_path_header(&j->stats, path, sizeof(path));
     pthread_mutex_unlock(&srv->mu);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_reader, ctx, sse_free);
     if (!r) {
@@ -875,6 +886,7 @@ static enum MHD_Result handle_generate(struct conn_ctx *ctx, struct MHD_Connecti
     MHD_add_response_header(r, "Content-Type", ctx->ollama_shape ? "application/x-ndjson" : "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Infer-Cached-Tokens", cached);
+    MHD_add_response_header(r, "X-Infer-Path", path);
     if (ctx->rc_on) {
         const char *hdrs[12];
         rc_headers(&ctx->rc, hdrs);

@@ -105,6 +105,15 @@ static void prefix_cache(FILE *f, const struct server_gauges *g)
           qt ? (double)(c->hit_tokens + b->hit_tokens) / (double)qt : 0.0);
     counter(f, "infer_prefix_cache_reused_tokens_total", "Prompt tokens not recomputed.",
             (double)(c->reused_tokens + b->reused_tokens));
+    counter(f, "infer_prefix_coalesced_requests_total",
+            "Requests that waited for another request's prefill of their prefix instead of computing it.",
+            (double)(c->coalesced_requests + b->coalesced_requests));
+    counter(f, "infer_prefix_coalesced_tokens_total",
+            "Prompt tokens attached from a concurrent request's prefill (prefill saved by coalescing).",
+            (double)(c->coalesced_tokens + b->coalesced_tokens));
+    counter(f, "infer_prefix_coalesce_fallbacks_total",
+            "Coalescing waits that ended early (the other request stopped); the rest was computed.",
+            (double)(c->coalesce_fallbacks + b->coalesce_fallbacks));
     gauge(f, "infer_prefix_cache_blocks", "Blocks in the prefix cache.", (double)c->cached_blocks);
     counter(f, "infer_prefix_cache_evictions_total", "Blocks evicted.", (double)(c->evictions + b->evictions));
     gauge(f, "infer_prefix_cache_evictions_per_minute", "Blocks evicted over the last minute.",
@@ -249,6 +258,16 @@ char *metrics_render(const struct server_metrics *m, const struct server_gauges 
           c->kv_bytes_capacity ? (double)c->kv_bytes_in_use / (double)c->kv_bytes_capacity : 0.0);
     gauge(f, "infer_kv_cache_high_bytes", "High watermark: eviction starts above it.", (double)c->cache_high);
     gauge(f, "infer_kv_cache_low_bytes", "Low watermark: eviction stops below it.", (double)c->cache_low);
+    gauge(f, "infer_memory_total_bytes", "Memory the KV budget follows: MemTotal, or the cgroup limit when lower.",
+          (double)c->mem_total);
+    gauge(f, "infer_memory_available_bytes", "MemAvailable, or what is left under the cgroup limit when lower.",
+          (double)c->mem_available);
+    gauge(f, "infer_memory_cgroup_limit_bytes", "The process's cgroup memory limit (0: none below MemTotal).",
+          (double)c->mem_cgroup_limit);
+    gauge(f, "infer_memory_floor_bytes", "Below this much available memory the KV watermarks shrink.",
+          (double)c->mem_floor);
+    counter(f, "infer_memory_pressure_checks_total", "Checks that found less memory available than the floor.",
+            (double)c->mem_shrinks);
     if (c->page_mode) {
         head(f, "infer_kv_arena_info", "gauge", "Pages the KV arena got and its block size.");
         fprintf(f, "infer_kv_arena_info{page_mode=\"%s\",block_tokens=\"%d\"} 1\n", c->page_mode, c->block_tokens);

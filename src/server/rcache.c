@@ -7,9 +7,12 @@
  * key and cache_salt), the kind, every message (role and content) or the
  * prompt, and every parameter that changes the answer (effective
  * max_tokens, temperature, top_k, top_p, min_p, repeat penalty and window,
- * seed, stop strings, the response_format / tools constraint).  Two requests share a key only when they are the
+ * seed, stop strings, the response_format constraint).  Two requests share a key only when they are the
  * same question to the same model from the same tenant.  Sampling without a
  * fixed seed at temperature > 0 has no one answer to repeat: no tier 1.
+ * Requests with tools or tool turns bypass both tiers: an answer that is a
+ * call asks the client to act (again, on a replay), the stored call ids
+ * would be replayed, and the streamed replay carries text only.
  *
  * Tier 2 (with --embedding-model), on a tier-1 miss, for chat requests
  * whose last message is the user's: the bucket is the sha256 of the same
@@ -114,10 +117,6 @@ static char *canonical(const struct server *srv, const struct job *j, size_t n_m
                           (double)r->sp.repeat_penalty, r->sp.repeat_last_n, (json_int_t)r->sp.seed, stops);
     if (k && r->format_key) /* structured output: another answer */
         json_array_append_new(k, json_string(r->format_key));
-    char *tk = api_tools_key(r);
-    if (k && tk) /* tools, tool turns, tool_choice */
-        json_array_append_new(k, json_string(tk));
-    free(tk);
     if (k && emb_id)
         json_array_append_new(k, json_string(emb_id));
     char *s = k ? json_dumps(k, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
@@ -128,7 +127,7 @@ static char *canonical(const struct server *srv, const struct job *j, size_t n_m
 bool rc_request_key(const struct server *srv, const struct job *j, uint8_t key[32])
 {
     const struct gen_request *r = &j->req;
-    if (r->sp.temp > 0.0f && r->sp.seed == INFER_SEED_RANDOM)
+    if ((r->sp.temp > 0.0f && r->sp.seed == INFER_SEED_RANDOM) || r->tools || r->raw_msgs)
         return false;
     char *s = canonical(srv, j, r->n_msgs, "infer-rc-1", NULL);
     if (!s)
@@ -146,6 +145,8 @@ const char *rc_semantic_bucket(const struct server *srv, const struct job *j, co
         return "no embedding model";
     if (ctl->sem_bypass)
         return ctl->sem_bypass;
+    if (r->tools || r->raw_msgs) /* (tool turns without tools: an assistant turn's tool_calls) */
+        return "tools";
     if (r->kind != GEN_CHAT)
         return "not a chat";
     if (!r->n_msgs || strcmp(r->msgs[r->n_msgs - 1].role, "user"))

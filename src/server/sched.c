@@ -46,6 +46,8 @@ struct slot {
     infer_detok *detok;
     int64_t n_prompt, n_cached, n_gen;
     bool prefilled;            /* the prompt is evaluated (first logits seen) */
+    bool coalescing;           /* the session waits for another's prefill of its prefix: the job
+                                  stays JOB_WAITING (its stream headers carry the cached tokens) */
     double t_prefill, t_prompt_end, t_first;
     char *gen;                 /* generated text (gen_len); [0, emitted) may be published */
     size_t gen_len, gen_cap, emitted, published;
@@ -211,6 +213,9 @@ static void metrics_fold(infer_cache_metrics *base, const infer_cache_metrics *m
     base->disk_write_bytes += m->disk_write_bytes;
     base->disk_errors += m->disk_errors;
     base->disk_write_errors += m->disk_write_errors;
+    base->coalesced_requests += m->coalesced_requests;
+    base->coalesced_tokens += m->coalesced_tokens;
+    base->coalesce_fallbacks += m->coalesce_fallbacks;
 }
 
 /* Free the engine (its cache goes to --cache-dir if there is one) and the
@@ -297,6 +302,7 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
     ep.cache_dir = cfg->cache_dir;
     ep.cache_high = cfg->cache_high;
     ep.no_prefix_cache = cfg->no_prefix_cache;
+    ep.no_coalesce = cfg->no_coalesce;
     ep.kv_type_k = cfg->kv_type_k;
     ep.kv_type_v = cfg->kv_type_v;
     ep.log = engine_log;
@@ -494,7 +500,9 @@ static bool slot_attach(struct sched *s, struct slot *sl, struct job *j)
     sl->stop_hit = false;
     sl->t_prefill = infer_now_seconds();
     sl->t_prompt_end = sl->t_first = 0;
+    sl->coalescing = infer_session_waiting(sl->sess);
     j->stats.cached_tokens = reused;
+    j->stats.coalesced_tokens = 0;
     /* blocks the disk tier supplied (a partly used last block counts whole) */
     infer_engine_get_metrics(s->engine, &m1);
     int64_t disk = (m1.disk_reads - m0.disk_reads) * m1.block_tokens;
@@ -682,6 +690,19 @@ static void publish(struct sched *s)
         struct job *j = sl->job;
         if (!j)
             continue;
+        if (sl->coalescing && !infer_session_waiting(sl->sess)) {
+            /* the wait for another request's prefill ended: the tokens it
+             * supplied count as RAM hits, the prompt time starts now */
+            infer_session_stats ss;
+            infer_session_get_stats(sl->sess, &ss);
+            sl->coalescing = false;
+            sl->n_cached += ss.last_coalesced_tokens;
+            sl->t_prefill = infer_now_seconds();
+            j->stats.cached_tokens += ss.last_coalesced_tokens;
+            j->stats.coalesced_tokens = ss.last_coalesced_tokens;
+            j->state = JOB_RUNNING;
+            pthread_cond_broadcast(&j->cv);
+        }
         if (sl->emitted > sl->published) {
             if (!job_append_text(j, sl->gen + sl->published, sl->emitted - sl->published)) {
                 api_error_set(&sl->err, 500, "server_error", NULL, "out of memory");
@@ -851,7 +872,8 @@ static void *engine_main(void *arg)
                 job_finish(srv, j);
                 continue;
             }
-            j->state = JOB_RUNNING;
+            /* a coalescing job stays JOB_WAITING until its wait ends (publish) */
+            j->state = sl->coalescing ? JOB_WAITING : JOB_RUNNING;
             s->n_running++;
             pthread_cond_broadcast(&j->cv);
         }

@@ -54,6 +54,7 @@ struct server_config {
     bool mlock;
     bool no_repack; /* --no-repack */
     bool no_prefix_cache;      /* every request from scratch (benchmark baseline) */
+    bool no_coalesce;          /* never wait for a concurrent prefill of the same prefix */
     infer_kv_type kv_type_k, kv_type_v; /* KV cache element types */
     const char *chat_template; /* NULL: from the model */
     size_t max_body;           /* bytes */
@@ -178,12 +179,11 @@ bool api_parse_tools(json_t *root, struct gen_request *r, struct api_error *e);
 /* At admission: r->msgs rendered for family fam (catalogue in the system
  * turn, assistant tool_calls and role "tool" results in the family's
  * format), tool_choice_eff settled (dflt when tools came without a
- * tool_choice), and for required / a named function r->grammar set to the
+ * tool_choice; a dflt of required gives none when the last message is a
+ * tool result), and for required / a named function r->grammar set to the
  * call's grammar.  false with e set (400 for parameters the schema compiler
  * refuses). */
 bool api_tools_render(struct gen_request *r, infer_chat_family fam, enum tool_choice dflt, struct api_error *e);
-/* The tools part of the response cache's key (NULL without tools). */
-char *api_tools_key(const struct gen_request *r);
 /* The calls in a finished answer: [{"name", "arguments": {...}}] (NULL:
  * none, or tools off); *content gets the text around them (malloc'ed, NULL
  * when none). */
@@ -198,6 +198,9 @@ size_t api_tools_stream_len(const char *text, size_t len);
 /* Calls in OpenAI's shape (id "call_<id_base>_<i>", function.arguments as a
  * JSON string); with_index for streamed deltas. */
 json_t *api_tool_calls_openai(const json_t *calls, const char *id_base, bool with_index);
+/* Calls in Ollama's shape: [{"id": "call_<id_base>_<i>", "function":
+ * {"index": i, "name", "arguments": {...}}}] (arguments an object). */
+json_t *api_tool_calls_ollama(const json_t *calls, const char *id_base);
 
 /* ------------------------------------------------------------ embeddings */
 
@@ -309,6 +312,7 @@ struct job_stats {
     int64_t disk_tokens;       /* of cached_tokens, read from the disk tier (whole blocks) */
     int64_t prompt_tokens;
     int64_t cached_tokens;     /* of prompt_tokens, taken from the prefix cache */
+    int64_t coalesced_tokens;  /* of cached_tokens (RAM), attached from a concurrent request's prefill */
     int64_t completion_tokens;
     double prompt_ms;          /* evaluating the uncached prompt tokens */
     double predicted_ms;       /* first token to last */
@@ -525,8 +529,12 @@ json_t *ollama_chunk(const struct job *j, const char *model, const char *text, s
                      size_t n_reasoning);
 /* The last streamed line: done, done_reason and the measured durations. */
 json_t *ollama_final(const struct job *j, const char *model);
-/* The whole answer of "stream": false. */
+/* The whole answer of "stream": false (message.tool_calls when the answer
+ * is tool calls; done_reason "stop" then, as Ollama says). */
 json_t *ollama_response(const struct job *j, const char *model);
+/* A finished tools answer, streamed: the line (done: false) carrying
+ * message.tool_calls, or NULL when the answer is not tool calls. */
+json_t *ollama_tool_calls_chunk(const struct job *j, const char *model);
 /* RFC 3339 UTC time with nanoseconds (Go's time.Time JSON) of unix time t into buf. */
 void ollama_time(double t, char buf[40]);
 

@@ -37,6 +37,22 @@ int infer_n_cpus(void);
 /* Number of physical cores (>= 1), the default thread count. */
 int infer_n_physical_cores(void);
 
+/* Memory this process may use (memory.c): MemTotal/MemAvailable narrowed by
+ * the limit of its cgroup (v1 or v2), so that the KV budget fits a service's
+ * MemoryMax= or a container's limit. */
+struct mem_info {
+    uint64_t total;    /* bytes: MemTotal, or the cgroup limit when lower */
+    uint64_t avail;    /* bytes: MemAvailable, or limit - (usage - inactive file pages) when lower */
+    uint64_t cg_limit; /* the cgroup's limit (0: none below MemTotal) */
+    uint64_t cg_usage; /* its usage, page cache included */
+    int cg_version;    /* 0 (no limit applies), 1 or 2 */
+};
+/* false (and *out zeroed) when /proc/meminfo is unreadable; cgroup files that
+ * are missing or malformed are ignored.  _at prefixes every path with root
+ * (tests). */
+bool mem_info_read(struct mem_info *out);
+bool mem_info_read_at(const char *root, struct mem_info *out);
+
 /* sha256 of a buffer, streaming interface. */
 typedef struct sha256_ctx {
     uint32_t state[8];

@@ -53,7 +53,7 @@ def default_model():
 class Server:
     """`infer serve` in a child process, on a free loopback port (--port 0, read back from its log)."""
 
-    def __init__(self, model, args=(), env=None, ready_timeout=300, name="serve", wait_ready=True):
+    def __init__(self, model, args=(), env=None, ready_timeout=300, name="serve", wait_ready=True, preexec_fn=None):
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"infer-{name}-", suffix=".log", delete=False)
         self.log_path = self.log_file.name
         args = list(args)
@@ -63,7 +63,7 @@ class Server:
         e = dict(os.environ)
         e.update(env or {})
         self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=e)
+                                     env=e, preexec_fn=preexec_fn)
         self.port = None
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline:
@@ -90,10 +90,11 @@ class Server:
         except FileNotFoundError:
             return ""
 
-    def rss_kib(self):
+    def rss_kib(self, field="VmRSS"):
+        """Resident KiB now (VmHWM: the peak)."""
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
         return 0
 

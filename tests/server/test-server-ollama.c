@@ -81,6 +81,24 @@ static void test_chat_options(void **state)
     assert_int_equal(r.sp.repeat_last_n, 4096);
     gen_request_free(&r);
 
+    /* integer options as integral reals (Home Assistant sends "num_ctx": 8192.0), as Ollama takes them */
+    assert_true(parse(OLLAMA_CHAT,
+                      "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"u\"}],"
+                      " \"keep_alive\": \"-1.0s\", \"options\": {\"num_ctx\": 8192.0, \"top_k\": 5.0, \"seed\": -3.0,"
+                      " \"num_predict\": 16.0}}",
+                      &r, &e));
+    assert_int_equal(r.n_ctx_limit, 8192);
+    assert_int_equal(r.sp.top_k, 5);
+    assert_int_equal(r.max_tokens, 16);
+    assert_true(r.keep_alive_set && r.keep_alive < 0);
+    gen_request_free(&r);
+
+    /* a message without content (the ollama client leaves out an empty one) is empty */
+    assert_true(parse(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\"}]}", &r, &e));
+    assert_int_equal(r.n_msgs, 1);
+    assert_string_equal(r.msgs[0].content, "");
+    gen_request_free(&r);
+
     /* no messages: load the model; with keep_alive 0: unload */
     assert_true(parse(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": [], \"keep_alive\": 0}", &r, &e));
     assert_true(r.load_only && !r.stream && r.keep_alive_set && r.keep_alive == 0);
@@ -145,11 +163,17 @@ static void test_refused(void **state)
         {"\"format\": {\"type\": \"string\", \"pattern\": \"a+\"}}", "pattern"},
         {"\"tools\": [{\"type\": \"function\"}]}", "tools"},
         {"\"tools\": {}}", "tools"},
+        {"\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]}", "tools[0]"},
+        {"\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": 1}}]}",
+         "tools[0]"},
+        {"\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}},"
+         " {\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}", "used twice"},
+        {"\"tools\": [{\"type\": \"web\", \"function\": {\"name\": \"f\"}}]}", "tools[0]"},
         {"\"logprobs\": true}", "logprobs"},
         {"\"template\": \"{{ .Prompt }}\"}", "template"},
         {"\"messages2\": 1, \"model\": 7}", "model"},
     };
-    char body[512];
+    char body[1024];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         snprintf(body, sizeof(body), "%s%s", chat, cases[i].tail);
         expect_400(OLLAMA_CHAT, body, cases[i].word);
@@ -160,6 +184,30 @@ static void test_refused(void **state)
     expect_400(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"x\", "
                             "\"images\": [\"aGk=\"]}]}", "images");
     expect_400(OLLAMA_CHAT, "{\"model\": \"m\", \"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}", "role");
+    /* tool turns: the call's shape, tool_name's type, a result without a call before it */
+    static const char *const tool_turns[][2] = {
+        {"[{\"role\": \"assistant\", \"tool_calls\": {}}]", "messages[0].tool_calls"},
+        {"[{\"role\": \"assistant\", \"tool_calls\": [1]}]", "messages[0].tool_calls[0]"},
+        {"[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"arguments\": {}}}]}]",
+         "messages[0].tool_calls[0]"},
+        {"[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": [1]}}]}]",
+         "messages[0].tool_calls[0]"},
+        {"[{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"tool\", \"content\": \"r\"}]",
+         "messages[1]"},
+        {"[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {}}}]},"
+         " {\"role\": \"tool\", \"content\": \"r\", \"tool_name\": 5}]",
+         "messages[1].tool_name"},
+        {"[{\"role\": \"tool\", \"content\": 7}]", "messages[0]"},
+    };
+    for (size_t i = 0; i < sizeof(tool_turns) / sizeof(tool_turns[0]); i++) {
+        snprintf(body, sizeof(body), "{\"model\": \"m\", \"messages\": %s}", tool_turns[i][0]);
+        expect_400(OLLAMA_CHAT, body, tool_turns[i][1]);
+    }
+    /* /api/generate has no tools in Ollama */
+    expect_400(OLLAMA_GENERATE,
+               "{\"model\": \"m\", \"prompt\": \"p\", \"tools\": [{\"type\": \"function\", \"function\": "
+               "{\"name\": \"f\"}}]}",
+               "tools");
     expect_400(OLLAMA_GENERATE, "{\"model\": \"m\", \"prompt\": 5}", "prompt");
     expect_400(OLLAMA_GENERATE, "{\"model\": \"m\", \"prompt\": \"p\", \"suffix\": \"s\"}", "suffix");
     expect_400(OLLAMA_GENERATE, "{\"model\": \"m\", \"prompt\": \"p\", \"context\": [1, 2]}", "context");
@@ -284,12 +332,136 @@ static void test_response_shapes(void **state)
     gen_request_free(&j.req);
 }
 
+#define WEATHER_TOOL                                                                                       \
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"The weather\","    \
+    " \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}},"            \
+    " \"required\": [\"city\"]}}}"
+
+/* Ollama's tool shapes (its docs/api.md): tools as OpenAI's functions, an
+ * assistant turn's calls with arguments as an object and no content, a
+ * role "tool" result with tool_name; the calls of an answer in
+ * message.tool_calls with arguments as an object. */
+static void test_tools(void **state)
+{
+    (void)state;
+    struct job j;
+    memset(&j, 0, sizeof(j));
+    struct api_error e;
+    /* a round trip's last request: user, the call, its result */
+    assert_true(parse(OLLAMA_CHAT,
+                      "{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"Weather in Toronto?\"},"
+                      " {\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"get_weather\","
+                      " \"arguments\": {\"city\": \"Toronto\"}}}]},"
+                      " {\"role\": \"tool\", \"content\": \"11 degrees celsius\", \"tool_name\": \"get_weather\"}],"
+                      " \"tools\": [" WEATHER_TOOL "]}",
+                      &j.req, &e));
+    assert_non_null(j.req.tools);
+    assert_int_equal(json_array_size(j.req.tools), 1);
+    assert_int_equal(j.req.tool_choice, TOOL_CHOICE_DEFAULT); /* Ollama has none: the server's */
+    assert_int_equal(j.req.n_msgs, 3);
+    assert_string_equal(j.req.msgs[1].content, ""); /* no content: empty, as Ollama takes it */
+    /* rendered for Gemma (the generic format) with the server's --tool-choice required:
+     * after a tool result the answer is text (no call forced, none parsed) */
+    assert_true(api_tools_render(&j.req, INFER_CHAT_GEMMA, TOOL_CHOICE_REQUIRED, &e));
+    assert_int_equal(j.req.tool_choice_eff, TOOL_CHOICE_NONE);
+    assert_null(j.req.grammar);
+    assert_int_equal(j.req.n_msgs, 4); /* system (the catalogue), user, assistant, user (the result) */
+    assert_string_equal(j.req.msgs[0].role, "system");
+    assert_non_null(strstr(j.req.msgs[0].content, "\"name\":\"get_weather\""));
+    assert_string_equal(j.req.msgs[2].role, "assistant");
+    assert_string_equal(j.req.msgs[2].content,
+                        "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Toronto\"}}]}");
+    assert_string_equal(j.req.msgs[3].role, "user");
+    assert_string_equal(j.req.msgs[3].content, "Tool result (get_weather):\n11 degrees celsius");
+    j.text = (char *)"It is 11 degrees.";
+    j.text_len = strlen(j.text);
+    j.finish = FINISH_STOP;
+    assert_null(ollama_tool_calls_chunk(&j, "tiny"));
+    json_t *o = loads(ollama_response(&j, "tiny"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "message"), "content")),
+                        "It is 11 degrees.");
+    assert_null(json_object_get(json_object_get(o, "message"), "tool_calls"));
+    json_decref(o);
+    gen_request_free(&j.req);
+
+    /* the user's turn with --tool-choice required: a forced call (a grammar) */
+    memset(&j, 0, sizeof(j));
+    assert_true(parse(OLLAMA_CHAT,
+                      "{\"model\": \"tiny\", \"stream\": true, \"messages\": [{\"role\": \"user\", \"content\": "
+                      "\"Weather in Tokyo?\"}], \"tools\": [" WEATHER_TOOL "]}",
+                      &j.req, &e));
+    assert_true(api_tools_render(&j.req, INFER_CHAT_GEMMA, TOOL_CHOICE_REQUIRED, &e));
+    assert_int_equal(j.req.tool_choice_eff, TOOL_CHOICE_REQUIRED);
+    assert_non_null(j.req.grammar);
+    snprintf(j.id, sizeof(j.id), "cmpl-0123456789abcdef");
+    j.text = (char *)"{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Tokyo\"}}]}";
+    j.text_len = strlen(j.text);
+    j.finish = FINISH_STOP;
+    j.t_arrival = 10;
+    j.t_done = 11;
+    j.stats = (struct job_stats){.prompt_tokens = 50, .completion_tokens = 20, .prompt_ms = 5, .predicted_ms = 100};
+    o = loads(ollama_response(&j, "tiny"));
+    json_t *m = json_object_get(o, "message");
+    assert_string_equal(json_string_value(json_object_get(m, "role")), "assistant");
+    assert_string_equal(json_string_value(json_object_get(m, "content")), "");
+    json_t *calls = json_object_get(m, "tool_calls");
+    assert_int_equal(json_array_size(calls), 1);
+    json_t *c0 = json_array_get(calls, 0), *f = json_object_get(c0, "function");
+    assert_string_equal(json_string_value(json_object_get(c0, "id")), "call_0123456789abcdef_0");
+    assert_int_equal(json_integer_value(json_object_get(f, "index")), 0);
+    assert_string_equal(json_string_value(json_object_get(f, "name")), "get_weather");
+    assert_true(json_is_object(json_object_get(f, "arguments"))); /* an object, not OpenAI's string */
+    assert_string_equal(json_string_value(json_object_get(json_object_get(f, "arguments"), "city")), "Tokyo");
+    assert_true(json_is_true(json_object_get(o, "done")));
+    assert_string_equal(json_string_value(json_object_get(o, "done_reason")), "stop");
+    assert_int_equal(json_integer_value(json_object_get(o, "eval_count")), 20);
+    json_decref(o);
+    /* streamed: the calls in a line that is not done yet, without figures; then the final line */
+    o = loads(ollama_tool_calls_chunk(&j, "tiny"));
+    assert_true(json_is_false(json_object_get(o, "done")));
+    assert_null(json_object_get(o, "done_reason"));
+    assert_null(json_object_get(o, "eval_count"));
+    calls = json_object_get(json_object_get(o, "message"), "tool_calls");
+    assert_int_equal(json_array_size(calls), 1);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "name")),
+        "get_weather");
+    json_decref(o);
+    o = loads(ollama_final(&j, "tiny"));
+    assert_null(json_object_get(json_object_get(o, "message"), "tool_calls"));
+    assert_string_equal(json_string_value(json_object_get(o, "done_reason")), "stop");
+    json_decref(o);
+    /* a call to a function that was not offered stays text */
+    j.text = (char *)"{\"tool_calls\": [{\"name\": \"rm_rf\", \"arguments\": {}}]}";
+    j.text_len = strlen(j.text);
+    assert_null(ollama_tool_calls_chunk(&j, "tiny"));
+    o = loads(ollama_response(&j, "tiny"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "message"), "content")), j.text);
+    json_decref(o);
+    gen_request_free(&j.req);
+
+    /* a tool_choice of the request's own wins over the server's default, also after a result */
+    memset(&j, 0, sizeof(j));
+    assert_true(parse(OLLAMA_CHAT,
+                      "{\"model\": \"tiny\", \"tool_choice\": \"required\", \"messages\": [{\"role\": \"user\","
+                      " \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"function\":"
+                      " {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}}]},"
+                      " {\"role\": \"tool\", \"content\": \"r\"}], \"tools\": [" WEATHER_TOOL "]}",
+                      &j.req, &e));
+    assert_true(api_tools_render(&j.req, INFER_CHAT_GEMMA, TOOL_CHOICE_AUTO, &e));
+    assert_int_equal(j.req.tool_choice_eff, TOOL_CHOICE_REQUIRED);
+    assert_non_null(j.req.grammar);
+    /* arguments sent as JSON text (OpenAI's way) render as the object */
+    assert_non_null(strstr(j.req.msgs[2].content, "\"arguments\": {\"city\":\"Oslo\"}"));
+    gen_request_free(&j.req);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_options), cmocka_unit_test(test_generate_prompt),
         cmocka_unit_test(test_refused),      cmocka_unit_test(test_error_and_names),
-        cmocka_unit_test(test_response_shapes),
+        cmocka_unit_test(test_response_shapes), cmocka_unit_test(test_tools),
     };
     return cmocka_run_group_tests_name("server-ollama", tests, NULL, NULL);
 }

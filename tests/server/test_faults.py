@@ -15,6 +15,12 @@ Full disk: the cache directory on a 256 KiB tmpfs (needs root and mount; skipped
 reason otherwise): writes fail with one warning, the server keeps answering correctly, the write
 errors are counted in /metrics, and a restart reads back only whole blocks.
 
+Memory pressure: the server in a 4 GiB memory cgroup the test makes under its own (v2 when the
+memory controller is delegated, else v1; skipped with the reason when neither is writable), the
+default model, long prompts, then a second process in the group takes nearly all that is left:
+the KV budget shrinks, blocks are evicted, requests are answered, nothing is OOM-killed, and the
+budget comes back when the pressure goes.
+
 Run by tests/server/run.sh.
 """
 import json
@@ -226,21 +232,181 @@ def test_full_disk():
         subprocess.run(["umount", mnt])
 
 
+class MemoryCgroup:
+    """A memory cgroup made by the test as a child of this process's own memory cgroup (so the
+    machine's limits on that one still apply), with a limit like a small board's; processes are
+    put in it from their preexec hook.  cgroup v2 where the memory controller is delegated to us,
+    else v1's memory hierarchy; Skip with the reason when neither can be written."""
+
+    def __init__(self, limit):
+        self.path = self.version = None
+        why = []
+        own = {}
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                hid, ctl, path = line.rstrip("\n").split(":", 2)
+                if hid == "0" and ctl == "":
+                    own[2] = path
+                elif "memory" in ctl.split(","):
+                    own[1] = path
+        for version, mount in ((2, "/sys/fs/cgroup"), (2, "/sys/fs/cgroup/unified"), (1, "/sys/fs/cgroup/memory")):
+            if version not in own:
+                continue
+            parent = mount + own[version].rstrip("/")
+            if version == 2:
+                try:
+                    ctl = open(os.path.join(parent, "cgroup.subtree_control")).read().split()
+                except OSError as e:
+                    why.append(f"cgroup v2 at {mount}: {e.strerror}")
+                    continue
+                if "memory" not in ctl:
+                    why.append(f"cgroup v2 at {mount}: the memory controller is not delegated to {own[2]}")
+                    continue
+            child = os.path.join(parent, f"infer-test-memory-{os.getpid()}")
+            try:
+                os.mkdir(child)
+            except OSError as e:
+                why.append(f"cgroup v{version}: cannot make {child}: {e.strerror}")
+                continue
+            try:
+                name = "memory.max" if version == 2 else "memory.limit_in_bytes"
+                with open(os.path.join(child, name), "w") as f:
+                    f.write(str(limit))
+            except OSError as e:
+                os.rmdir(child)
+                why.append(f"cgroup v{version}: cannot set its limit: {e.strerror}")
+                continue
+            self.path, self.version = child, version
+            return
+        raise harness.Skip("; ".join(why) or "no memory cgroup hierarchy here")
+
+    def enter(self):
+        """preexec_fn: move the starting child into the group before it runs anything."""
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def read(self, name):
+        with open(os.path.join(self.path, name)) as f:
+            return f.read()
+
+    def usage(self):
+        return int(self.read("memory.current" if self.version == 2 else "memory.usage_in_bytes"))
+
+    def oom_kills(self):
+        """OOM kills inside the group (v2 memory.events, v1 memory.oom_control on kernels that count them)."""
+        for line in self.read("memory.events" if self.version == 2 else "memory.oom_control").splitlines():
+            k, _, v = line.partition(" ")
+            if k == "oom_kill":
+                return int(v)
+        return None
+
+    def remove(self):
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)  # the last member is still exiting
+
+
+BALLOON = """
+import os, sys
+n = int(sys.argv[1])
+b = bytearray(n)
+for i in range(0, n, 4096):  # touch every page: it is charged now, not at first use
+    b[i] = 1
+print("held", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+"""
+
+
 def test_memory_pressure():
-    # Needs a cgroup v2 tree with the memory controller that the test may create a child in.
-    # (A cgroup v1 memory hierarchy that belongs to whatever runs this machine is not ours to
-    # change; the test does not touch it.)
-    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
-        f = os.path.join(root, "cgroup.controllers")
-        if os.path.exists(f):
-            ctl = open(f).read().split()
-            if "memory" in ctl and os.access(root, os.W_OK):
-                break
-            why = f"cgroup v2 at {root} has controllers [{' '.join(ctl)}]: no memory controller delegated"
-    else:
-        raise harness.Skip(locals().get("why", "no cgroup v2 hierarchy"))
-    raise harness.Skip("a cgroup v2 memory controller is available, but the memory-pressure run (MemoryMax, the "
-                       "default model, long prompts) is not implemented yet")
+    """A 4 GiB cgroup (a small board), the default model, long prompts; then another process in the
+    group takes all but ~128 MiB of what is left: the KV budget shrinks below what is cached, blocks
+    are evicted and their memory handed back, every request is still answered, nothing is OOM-killed;
+    when the pressure goes away the budget is back."""
+    model = harness.default_model() or MODEL
+    limit = 4 << 30
+    cg = MemoryCgroup(limit)
+    srv = balloon = None
+    try:
+        srv = Server(model, ["-c", "2048", "--parallel", "1"], name="faults-mem", preexec_fn=cg.enter)
+        m0 = srv.metrics()
+        assert m0["infer_memory_cgroup_limit_bytes"] == limit, m0
+        assert m0["infer_memory_total_bytes"] == limit, m0
+        high0 = m0["infer_kv_cache_high_bytes"]
+        assert 0 < high0 <= limit / 4, high0  # the budget follows the group's limit, not the machine's RAM
+        assert "the cgroup memory limit (v%d, 4096 MiB) sizes the KV cache" % cg.version in srv.log(), srv.log()
+        floor = m0["infer_memory_floor_bytes"]
+        assert floor == 256 << 20, floor  # min(limit / 16, 512 MiB)
+
+        def ask(k, n_rules=95):
+            text = f"Household notebook {k}. " + " ".join(
+                f"Note {i}: the {ROOMS[(i * 3 + k) % 8]} shelf {k}-{i} holds {i * 7 % 31} jars." for i in range(n_rules))
+            st, h, raw = srv.request("POST", "/v1/chat/completions", {
+                "messages": [{"role": "system", "content": text}, {"role": "user", "content": "Which shelf is full?"}],
+                "max_tokens": 4, "temperature": 0}, timeout=600)
+            assert st == 200, (k, st, raw[:300])
+            return json.loads(raw)
+
+        for k in range(4):  # fill the prefix cache
+            ask(k)
+        m1 = srv.metrics()
+        cached1 = m1["infer_kv_bytes_cached"]
+        assert cached1 > 64 << 20, m1  # more than the deficit the balloon makes below
+        rss1 = srv.rss_kib()
+
+        # the pressure: another member of the group holds all but ~floor/2 of what the group has left
+        st = cg.read("memory.stat").split()
+        stat = dict(zip(st[0::2], st[1::2]))
+        inactive = int(stat.get("total_inactive_file", stat.get("inactive_file", 0)))
+        take = int(limit - (cg.usage() - inactive) - floor // 2)
+        assert take > 0, (cg.usage(), inactive)
+        balloon = subprocess.Popen([sys.executable, "-c", BALLOON, str(take)], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True, preexec_fn=cg.enter)
+        assert balloon.stdout.readline().strip() == "held", "the balloon could not take its memory"
+        time.sleep(1.2)  # the engine reads the memory at most once a second
+        for k in range(4, 6):  # new prompts need blocks: the shrunk budget evicts instead of growing
+            ask(k)
+        m2 = srv.metrics()
+        assert srv.alive(), srv.log()
+        assert m2["infer_memory_available_bytes"] < floor, m2
+        assert m2["infer_memory_pressure_checks_total"] > 0, m2
+        assert m2["infer_kv_cache_high_bytes"] < high0, (high0, m2["infer_kv_cache_high_bytes"])
+        evicted = m2["infer_prefix_cache_evictions_total"] - m1["infer_prefix_cache_evictions_total"]
+        assert evicted > 0, "nothing was evicted under pressure"
+        assert m2["infer_kv_bytes_cached"] < cached1, (cached1, m2["infer_kv_bytes_cached"])
+        rss2 = srv.rss_kib()
+        assert rss2 < rss1, f"evicted blocks were not handed back: RSS {rss1} -> {rss2} KiB"
+
+        # the pressure goes away: the budget is back, and the cache grows again
+        balloon.stdin.close()
+        balloon.wait(timeout=30)
+        balloon = None
+        time.sleep(1.2)
+        ask(6)
+        m3 = srv.metrics()
+        assert m3["infer_kv_cache_high_bytes"] == high0, (high0, m3["infer_kv_cache_high_bytes"])
+        assert m3["infer_memory_available_bytes"] >= floor, m3
+        assert m3["infer_kv_bytes_cached"] > m2["infer_kv_bytes_cached"], (m2, m3)
+        oom = cg.oom_kills()
+        assert oom in (None, 0), f"{oom} OOM kills in the group"
+        assert srv.alive()
+        peak = srv.rss_kib("VmHWM")
+        print(f"  cgroup v{cg.version} limit {limit >> 20} MiB: KV high {high0 / 2**20:.0f} MiB -> "
+              f"{m2['infer_kv_cache_high_bytes'] / 2**20:.0f} MiB under pressure -> "
+              f"{m3['infer_kv_cache_high_bytes'] / 2**20:.0f} MiB after; cached {cached1 / 2**20:.0f} -> "
+              f"{m2['infer_kv_bytes_cached'] / 2**20:.0f} -> {m3['infer_kv_bytes_cached'] / 2**20:.0f} MiB; "
+              f"{evicted:.0f} blocks evicted under pressure; server RSS {rss1 >> 10} -> {rss2 >> 10} MiB"
+              f", peak {peak >> 10} MiB; balloon {take >> 20} MiB; "
+              f"OOM kills {oom}", flush=True)
+    finally:
+        if balloon:
+            balloon.kill()
+            balloon.wait()
+        if srv:
+            assert srv.stop() == 0
+        cg.remove()
 
 
 def main():

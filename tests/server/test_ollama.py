@@ -12,8 +12,10 @@ unloading the model; the prefix cache under /api/chat; embeddings (/api/embed,
 /api/embeddings, equal to /v1/embeddings; skipped without models/fetch-embedder); Ollama-
 shaped errors (unknown model: ollama.ResponseError 404; malformed bodies: 400; model
 management: 501) and a hostile corpus (broken JSON, NDJSON bodies, wrong types, deep
-nesting) that must get 4xx, never a 5xx or a crash.  Run by tests/server/run.sh (also under
-the ASan build: the server's exit status is checked).
+nesting) that must get 4xx, never a 5xx or a crash; tool calls (test_tools*: the client's
+round trip call -> tool result -> answer, whole and streamed, a second server with
+--tool-choice required on the default model, hostile tool bodies).  Run by tests/server/run.sh
+(also under the ASan build: the server's exit status is checked).
 """
 import datetime
 import json
@@ -31,6 +33,10 @@ try:
     import ollama  # noqa: E402
 except ImportError:
     ollama = None
+try:
+    import jsonschema  # noqa: E402
+except ImportError:
+    jsonschema = None
 
 MODEL = harness.test_model()
 EMBEDDER = os.path.join(harness.srcdir(), "models", "all-minilm-l6-v2-f16.gguf")
@@ -188,8 +194,6 @@ def test_options_refused():
     r = client().generate(model=ALIAS, prompt="x", options={"num_gpu": 99, "num_thread": 2, "use_mmap": True,
                                                            "mirostat": 0, "num_predict": 1})
     assert r.done
-    expect_error(400, client().chat, model=ALIAS, messages=HELLO,
-                 tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
     err = expect_error(400, client().chat, model=ALIAS, messages=HELLO, think=True)
     assert "thinking" in err, err
     expect_error(400, client().generate, model=ALIAS, prompt="x", images=[b"\x89PNG"])
@@ -209,6 +213,176 @@ def test_format():
         assert isinstance(v, dict) and set(v) == {"room", "on"} and isinstance(v["on"], bool), c.message.content
     err = expect_error(400, client().chat, model=ALIAS, messages=HELLO, format={"type": "string", "pattern": "a+"})
     assert "pattern" in err, err
+
+
+# ---------------------------------------------------------------- tool calls
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the weather in a given city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city"}},
+                   "required": ["city"]}}}
+# shaped like Home Assistant's intent tools (voluptuous schemas converted to JSON schema)
+TURN_ON = {"type": "function", "function": {
+    "name": "HassTurnOn", "description": "Turns on/opens a device or entity",
+    "parameters": {"type": "object", "properties": {
+        "name": {"type": "string"}, "area": {"type": "string"},
+        "domain": {"type": "array", "items": {"type": "string", "enum": ["light", "switch", "fan"]}}},
+        "required": []}}}
+TOOLS = [WEATHER, TURN_ON]
+
+
+def check_calls(calls):
+    """Ollama's shape: function.name one of the tools, function.arguments an object valid against
+    its parameters; returns [(name, arguments)]."""
+    spec = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    out = []
+    assert calls, calls
+    for c in calls:
+        f = c.function
+        assert f.name in spec, f.name
+        assert isinstance(f.arguments, dict), f.arguments  # an object, not OpenAI's JSON string
+        if jsonschema:
+            jsonschema.validate(f.arguments, spec[f.name])
+        out.append((f.name, f.arguments))
+    return out
+
+
+def test_tools_auto():
+    """--tool-choice auto (the default): a tools request is the model's choice; whole and streamed
+    give the same answer, and whatever comes back is a valid call or text, never both missing."""
+    opts = {"temperature": 0, "num_predict": 48}
+    msgs = [{"role": "user", "content": "What is the weather in Tokyo?"}]
+    whole = client().chat(model=ALIAS, messages=msgs, tools=TOOLS, options=opts)
+    parts = list(client().chat(model=ALIAS, messages=msgs, tools=TOOLS, options=opts, stream=True))
+    assert parts[-1].done and all(not p.done for p in parts[:-1]), parts
+    text = "".join(p.message.content or "" for p in parts)
+    streamed_calls = [c for p in parts for c in (p.message.tool_calls or [])]
+    if whole.message.tool_calls:
+        assert check_calls(whole.message.tool_calls) == check_calls(streamed_calls)
+    else:
+        assert whole.message.content and text == whole.message.content and not streamed_calls, (whole, parts)
+    assert parts[-1].eval_count == whole.eval_count and parts[-1].done_reason == whole.done_reason
+
+
+def test_tools_required_round_trip():
+    """A server started with --tool-choice required, on the default model (Ollama requests have no
+    tool_choice): the user's turn gets a valid call, whole and streamed, through the official client;
+    the call and the tool's result go back (the client's own Message, tool_name) and the answer is
+    text; the catalogue is a cached prefix by then."""
+    # the default model in make check; the ASan run's synthetic model there (INFER_SERVE_TEST_MODEL)
+    model = os.environ.get("INFER_SERVE_TEST_MODEL") or harness.default_model() or MODEL
+    real = model == harness.default_model()
+    srv = Server(model, ["-c", "2048", "-np", "2", "--alias", ALIAS, "--max-tokens", "256",
+                         "--tool-choice", "required"], name="ollama-tools")
+    try:
+        c = ollama.Client(host=f"http://127.0.0.1:{srv.port}", timeout=300)
+        opts = {"temperature": 0, "num_predict": 96}
+        question = {"role": "user", "content": "What is the weather in Toronto?"}
+        first = c.chat(model=ALIAS, messages=[question], tools=TOOLS, options=opts)
+        # (a call cut by num_predict is closed by the grammar: "length", still a call)
+        assert first.done and first.done_reason in (("stop",) if real else ("stop", "length")), first
+        assert first.message.role == "assistant" and first.message.tool_calls, first.message
+        calls = check_calls(first.message.tool_calls)
+        assert len(calls) == 1, calls  # a forced call is one call
+        raw = first.message.tool_calls[0]
+        assert first.message.content == "", first.message
+        # streamed: one line (not done) carries the calls, then the final line; same greedy call
+        parts = list(c.chat(model=ALIAS, messages=[question], tools=TOOLS, options=opts, stream=True))
+        carrying = [p for p in parts if p.message.tool_calls]
+        assert len(carrying) == 1 and not carrying[0].done, parts
+        assert parts[-1].done and parts[-1].done_reason == first.done_reason, parts[-1]
+        assert not parts[-1].message.tool_calls, parts[-1]
+        assert check_calls(carrying[0].message.tool_calls) == calls
+        assert parts[-1].eval_count == first.eval_count
+        # the raw line: Ollama's fields (id, function.index), arguments an object
+        st, h, body = srv.request("POST", "/api/chat", {"model": ALIAS, "messages": [question], "tools": TOOLS,
+                                                       "options": opts, "stream": False})
+        m = json.loads(body)["message"]
+        assert st == 200 and m["tool_calls"][0]["id"].startswith("call_"), (st, body)
+        assert m["tool_calls"][0]["function"]["index"] == 0 and isinstance(m["tool_calls"][0]["function"]["arguments"],
+                                                                           dict), m
+        # every tool and a few questions: always a valid call
+        for q in ("Turn on the kitchen light", "Switch on the fan in the bedroom", "Is it raining in Rome?"):
+            r = c.chat(model=ALIAS, messages=[{"role": "user", "content": q}], tools=TOOLS,
+                       options={"temperature": 1.0, "seed": 7, "num_predict": 96})
+            check_calls(r.message.tool_calls)
+        # the round trip: the client's Message with the call, then the result with tool_name
+        name, args = calls[0]
+        msgs = [question, first.message, {"role": "tool", "content": "11 degrees celsius", "tool_name": name}]
+        second = c.chat(model=ALIAS, messages=msgs, tools=TOOLS, options={"temperature": 0, "num_predict": 32})
+        assert not second.message.tool_calls and isinstance(second.message.content, str), second.message
+        assert second.message.content or not real, second.message
+        assert second.done_reason in ("stop", "length"), second
+        assert second.prompt_eval_count > first.prompt_eval_count
+        parts = list(c.chat(model=ALIAS, messages=msgs, tools=TOOLS, stream=True,
+                            options={"temperature": 0, "num_predict": 32}))
+        assert "".join(p.message.content or "" for p in parts) == second.message.content
+        assert not any(p.message.tool_calls for p in parts)
+        # the call's arguments as the client sends them back (an object) or as JSON text: same prompt
+        msgs_text = [question, {"role": "assistant", "content": "",
+                                "tool_calls": [{"function": {"name": raw.function.name,
+                                                             "arguments": json.dumps(raw.function.arguments)}}]},
+                     msgs[2]]
+        st, h, body = srv.request("POST", "/api/chat", {"model": ALIAS, "messages": msgs_text, "tools": TOOLS,
+                                                       "stream": False,
+                                                       "options": {"temperature": 0, "num_predict": 32}})
+        assert st == 200 and json.loads(body)["prompt_eval_count"] == second.prompt_eval_count, body
+        # infer's prompt_cache_count (the client drops it): the whole conversation was computed before
+        assert json.loads(body)["prompt_cache_count"] >= second.prompt_eval_count - 32, body
+        # /api/show says so
+        assert "tools" in c.show(ALIAS).capabilities
+    finally:
+        assert srv.stop() == 0, srv.log()
+
+
+def test_tools_hostile():
+    """Malformed tool definitions and tool turns: 400 in Ollama's shape, naming the field."""
+    call = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_weather",
+                                                                            "arguments": {"city": "Oslo"}}}]}
+    user = {"role": "user", "content": "Weather?"}
+    for extra, word in (
+            ({"tools": {"type": "function"}}, "tools"),
+            ({"tools": [1]}, "tools[0]"),
+            ({"tools": [{"type": "function", "function": {"name": ""}}]}, "tools[0]"),
+            ({"tools": [{"type": "function", "function": {"name": "x" * 65}}]}, "tools[0]"),
+            ({"tools": [{"type": "function", "function": {"name": "rm -rf"}}]}, "tools[0]"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "object"}}]}, "tools[0]"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "description": 3}}]}, "tools[0]"),
+            ({"tools": [WEATHER, WEATHER]}, "used twice"),
+            ({"tools": [WEATHER] * 129}, "tools"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+                "type": "object", "properties": {"a": {"type": "string", "pattern": "x+"}}}}}],
+              "tool_choice": "required"}, "pattern"),
+            ({"tools": [WEATHER], "tool_choice": "sometimes"}, "tool_choice"),
+            ({"tools": [WEATHER], "messages": [user, {**call, "tool_calls": {}}]}, "messages[1].tool_calls"),
+            ({"tools": [WEATHER], "messages": [user, {**call, "tool_calls": [{"function": {"arguments": {}}}]}]},
+             "messages[1].tool_calls[0]"),
+            ({"tools": [WEATHER], "messages": [user, {**call, "tool_calls": [
+                {"function": {"name": "get_weather", "arguments": 42}}]}]}, "messages[1].tool_calls[0]"),
+            ({"tools": [WEATHER], "messages": [user, call, {"role": "tool", "content": "r", "tool_name": []}]},
+             "messages[2].tool_name"),
+            ({"tools": [WEATHER], "messages": [user, {"role": "tool", "content": "r"}]}, "messages[1]"),
+    ):
+        b = {"model": ALIAS, "messages": [user], "stream": False, "options": {"num_predict": 4}}
+        b.update(extra)
+        st, h, body = S.request("POST", "/api/chat", b)
+        assert st == 400, (st, body, extra)
+        err = json.loads(body)["error"]
+        assert isinstance(err, str) and word in err, (word, err)
+    # a deep parameters schema and a huge one are refused or answered, never a crash
+    deep = {"type": "object"}
+    for _ in range(300):
+        deep = {"type": "object", "properties": {"a": deep}}
+    for params in (deep, {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(3000)}}):
+        st, h, body = S.request("POST", "/api/chat", {
+            "model": ALIAS, "messages": [user], "stream": False, "tool_choice": "required",
+            "options": {"num_predict": 4},
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": params}}]})
+        assert st in (200, 400), (st, body[:200])
+    # /api/generate has no tools
+    st, h, body = S.request("POST", "/api/generate", {"model": ALIAS, "prompt": "x", "tools": [WEATHER]})
+    assert st == 400 and "tools" in json.loads(body)["error"]
+    still_serving()
 
 
 def test_prefix_cache_under_chat():
@@ -346,8 +520,9 @@ def test_malformed_bodies():
 def test_wrong_types():
     bodies = []
     for field, values in {
+        # (a message without content is an empty one, as Ollama takes it: its clients leave "" out)
         "model": [None, 1, [], {}, ""], "messages": [1, "hi", {}, [1], [None], [{}], [{"role": 1}],
-                                                    [{"role": "user"}], [{"role": "user", "content": 1}],
+                                                    [{"role": "user", "content": 1}],
                                                     [{"role": "wizard", "content": "x"}],
                                                     [{"role": "user", "content": "x", "images": ["aGk="]}]],
         "stream": ["yes", 1, []], "keep_alive": ["soon", [], {}, "5 minutes", True], "options": [1, "x", []],
@@ -455,7 +630,8 @@ def main():
     S = Server(MODEL, args, name="ollama")
     tests = [test_probe_and_version, test_chat, test_streaming_chat_equals_whole, test_generate, test_names,
              test_num_predict_limits_eval_count, test_seed_repeats_sampled_answer, test_stop_cuts,
-             test_num_ctx_bounds_the_context, test_options_refused, test_format, test_prefix_cache_under_chat, test_tags_show_ps,
+             test_num_ctx_bounds_the_context, test_options_refused, test_format, test_tools_auto,
+             test_tools_required_round_trip, test_tools_hostile, test_prefix_cache_under_chat, test_tags_show_ps,
              test_model_management_refused, test_embed, test_malformed_bodies, test_wrong_types,
              test_methods_and_paths, test_disconnect_mid_stream, test_broken_model_still_answers,
              test_keep_alive_unload_and_load]

@@ -8,13 +8,18 @@ after the same system prompt (warm+ram: fewer tokens computed), after a restart 
 at start (load+...) and after --keep-alive unloaded the model (reload+...); /metrics has a TTFT
 histogram per class with exactly the requests of each; the log has one line per request with its
 class, TTFT and tokens; --warm-prompts makes the first request after a start a prefix hit and
-reports a bad line without stopping.  Run by tests/server/run.sh.
+reports a bad line without stopping.  Two simultaneous requests with the same cold ~1,800-token
+prefix cost one prefill: the second waits for the first's blocks (coalescing) and computes only
+its question; it reports those tokens as RAM hits (prefix_coalesced_tokens, X-Infer-Path
+coalesced=N, X-Infer-Cached-Tokens on its stream) and answers what it answers with --no-coalesce.
+Run by tests/server/run.sh.
 """
 import json
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -108,6 +113,11 @@ def test_stream_final_chunk_has_path():
         with_t = [e for e in events if "timings" in e]
         assert with_t, events[-1]
         assert with_t[-1]["timings"]["path"]["class"] == "warm+miss", with_t[-1]
+        # the header goes out before the first SSE byte: the class is known once the job has its slot
+        f = header_fields(h)
+        assert f["class"] == "warm+miss" and f["computed"] == with_t[-1]["timings"]["path"]["computed_tokens"], (h, f)
+        st, h, raw = srv.request("POST", "/v1/chat/completions", body("Hello?", stream=True))
+        assert st == 200 and header_fields(h)["class"] == "warm+ram", h
     finally:
         assert srv.stop() == 0
 
@@ -178,6 +188,75 @@ def test_warm_prompts():
     assert os.WEXITSTATUS(st) != 0, "a missing --warm-prompts file must be refused at start"
 
 
+LONG = ("You are the archivist of the Ortega family. Answer in one short sentence. " +
+        " ".join(f"Entry {i}: the {room} box {i * 7 % 31} holds {thing}." for i, (room, thing) in
+                 enumerate([("attic", "letters"), ("garage", "tools"), ("cellar", "jars"), ("hall", "maps")] * 30)))
+
+
+def concurrent_pair(args):
+    """Two requests with the system prompt LONG sent while the model loads (so that the engine takes
+    both in the same admission, the first prepared first: no timing involved): the first plain, the
+    second streamed.  Returns (first's headers and body, second's headers and final usage chunk, the
+    second's text, /metrics)."""
+    srv = Server(MODEL, ["--parallel", "2"] + args, env={"INFER_TEST_LOAD_DELAY_MS": "3000"},
+                 name="paths-coalesce", wait_ready=False)
+    try:
+        out = [None, None]
+
+        def one(i):
+            b = body(["Where are the letters?", "Where are the maps?"][i], max_tokens=6)
+            b["messages"][0]["content"] = LONG
+            if i == 1:
+                b.update(stream=True, stream_options={"include_usage": True})
+            out[i] = srv.request("POST", "/v1/chat/completions", b, timeout=600)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in (0, 1)]
+        threads[0].start()
+        time.sleep(0.5)  # arrival order: the first is prepared first
+        threads[1].start()
+        for t in threads:
+            t.join()
+        assert srv.metrics().get("infer_model_loads_total") == 1
+        (st0, h0, raw0), (st1, h1, raw1) = out
+        assert st0 == 200 and st1 == 200, (st0, raw0[:300], st1, raw1[:300])
+        events = [json.loads(e) for e in harness.sse_events(raw1) if e != "[DONE]"]
+        last = dict([e for e in events if e.get("usage")][-1])
+        last["timings"] = [e for e in events if "timings" in e][-1]["timings"]
+        text = "".join((c.get("delta") or {}).get("content") or "" for e in events for c in e.get("choices") or [])
+        return (h0, json.loads(raw0)), (h1, last), text, srv.metrics()
+    finally:
+        assert srv.stop() == 0
+
+
+def test_coalesced_concurrent_prefix():
+    (h0, r0), (h1, e1), text1, m = concurrent_pair([])
+    f0, _ = check_consistent(h0, r0)
+    n0, n1 = r0["usage"]["prompt_tokens"], e1["usage"]["prompt_tokens"]
+    assert n0 > 1500 and n1 > 1500, (n0, n1)
+    assert f0["computed"] == n0 and f0["coalesced"] == 0, f0  # the first computes it all
+    p1 = e1["timings"]["path"]
+    cached1 = e1["usage"]["prompt_tokens_details"]["cached_tokens"]
+    # the second waited for the first's prefill: it computed its question (and the rest of the
+    # last shared block), not the system prompt
+    assert p1["prefix_coalesced_tokens"] >= n1 - 64, p1
+    assert cached1 == p1["prefix_ram_tokens"] >= p1["prefix_coalesced_tokens"], (cached1, p1)
+    assert p1["computed_tokens"] == n1 - cached1 <= 64, p1
+    assert int(h1["x-infer-cached-tokens"]) == cached1, h1  # its stream's header counts them too
+    # both together: one prefill plus the two questions, not two prefills
+    assert f0["computed"] + p1["computed_tokens"] <= n0 + 64, (f0, p1)
+    assert m["infer_prefix_coalesced_requests_total"] == 1, m
+    assert m["infer_prefix_coalesced_tokens_total"] == p1["prefix_coalesced_tokens"], m
+    assert m["infer_prefix_coalesce_fallbacks_total"] == 0, m
+    print(f"  coalesced: prompts {n0} and {n1} tokens; computed {f0['computed']} + {p1['computed_tokens']}, "
+          f"{p1['prefix_coalesced_tokens']} attached from the first's prefill", flush=True)
+    # without coalescing: two prefills, the same answers
+    (g0, s0), (g1, t1), text1_off, m_off = concurrent_pair(["--no-coalesce"])
+    assert t1["timings"]["path"]["computed_tokens"] == n1, t1["timings"]["path"]
+    assert m_off["infer_prefix_coalesced_requests_total"] == 0, m_off
+    assert s0["choices"][0]["message"]["content"] == r0["choices"][0]["message"]["content"]
+    assert text1_off == text1, (text1_off, text1)
+
+
 def main():
     global TMP
     if not MODEL:
@@ -187,7 +266,7 @@ def main():
     try:
         return harness.run_tests([test_miss_then_ram_hit_and_metrics, test_stream_final_chunk_has_path,
                                   test_restart_reads_prefix_from_disk, test_load_and_keep_alive_reload,
-                                  test_warm_prompts], "paths")
+                                  test_warm_prompts, test_coalesced_concurrent_prefix], "paths")
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 

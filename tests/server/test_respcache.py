@@ -5,7 +5,7 @@ Checks: off by default (no X-Infer-Cache header); a repeated request is a hit-ex
 answer, a fresh id and an Age header, through the openai SDK too; any other parameter, message,
 cache_salt or API key is a miss (tenants never share answers); only complete answers
 (finish_reason "stop") are stored, never length-cut ones or errors; streamed and randomly
-sampled requests bypass it; Cache-Control no-store / no-cache and the body's "cache" object;
+sampled requests bypass it, and so do requests with tools or tool turns; Cache-Control no-store / no-cache and the body's "cache" object;
 restart persistence; TTL expiry; DELETE /v1/cache purges the caller's tenant only; a corrupt or
 foreign database file is set aside and the server answers; GET /v1/cache/stats and /metrics.
 Run by tests/server/run.sh.
@@ -87,6 +87,35 @@ def test_any_difference_misses():
 def test_bypass():
     st, h, r = post(S, chat_body(temperature=0.7))  # random seed: no one answer to repeat
     assert h.get("x-infer-cache") == "bypass", h
+
+
+def test_tools_bypass():
+    """Requests with tools or tool turns bypass both tiers (an answer that is a call asks the client
+    to act; its ids and its streamed shape are not replayed): never stored, never answered from the
+    store, whole or streamed, through /v1/chat/completions."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    body = chat_body(content="What is the weather in Oslo?", tools=tools, tool_choice="required", max_tokens=40)
+    body.pop("stop", None)
+    for stream in (False, False, True, True):
+        st, h, raw = S.request("POST", "/v1/chat/completions", dict(body, stream=stream))
+        assert st == 200 and h.get("x-infer-cache") == "bypass", (stream, st, h, raw[:200])
+        if stream:
+            events, done = sse_events(raw)
+            assert done and any(e["choices"] and e["choices"][0]["delta"].get("tool_calls") for e in events), raw
+        else:
+            assert json.loads(raw)["choices"][0]["message"]["tool_calls"], raw
+    # a conversation with a call and its result, without tools this time
+    call = json.loads(S.request("POST", "/v1/chat/completions", body)[2])["choices"][0]["message"]["tool_calls"][0]
+    turns = {"messages": [{"role": "user", "content": "What is the weather in Oslo?"},
+                          {"role": "assistant", "content": None, "tool_calls": [call]},
+                          {"role": "tool", "tool_call_id": call["id"], "content": "3 degrees, snow"}],
+             "max_tokens": 8, "temperature": 0}
+    for _ in range(2):
+        st, h, r = post(S, turns)
+        assert st == 200 and h.get("x-infer-cache") == "bypass", h
+    m = S.metrics()
+    assert m['infer_response_cache_lookups_total{result="bypass"}'] >= 6, m
 
 
 def sse_events(raw):
@@ -281,7 +310,8 @@ def main():
     print(f"test_respcache: model {MODEL}", flush=True)
     S = Server(MODEL, ["-c", "256", "-np", "2", "--max-tokens", "64", "--semantic-cache-db",
                        os.path.join(TMP, "main.sqlite")], name="rc")
-    tests = [test_hit_after_miss, test_any_difference_misses, test_bypass, test_streamed_store_and_replay,
+    tests = [test_hit_after_miss, test_any_difference_misses, test_bypass, test_tools_bypass,
+             test_streamed_store_and_replay,
              test_only_complete_answers_stored,
              test_controls, test_stats_and_metrics, test_restart_ttl_and_purge, test_tenants_by_api_key,
              test_corrupt_and_foreign_files, test_unwritable_path, test_off_by_default]
