@@ -16,14 +16,16 @@ from PyPI); Debian's chromium and chromedriver drive the page.  What it does:
          a message typed into the chat box and sent gets an answer that streams in (the text is seen
          growing, then complete and non-empty), infer's log shows the chat request, and a screenshot
          of the answered chat is written to the output directory;
-       - on the OpenAI connection (where Open WebUI's tool catalogue makes the prompt long) a second
-         message is answered too, and infer takes the first prompt from its prefix cache.
+       - where Open WebUI sends its tool catalogue (native function calling: always on the OpenAI
+         connection) and so makes the prompt long, a second message is answered too, and infer
+         takes the first prompt from its prefix cache.
   Each check prints PASS or FAIL; the exit status is 1 if any failed, 77 if a program could not be
   started here (the message says what), else 0.
 
 Nothing leaves the machine: Open WebUI's downloads are turned off (OFFLINE_ENV below), its Python
 side and Chromium are given a proxy on loopback that refuses and records every request for a host
-outside loopback (Chromium reaches loopback directly), and the hosts recorded are printed.
+outside loopback (Chromium reaches loopback directly); a request of Open WebUI's recorded there
+fails the check, Chromium's own (Google services) are printed.
 """
 import http.client
 import json
@@ -42,6 +44,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.environ.get("INFER_SRCDIR", os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(SRCDIR, "tests", "server"))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import harness  # noqa: E402  (infer serve on a free port, read back from its log)
 
 HOST = "127.0.0.1"
@@ -75,7 +78,7 @@ OFFLINE_ENV = {
 
 # After each answer Open WebUI asks the model again for a title, tags and follow-up questions.
 # Those are extra requests of the same kind; off here so that the check waits for one answer only on
-# this shared two-core machine (README says they work).
+# this shared two-core machine (so they are not checked).
 TASKS_OFF_ENV = {
     "ENABLE_TITLE_GENERATION": "False",
     "ENABLE_TAGS_GENERATION": "False",
@@ -278,7 +281,7 @@ def browser(proxy):
         raise CannotRun(f"headless chromium did not start through chromedriver: {e}")
 
 
-def ui_checks(driver, ui, kind, model_id, server, out_dir):
+def ui_checks(driver, ui, kind, model_id, server, out_dir, tools_sent):
     """Drive the chat page like a user; returns the screenshot path (or None)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -369,7 +372,7 @@ def ui_checks(driver, ui, kind, model_id, server, out_dir):
     hits = [line for line in new_log.splitlines() if path in line]
     check(f"[{kind}] infer's log shows the chat request ({path})", hits, hits[0] if hits else "no such line")
     check(f"[{kind}] screenshot written", os.path.getsize(shot) > 10000, shot)
-    if kind == "openai" and done:
+    if tools_sent and done:
         follow_up(driver, kind, server, d["infer_prompt_tokens_total"])
     return shot
 
@@ -409,9 +412,9 @@ def run_one(kind, server, out_dir, proxy, browser_proxy):
     if kind == "ollama":
         env = {"OLLAMA_BASE_URL": f"http://{HOST}:{port}", "ENABLE_OLLAMA_API": "True", "ENABLE_OPENAI_API": "False"}
         # Open WebUI sends its built-in tools with every chat message ("native" function calling,
-        # its default); infer's /api/chat does not take tools yet, so the Ollama connection needs
-        # the "legacy" (Default) mode, which sends none.  INFER_OPEN_WEBUI_OLLAMA_FUNCTION_CALLING=
-        # native checks Open WebUI's default instead (once /api/chat takes tools).
+        # its default, which the OpenAI connection below checks); here its "legacy" mode, which
+        # sends none and keeps prompts short on a small board, is checked.
+        # INFER_OPEN_WEBUI_OLLAMA_FUNCTION_CALLING=native checks the default through /api/chat too.
         fc = os.environ.get("INFER_OPEN_WEBUI_OLLAMA_FUNCTION_CALLING", "legacy")
         if fc != "native":
             env["DEFAULT_MODEL_PARAMS"] = json.dumps({"function_calling": fc})
@@ -431,7 +434,7 @@ def run_one(kind, server, out_dir, proxy, browser_proxy):
         # and the first one's session cookie makes the second page show "Backend Required"
         driver = browser(browser_proxy)
         try:
-            return ui_checks(driver, ui, kind, model_id, server, out_dir)
+            return ui_checks(driver, ui, kind, model_id, server, out_dir, "DEFAULT_MODEL_PARAMS" not in env)
         finally:
             driver.quit()
     finally:

@@ -414,10 +414,14 @@ json_t *ollama_final(const struct job *j, const char *model)
 
 /* The calls of a finished tools answer into message.tool_calls, with the
  * text around them as content (NULL when the answer is not tool calls). */
-static json_t *with_tool_calls(const struct job *j, const char *model, bool done)
+static json_t *with_tool_calls(const struct job *j, const char *model, bool done, size_t from)
 {
     char *content = NULL;
-    json_t *calls = j->req.ollama == OLLAMA_CHAT ? api_tools_parse(&j->req, j->text, j->text_len, &content) : NULL;
+    if (from > j->text_len)
+        from = j->text_len;
+    json_t *calls = j->req.ollama == OLLAMA_CHAT && j->text
+                        ? api_tools_parse(&j->req, j->text + from, j->text_len - from, &content)
+                        : NULL;
     if (!calls)
         return NULL;
     const char *id = strchr(j->id, '-') ? strchr(j->id, '-') + 1 : j->id;
@@ -430,15 +434,15 @@ static json_t *with_tool_calls(const struct job *j, const char *model, bool done
     return o;
 }
 
-json_t *ollama_tool_calls_chunk(const struct job *j, const char *model)
+json_t *ollama_tool_calls_chunk(const struct job *j, const char *model, size_t from)
 {
-    return with_tool_calls(j, model, false);
+    return with_tool_calls(j, model, false, from);
 }
 
 json_t *ollama_response(const struct job *j, const char *model)
 {
     const char *text = j->text ? j->text : "";
-    json_t *tc = with_tool_calls(j, model, true);
+    json_t *tc = with_tool_calls(j, model, true, 0);
     if (tc) /* done_reason "stop", as Ollama answers a call */
         return add_stats(tc, j);
     if (!j->think_open)

@@ -599,13 +599,11 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 /* only what cannot be a call goes out as it comes (a chat page
                  * that offers tools with every message still streams its
                  * answers); a call, and the rest, at the end.  A thinking
-                 * model's text is held whole (its reasoning is not split then).
-                 * The Ollama shape holds all until its end path sends from
-                 * tools_out too. */
+                 * model's text is held whole (its reasoning is not split then). */
                 free(text);
                 text = NULL;
                 n_text = 0;
-                size_t ok = ctx->reasoning || ctx->ollama_shape ? 0 : api_tools_stream_len(j->text, j->text_len);
+                size_t ok = ctx->reasoning ? 0 : api_tools_stream_len(j->text, j->text_len);
                 if (ok > ctx->tools_out) {
                     if (!(text = malloc(ok - ctx->tools_out))) {
                         pthread_mutex_unlock(&srv->mu);
@@ -666,11 +664,12 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 }
             } else if (ctx->tools_hold && ctx->ollama_shape) {
                 /* as Ollama streams a call: a line with message.tool_calls, then the final line */
-                json_t *tc = ollama_tool_calls_chunk(j, j->req.model);
+                json_t *tc = ollama_tool_calls_chunk(j, j->req.model, ctx->tools_out);
                 if (tc)
                     sse_push(ctx, tc);
-                else if (j->text_len)
-                    sse_push(ctx, ollama_chunk(j, j->req.model, j->text, j->text_len, "", 0));
+                else if (j->text_len > ctx->tools_out) /* the rest of the content */
+                    sse_push(ctx, ollama_chunk(j, j->req.model, j->text + ctx->tools_out, j->text_len - ctx->tools_out,
+                                               "", 0));
                 sse_push(ctx, ollama_final(j, j->req.model));
             } else if (ctx->tools_hold) {
                 json_t *tc = api_tool_calls_chunk(j, srv->model_id, ctx->tools_out);

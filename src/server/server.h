@@ -533,8 +533,10 @@ json_t *ollama_final(const struct job *j, const char *model);
  * is tool calls; done_reason "stop" then, as Ollama says). */
 json_t *ollama_response(const struct job *j, const char *model);
 /* A finished tools answer, streamed: the line (done: false) carrying
- * message.tool_calls, or NULL when the answer is not tool calls. */
-json_t *ollama_tool_calls_chunk(const struct job *j, const char *model);
+ * message.tool_calls, or NULL when the answer is not tool calls.  Only
+ * j->text from byte `from` on is looked at (what was streamed already as
+ * content, api_tools_stream_len, is not sent again). */
+json_t *ollama_tool_calls_chunk(const struct job *j, const char *model, size_t from);
 /* RFC 3339 UTC time with nanoseconds (Go's time.Time JSON) of unix time t into buf. */
 void ollama_time(double t, char buf[40]);
 

@@ -376,7 +376,7 @@ static void test_tools(void **state)
     j.text = (char *)"It is 11 degrees.";
     j.text_len = strlen(j.text);
     j.finish = FINISH_STOP;
-    assert_null(ollama_tool_calls_chunk(&j, "tiny"));
+    assert_null(ollama_tool_calls_chunk(&j, "tiny", 0));
     json_t *o = loads(ollama_response(&j, "tiny"));
     assert_string_equal(json_string_value(json_object_get(json_object_get(o, "message"), "content")),
                         "It is 11 degrees.");
@@ -417,7 +417,7 @@ static void test_tools(void **state)
     assert_int_equal(json_integer_value(json_object_get(o, "eval_count")), 20);
     json_decref(o);
     /* streamed: the calls in a line that is not done yet, without figures; then the final line */
-    o = loads(ollama_tool_calls_chunk(&j, "tiny"));
+    o = loads(ollama_tool_calls_chunk(&j, "tiny", 0));
     assert_true(json_is_false(json_object_get(o, "done")));
     assert_null(json_object_get(o, "done_reason"));
     assert_null(json_object_get(o, "eval_count"));
@@ -434,9 +434,25 @@ static void test_tools(void **state)
     /* a call to a function that was not offered stays text */
     j.text = (char *)"{\"tool_calls\": [{\"name\": \"rm_rf\", \"arguments\": {}}]}";
     j.text_len = strlen(j.text);
-    assert_null(ollama_tool_calls_chunk(&j, "tiny"));
+    assert_null(ollama_tool_calls_chunk(&j, "tiny", 0));
     o = loads(ollama_response(&j, "tiny"));
     assert_string_equal(json_string_value(json_object_get(json_object_get(o, "message"), "content")), j.text);
+    json_decref(o);
+    /* a stream whose text went out as content before a tagged call: the end line carries the call
+     * and no content again (http.c streams text that cannot be a call, api_tools_stream_len) */
+    j.text = (char *)"Let me look. <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>";
+    j.text_len = strlen(j.text);
+    size_t sent = api_tools_stream_len(j.text, j.text_len);
+    assert_int_equal(sent, strlen("Let me look. "));
+    o = loads(ollama_tool_calls_chunk(&j, "tiny", sent));
+    m = json_object_get(o, "message");
+    assert_string_equal(json_string_value(json_object_get(m, "content")), "");
+    json_t *args = json_object_get(
+        json_object_get(json_array_get(json_object_get(m, "tool_calls"), 0), "function"), "arguments");
+    assert_string_equal(json_string_value(json_object_get(args, "city")), "Oslo");
+    json_decref(o);
+    o = loads(ollama_tool_calls_chunk(&j, "tiny", 0)); /* nothing streamed before: the text comes along */
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "message"), "content")), "Let me look.");
     json_decref(o);
     gen_request_free(&j.req);
 
