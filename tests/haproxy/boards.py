@@ -9,8 +9,9 @@ workload's eight system prompts) on loopback ports, behind the shipped configura
 order.  For each balancer:
 the prefix hit rate (X-Infer-Cached-Tokens over the prompt tokens), TTFT p50/p99 to the first SSE
 chunk with generated text (infer's first chunk, the role, can go out before the prefill), requests
-per board.  Then the faults, behind the hash balancer: one board SIGKILLed (only its
-keys move to other boards; plain requests are retried and none fails) and one board drained by
+per board.  Then the faults, behind the hash balancer: one board SIGKILLed while a stream runs on
+it (the stream ends at once without [DONE], the client is not left hanging; only its keys move to
+other boards; plain requests are retried and none fails) and one board drained by
 SIGTERM while requests run (none fails).
 
 Prints the table; exit 0 when the checks hold (no failed request, under the hash balancer every
@@ -202,6 +203,31 @@ def ask(port, sysp, q, stream=True, timeout=600):
         return None, -1, 0, 0, False
 
 
+def stream_through_kill(port, sysp, kill):
+    """A long stream through the balancer, kill() called once its first chunk has arrived (the board
+    is working on it).  Returns (kill called, saw [DONE], seconds from the kill to the end of the
+    client's read): a stream on a killed board must end, not hang, and never claim completion."""
+    body = {"messages": [{"role": "system", "content": sysp}, {"role": "user", "content": "a long answer"}],
+            "max_tokens": 512, "temperature": 0, "stream": True}
+    killed_at, done = None, False
+    try:
+        c = http.client.HTTPConnection(HOST, port, timeout=60)
+        c.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        while True:
+            line = r.readline()
+            if not line:
+                break
+            if line.startswith(b"data: {") and killed_at is None:
+                kill()
+                killed_at = time.time()
+            if line.strip() == b"data: [DONE]":
+                done = True
+    except (OSError, http.client.HTTPException):
+        pass  # the connection broke: that is the clean failure
+    return killed_at is not None, done, (time.time() - killed_at) if killed_at else 0.0
+
+
 def workload(port, prompts, pairs, clients=4):
     results, lock, it = [], threading.Lock(), iter(pairs)
 
@@ -275,15 +301,20 @@ def main():
         short = [system_prompt(100 + k)[:600] for k in range(12)]
         before = {k: ask(port, short[k], "map", stream=False)[0] for k in range(12)}
         victim = next(b for b in boards if b.name in before.values())
-        victim.proc.kill()
+        # a stream in flight on the board when it is killed fails cleanly (ends, no [DONE]), no hang
+        k0 = next(k for k in range(12) if before[k] == victim.name)
+        s_killed, s_done, s_end = stream_through_kill(port, short[k0], victim.proc.kill)
+        if not s_killed:
+            victim.proc.kill()
         victim.proc.wait()
+        stream_ok = s_killed and not s_done and s_end < 30
         # plain requests right after the kill: retried elsewhere, none fails
         killed = [ask(port, short[k], f"after kill {k}", stream=False) for k in range(12)]
         time.sleep(2.0)  # the health checks take it out
         after = {k: ask(port, short[k], "map again", stream=False)[0] for k in range(12)}
         moved = [k for k in range(12) if before[k] != after[k]]
         kill_ok = all(r[4] for r in killed) and all(before[k] == victim.name for k in moved) and \
-            all(after[k] != victim.name for k in range(12))
+            all(after[k] != victim.name for k in range(12)) and stream_ok
         # drain another board while a load runs: no request fails
         drained = next(b for b in boards if b is not victim)
         stop_at = time.time() + 8
@@ -326,8 +357,10 @@ def main():
     h, rr = rows
     print(f"hash / round-robin: hit rate {h['hit_rate'] / rr['hit_rate'] if rr['hit_rate'] else float('inf'):.2f}x, "
           f"p50 TTFT {h['p50'] / rr['p50'] if rr['p50'] else 0:.2f}x")
-    print(f"SIGKILL {victim.name}: {len(killed)} plain requests right after, {sum(1 for r in killed if not r[4])} failed; "
-          f"{len(moved)} of 12 keys moved, all from the killed board: {kill_ok}")
+    print(f"SIGKILL {victim.name}: the stream in flight on it ended {s_end:.2f} s after the kill, "
+          f"{'with' if s_done else 'without'} [DONE]; {len(killed)} plain requests right after, "
+          f"{sum(1 for r in killed if not r[4])} failed; {len(moved)} of 12 keys moved, all from the killed board: "
+          f"{kill_ok}")
     print(f"SIGTERM {drained.name} under load: {len(drain_results)} requests, "
           f"{sum(1 for r in drain_results if not r[4])} failed, exit {drained_exit}")
     print(f"{drained.name} restarted with --cache-dir: {len(back)} of its keys, cached tokens "
@@ -336,7 +369,7 @@ def main():
               # (bounded loads move requests off a busy board on purpose)
               ("hash routing: every system prompt's requests all went to one board",
                h["one_board"] or bool(os.environ.get("BOARDS_BALANCE_FACTOR"))),
-              ("SIGKILL: nothing failed, only the killed board's keys moved", kill_ok),
+              ("SIGKILL: its stream in flight failed cleanly, no plain request failed, only its keys moved", kill_ok),
               ("SIGTERM: drained with no failed request, exit 0", drain_ok),
               ("restart with --cache-dir: its first requests are prefix hits", back_ok)]
     for name, ok in checks:
