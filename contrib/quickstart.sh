@@ -152,7 +152,7 @@ run_server_asan() {
     local model=$root/build/models/gen/gemma3-q8_0.gguf
     [[ -f $model ]] || die "$model is missing (make check generates it)"
     local rc=0 e
-    for suite in test_api test_hostile test_embeddings test_respcache test_structured test_semcache test_ollama; do
+    for suite in test_api test_hostile test_embeddings test_respcache test_structured test_semcache test_ollama test_paths; do
         env INFER_BUILDDIR="$root/build-asan" INFER_SRCDIR="$root" INFER_SERVE_TEST_MODEL="$model" \
             INFER_SERVE_SKIP_DEFAULT=1 OMP_NUM_THREADS=2 PYTHONDONTWRITEBYTECODE=1 \
             ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:exitcode=66 \
