@@ -31,38 +31,24 @@ void infer_engine_params_default(infer_engine_params *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* MemTotal and MemAvailable in bytes, narrowed by the process's cgroup limit
- * (util/memory.c); false when /proc/meminfo is unreadable. */
-static bool read_meminfo(uint64_t *total, uint64_t *avail)
-{
-    struct mem_info mi;
-    if (!mem_info_read(&mi))
-        return false;
-    *total = mi.total;
-    *avail = mi.avail;
-    return true;
-}
-
 /* Default high watermark: a quarter of the RAM (of the cgroup's limit when
- * the process has one), and no more than half of
- * what is available once the model file (to stay in the page cache) and
- * 512 MiB for everything else are set aside. */
-static uint64_t default_high(uint64_t model_bytes)
+ * the process has one), and no more than half of what is available once the
+ * model file (to stay in the page cache) and 512 MiB for everything else are
+ * set aside.  mem: the reading at engine creation, NULL if unreadable. */
+static uint64_t default_high(const struct mem_info *mem, uint64_t model_bytes)
 {
-    uint64_t total, avail;
-    if (!read_meminfo(&total, &avail))
+    if (!mem)
         return (uint64_t)1 << 30;
     uint64_t reserve = model_bytes + ((uint64_t)512 << 20);
-    uint64_t room = avail > reserve ? (avail - reserve) / 2 : 0;
-    return room < total / 4 ? room : total / 4;
+    uint64_t room = mem->avail > reserve ? (mem->avail - reserve) / 2 : 0;
+    return room < mem->total / 4 ? room : mem->total / 4;
 }
 
-static uint64_t default_floor(void)
+static uint64_t default_floor(const struct mem_info *mem)
 {
-    uint64_t total, avail;
-    if (!read_meminfo(&total, &avail))
+    if (!mem)
         return (uint64_t)256 << 20;
-    uint64_t f = total / 16;
+    uint64_t f = mem->total / 16;
     return f < ((uint64_t)512 << 20) ? f : (uint64_t)512 << 20;
 }
 
@@ -174,7 +160,8 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
                                               "model's is %d)", infer_kv_type_name(p.kv_type_k),
                            infer_kv_type_name(p.kv_type_v), m->c.head_dim);
     }
-    uint64_t high = p.cache_high ? p.cache_high : default_high(infer_gguf_file_size(m->gguf));
+    const struct mem_info *mem = mem_info_read(&e->mem) ? &e->mem : NULL; /* one reading for the defaults */
+    uint64_t high = p.cache_high ? p.cache_high : default_high(mem, infer_gguf_file_size(m->gguf));
     uint64_t low = p.cache_low ? p.cache_low : high / 4 * 3;
     if (low > high)
         low = high;
@@ -193,8 +180,8 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
     e->min_blocks = (int32_t)min_blocks;
     e->high_blocks = e->high_eff = (int32_t)high_blocks;
     e->low_blocks = e->low_eff = (int32_t)low_blocks;
-    e->mem_floor = p.mem_floor ? p.mem_floor : default_floor();
-    if (mem_info_read(&e->mem) && e->mem.cg_version && !p.cache_high) {
+    e->mem_floor = p.mem_floor ? p.mem_floor : default_floor(mem);
+    if (mem && mem->cg_version && !p.cache_high) {
         char msg[200];
         snprintf(msg, sizeof(msg), "the cgroup memory limit (v%d, %.0f MiB) sizes the KV cache: high %.0f MiB, low %.0f MiB",
                  e->mem.cg_version, (double)e->mem.cg_limit / 1048576.0, (double)high_blocks * block_bytes / 1048576.0,
@@ -209,14 +196,13 @@ infer_status infer_engine_new(infer_engine **out, infer_model *m, const infer_en
         return st;
     }
     /* a MoE model larger than the RAM: say what will happen rather than thrash silently */
-    uint64_t mem_total, mem_avail;
-    if (m->c.n_expert > 0 && read_meminfo(&mem_total, &mem_avail) && m->gguf->size > mem_total) {
+    if (m->c.n_expert > 0 && mem && m->gguf->size > mem->total) {
         char msg[400];
         snprintf(msg, sizeof(msg),
                  "the model (%.0f MiB) is larger than the RAM (%.0f MiB): experts not in the page cache are read "
                  "from storage whenever a token is routed to them (infer info shows which are resident; infer "
                  "warm --experts PROFILE keeps the hot ones in)",
-                 (double)m->gguf->size / (1 << 20), (double)mem_total / (1 << 20));
+                 (double)m->gguf->size / (1 << 20), (double)mem->total / (1 << 20));
         e->log(e->log_ctx, msg);
     }
     e->b_tokens = malloc((size_t)p.n_batch * sizeof(*e->b_tokens));
