@@ -73,29 +73,31 @@ Mixture of experts
 Weight types
 ------------
   f32, f16, q8_0, q4_0: every 2-D tensor in that type (like llama-quantize --pure);
-  q4_k_m: Q6_K for output.weight (token_embd when tied), attn_v and ffn_down, Q4_K for the rest.
-  1-D tensors (norms, biases) are always F32.  A row (ne0) that is not a multiple of the block
-  size falls back like llama.cpp's llama_tensor_get_type: Q4_K -> Q5_0, Q6_K -> Q8_0 when the
-  row is not a multiple of 256; then F16 when it is not a multiple of 32 either.
+  1-D tensors (norms, biases) are always F32.
   Q8_0/Q4_0/Q5_0/F16 blocks come from gguf.quants (bit-exact with ggml's reference
   quantizers); Q4_K and Q6_K blocks are written here (simple min/max scales, layouts of
   block_q4_K / block_q6_K in ggml-common.h), each tensor checked against
   gguf.quants.dequantize.
 
-  q3_k_m, q2_k, iq4_xs, iq4_nl: the tensor types llama-quantize chooses for the ftypes
-  Q3_K_M, Q2_K, IQ4_XS and IQ4_NL (llama-quant.cpp, llama_tensor_get_type_impl, for a dense
-  model without imatrix; layer i = the i-th attn_v / ffn_down, n = --layers, gqa = heads/kv-heads):
+  q4_k_m, q3_k_m, q2_k, iq4_xs, iq4_nl: the tensor types llama-quantize chooses for the ftypes
+  Q4_K_M, Q3_K_M, Q2_K, IQ4_XS and IQ4_NL (llama-quant.cpp, llama_tensor_get_type_impl, without
+  imatrix, not Falcon or 70B; layer i = the i-th attn_v / ffn_down (a MoE layer's _exps and
+  _shexp both count as layer i), n = --layers, gqa = heads/kv-heads, more(i) = llama-quant's
+  use_more_bits: i < n/8 or i >= 7n/8 or (i - n/8) % 3 == 2):
 
-    tensor                  q3_k_m              q2_k               iq4_xs / iq4_nl
-    output (token_embd      Q6_K                Q6_K               Q6_K
+    tensor               q4_k_m          q3_k_m           q2_k              iq4_xs / iq4_nl
+    output (token_embd   Q6_K            Q6_K             Q6_K              Q6_K
       when tied)
-    token_embd (untied)     Q3_K                Q2_K               IQ4_XS / IQ4_NL
-    attn_v, attn_qkv        Q5_K for i < 2,     Q4_K if gqa >= 4,  Q5_K if gqa >= 4,
-                            else Q4_K           else Q3_K          else the default
-    attn_output             Q4_K                Q3_K               the default
-    ffn_down                Q5_K for i < n/16,  Q3_K               Q5_K for i < n/8,
-                            else Q4_K                              else the default
-    everything else 2-D     Q3_K                Q2_K               IQ4_XS / IQ4_NL
+    token_embd (untied)  Q4_K            Q3_K             Q2_K              IQ4_XS / IQ4_NL
+    attn_v, attn_qkv     Q6_K if more(i) Q5_K for i < 2,  Q4_K if gqa >= 4, Q5_K if gqa >= 4,
+                         else Q4_K       else Q4_K        else Q3_K         else the default
+    attn_output          Q4_K            Q4_K             Q3_K              the default
+    ffn_down             Q6_K if more(i) Q5_K for i < n/16, Q3_K            Q5_K for i < n/8,
+                         else Q4_K       else Q4_K                          else the default
+    everything else 2-D  Q4_K            Q3_K             Q2_K              IQ4_XS / IQ4_NL
+
+  With exactly 8 experts (--experts 8, llama-quant's Mixtral rule) attn_v and attn_k are Q8_0,
+  and attn_output is Q5_K in every mix above.
 
   then llama.cpp's fallbacks for a row that is not a multiple of 256 (tensor_type_fallback):
   Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1; Q6_K -> Q8_0; IQ4_XS -> IQ4_NL; F16 when
@@ -476,16 +478,23 @@ def encode(w, qtype):
 # (llama-quant.cpp's tensor_type_fallback): a 32-block type, else F16.
 FALLBACK = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.Q4_K: QT.Q5_0, QT.Q5_K: QT.Q5_1,
             QT.Q6_K: QT.Q8_0, QT.IQ4_XS: QT.IQ4_NL}
-MIX_DEFAULT = {"q2_k": QT.Q2_K, "q3_k_m": QT.Q3_K, "iq4_xs": QT.IQ4_XS, "iq4_nl": QT.IQ4_NL}
+MIX_DEFAULT = {"q4_k_m": QT.Q4_K, "q2_k": QT.Q2_K, "q3_k_m": QT.Q3_K, "iq4_xs": QT.IQ4_XS,
+               "iq4_nl": QT.IQ4_NL}
+
+
+def use_more_bits(i, n):
+    """llama-quant.cpp's choice of the layers that get more bits in Q4_K_M."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
 def pick_type_mix(name, row, a):
-    """The type of 2-D tensor `name` (row length `row`) in the llama.cpp-like mixes q2_k,
-    q3_k_m, iq4_xs and iq4_nl: llama-quant.cpp's llama_tensor_get_type_impl for these
-    ftypes (dense models, no imatrix, not Falcon or 70B), then its fallbacks."""
+    """The type of 2-D tensor `name` (row length `row`) in the llama.cpp-like mixes q4_k_m,
+    q2_k, q3_k_m, iq4_xs and iq4_nl: llama-quant.cpp's llama_tensor_get_type_impl for these
+    ftypes (no imatrix, not Falcon or 70B), then its fallbacks."""
     ftype, default = a.type, MIX_DEFAULT[a.type]
     layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
     gqa = a.heads // a.kv_heads
+    mixtral = getattr(a, "experts", 0) == 8
     t = default
     if name == "output.weight" or (a.tied and name == "token_embd.weight"):
         t = QT.Q8_0 if row % gguf.GGML_QUANT_SIZES[default][0] else QT.Q6_K
@@ -497,17 +506,29 @@ def pick_type_mix(name, row, a):
             t = QT.Q4_K if gqa >= 4 else QT.Q3_K
         elif ftype == "q3_k_m":
             t = QT.Q5_K if layer < 2 else QT.Q4_K
+        elif ftype == "q4_k_m":
+            t = QT.Q6_K if use_more_bits(layer, a.layers) else t
         elif gqa >= 4:
             t = QT.Q5_K
-    elif name.endswith(".ffn_down.weight"):
+        if mixtral:
+            t = QT.Q8_0
+    elif name.endswith(".attn_k.weight"):
+        if mixtral:
+            t = QT.Q8_0
+    elif ".ffn_down" in name:
         if ftype == "q2_k":
             t = QT.Q3_K
         elif ftype == "q3_k_m":
             t = QT.Q5_K if layer < a.layers // 16 else QT.Q4_K
+        elif ftype == "q4_k_m":
+            t = QT.Q6_K if use_more_bits(layer, a.layers) else t
         elif layer < a.layers // 8:
             t = QT.Q5_K
     elif name.endswith(".attn_output.weight"):
-        t = {"q2_k": QT.Q3_K, "q3_k_m": QT.Q4_K}.get(ftype, t)
+        if mixtral:
+            t = QT.Q5_K
+        else:
+            t = {"q2_k": QT.Q3_K, "q3_k_m": QT.Q4_K}.get(ftype, t)
     if row % gguf.GGML_QUANT_SIZES[t][0]:
         t = FALLBACK.get(t, t)
         if row % gguf.GGML_QUANT_SIZES[t][0]:
@@ -528,14 +549,8 @@ def pick_type(name, shape, wtype, tied, a=None):
         t = QT.F16
     elif wtype == "q8_0":
         t = QT.Q8_0
-    elif wtype == "q4_0":
+    else:
         t = QT.Q4_0
-    else:  # q4_k_m
-        big = (name == "output.weight" or (tied and name == "token_embd.weight") or
-               name.endswith(".attn_v.weight") or ".ffn_down" in name)
-        t = QT.Q6_K if big else QT.Q4_K
-        if row % QK_K != 0:
-            t = QT.Q8_0 if t == QT.Q6_K else QT.Q5_0
     if t not in (QT.F32, QT.F16) and row % 32 != 0:
         t = QT.F16
     return t
