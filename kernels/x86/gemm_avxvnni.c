@@ -97,4 +97,6 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     t->types[INFER_TYPE_Q4_0_X4].gemm = gemm_q4_0x4;
     t->types[INFER_TYPE_Q5_0_X4].vec_dot = gemm_q5_0_dot;
     t->types[INFER_TYPE_Q5_0_X4].gemm = gemm_q5_0x4;
+    t->types[INFER_TYPE_Q4_K_X4].vec_dot = gemm_q4_K_dot;
+    t->types[INFER_TYPE_Q4_K_X4].gemm = gemm_q4_Kx4;
 }

@@ -377,6 +377,9 @@ void kernels_fill_avx2(struct kernel_table *t)
     t->types[INFER_TYPE_Q5_0_X4].gemm = gemm_q5_0x4;
     t->types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
     t->types[GGML_TYPE_Q5_0].repack_type = INFER_TYPE_Q5_0_X4;
+    t->types[INFER_TYPE_Q4_K_X4].vec_dot = vec_dot_q4_K;
+    t->types[INFER_TYPE_Q4_K_X4].gemm = gemm_q4_Kx4;
+    t->types[GGML_TYPE_Q4_K].repack_type = INFER_TYPE_Q4_K_X4;
     t->types[GGML_TYPE_Q8_0].from_float = quantize_q8_0;
     t->types[GGML_TYPE_Q8_K].from_float = quantize_q8_K;
     t->types[GGML_TYPE_F16].from_float = quantize_f16;

@@ -863,6 +863,7 @@ void kernels_fill_avx512(struct kernel_table *t)
     t->types[INFER_TYPE_Q5_0_X4].gemm = gemm_q5_0x4;
     t->types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
     t->types[GGML_TYPE_Q5_0].repack_type = INFER_TYPE_Q5_0_X4;
+    t->types[GGML_TYPE_Q4_K].repack_type = 0; /* the avx2 table's Q4_K x4 is not for 512-bit vectors */
     kernels_fill_gemm_avx512(t);
     kernels_fill_ops_avx512(t);
     kernels_fill_attention_avx512(t);
