@@ -216,33 +216,19 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
 #define X4_PF 8192
 #endif
 
-/* Q4_K x4 (repack.h): the super-blocks of a tile's four rows as kblocks,
- * their scale bytes unpacked for the four rows at once (the 6-bit fields
- * of k_unpack_scales, word by word), d and dmin four at a time. */
+/* Q4_K x4 (repack.h): the super-blocks of a tile's four rows as kblocks
+ * (x4k_scales unpacks their scales at once), d and dmin four at a time. */
 INLINE void x4k_load(const uint8_t *tile, struct kblock k[4], __m128 *d, __m128 *dmin)
 {
-    const __m128i w0 = _mm_loadu_si128((const __m128i *)(tile + repack_x4k_sw(0, 0)));
-    const __m128i w1 = _mm_loadu_si128((const __m128i *)(tile + repack_x4k_sw(0, 1)));
-    const __m128i w2 = _mm_loadu_si128((const __m128i *)(tile + repack_x4k_sw(0, 2)));
-    const __m128i km1 = _mm_set1_epi32(0x3f3f3f3f), km2 = _mm_set1_epi32(0x0f0f0f0f), km3 = _mm_set1_epi32(0x03030303);
-    const __m128i s03 = _mm_and_si128(w0, km1), m03 = _mm_and_si128(w1, km1);
-    const __m128i s47 = _mm_or_si128(_mm_and_si128(w2, km2), _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w0, 6), km3), 4));
-    const __m128i m47 = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(w2, 4), km2),
-                                     _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w1, 6), km3), 4));
-    /* rows 0 | 1 and 2 | 3: [sc0..7 of row 2p, sc0..7 of row 2p + 1], mins alike */
-    const __m128i sp[2] = {_mm_unpacklo_epi32(s03, s47), _mm_unpackhi_epi32(s03, s47)};
-    const __m128i mp[2] = {_mm_unpacklo_epi32(m03, m47), _mm_unpackhi_epi32(m03, m47)};
+    __m256i s16[4];
+    x4k_scales(tile, s16, d, dmin);
     UNROLL
     for (int r = 0; r < 4; r++) {
-        const __m128i s8 = r & 1 ? _mm_srli_si128(sp[r / 2], 8) : sp[r / 2];
-        const __m128i m8 = r & 1 ? _mm_srli_si128(mp[r / 2], 8) : mp[r / 2];
-        k[r].sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(s8));
-        k[r].mdup = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(m8)), lmask(mask_mdup));
+        k[r].sc = _mm256_permute4x64_epi64(s16[r], 0x44);
+        k[r].mdup = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(s16[r], 0xEE), lmask(mask_mdup));
         k[r].ql = tile + repack_x4k_qs(r, 0);
         k[r].cstride = repack_x4k_qs(0, 1) - repack_x4k_qs(0, 0);
     }
-    *d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x4k_d(0))));
-    *dmin = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x4k_dmin(0))));
 }
 
 /* 1-4 tokens against a group of four Q4_K rows in the x4 layout: gemmK's
