@@ -10,13 +10,31 @@
 
 uint32_t repack_x4_of(uint32_t type)
 {
-    return type == GGML_TYPE_Q4_0 ? INFER_TYPE_Q4_0_X4 : type == GGML_TYPE_Q5_0 ? INFER_TYPE_Q5_0_X4 : 0;
+    switch (type) {
+    case GGML_TYPE_Q4_0: return INFER_TYPE_Q4_0_X4;
+    case GGML_TYPE_Q5_0: return INFER_TYPE_Q5_0_X4;
+    case GGML_TYPE_Q4_K: return INFER_TYPE_Q4_K_X4;
+    default: return 0;
+    }
 }
 
 uint32_t repack_base_of(uint32_t x4type)
 {
-    return x4type == INFER_TYPE_Q4_0_X4 ? GGML_TYPE_Q4_0 : x4type == INFER_TYPE_Q5_0_X4 ? GGML_TYPE_Q5_0 : 0;
+    switch (x4type) {
+    case INFER_TYPE_Q4_0_X4: return GGML_TYPE_Q4_0;
+    case INFER_TYPE_Q5_0_X4: return GGML_TYPE_Q5_0;
+    case INFER_TYPE_Q4_K_X4: return GGML_TYPE_Q4_K;
+    default: return 0;
+    }
 }
+
+/* Block size in bytes and elements of a base type. */
+static size_t x4_bs(uint32_t type)
+{
+    return type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
+                                                                                 : sizeof(block_q4_0);
+}
+static int64_t x4_be(uint32_t type) { return type == GGML_TYPE_Q4_K ? QK_K : 32; }
 
 /* Where the parts of block b of row r live, as offsets from the group:
  * whole >= 0 for a tail column (the block as is), else the scale, the two
@@ -28,7 +46,7 @@ struct x4_place {
 
 static struct x4_place x4_place(uint32_t type, int64_t nb, int r, int64_t b)
 {
-    const size_t bs = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0);
+    const size_t bs = x4_bs(type);
     struct x4_place p = {.whole = -1};
     if (b >= nb / 4 * 4) {
         p.whole = (int64_t)repack_x4_whole(r, b, nb, bs);
@@ -45,9 +63,19 @@ static struct x4_place x4_place(uint32_t type, int64_t nb, int r, int64_t b)
  * group when `pack`, else back. */
 static void x4_copy(uint32_t type, uint8_t *group, int64_t nb, int r, int64_t b, uint8_t *blk, int pack)
 {
-    const size_t bs = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0);
-    const struct x4_place p = x4_place(type, nb, r, b);
 #define MOVE(at, off, len) (pack ? memcpy(group + (at), blk + (off), (len)) : memcpy(blk + (off), group + (at), (len)))
+    if (type == GGML_TYPE_Q4_K) {
+        const size_t t = (size_t)b * REPACK_X4K_TILE;
+        MOVE(t + repack_x4k_d(r), offsetof(block_q4_K, d), 2);
+        MOVE(t + repack_x4k_dmin(r), offsetof(block_q4_K, dmin), 2);
+        for (int i = 0; i < 3; i++)
+            MOVE(t + repack_x4k_sw(r, i), offsetof(block_q4_K, scales) + 4 * (size_t)i, 4);
+        for (int c = 0; c < 4; c++)
+            MOVE(t + repack_x4k_qs(r, c), offsetof(block_q4_K, qs) + 32 * (size_t)c, 32);
+        return;
+    }
+    const size_t bs = x4_bs(type);
+    const struct x4_place p = x4_place(type, nb, r, b);
     if (p.whole >= 0) {
         MOVE((size_t)p.whole, 0, bs);
         return;
@@ -65,8 +93,8 @@ static void x4_copy(uint32_t type, uint8_t *group, int64_t nb, int r, int64_t b,
 
 void repack_x4(uint32_t type, const void *src, void *dst, int64_t n_in, int64_t n_out)
 {
-    const int64_t nb = n_in / 32;
-    const size_t w_row = ggml_row_size(type, n_in), bs = w_row / (size_t)(nb ? nb : 1);
+    const int64_t nb = n_in / x4_be(type);
+    const size_t w_row = ggml_row_size(type, n_in), bs = x4_bs(type);
     const uint8_t *s = src;
     uint8_t *d = dst;
     const int64_t full = n_out / 4 * 4;
@@ -87,7 +115,7 @@ void repack_x4_block(uint32_t type, const void *group, int64_t nb, int r, int64_
 
 void repack_x4_unpack_group(uint32_t type, const void *group, int64_t nb, void *dst)
 {
-    const size_t bs = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0);
+    const size_t bs = x4_bs(type);
     for (int r = 0; r < 4; r++)
         for (int64_t b = 0; b < nb; b++)
             repack_x4_block(type, group, nb, r, b, (uint8_t *)dst + ((size_t)r * (size_t)nb + (size_t)b) * bs);

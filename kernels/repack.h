@@ -31,6 +31,19 @@
  * offsets, exactly as matmul's tiling expects (full tiles with gemm at row
  * offsets that are multiples of GEMM_ROWS, the last rows with vec_dot).
  *
+ * Q4_K (144-byte super-blocks of 256 elements) has no tail: tile j is
+ * super-block j of the four rows, 576 bytes at 576 j:
+ *
+ *   d[4] f16, dmin[4] f16       row r at 2 r, 8 + 2 r
+ *   sw[3][4] u32                the 12 scale bytes as three words, word i
+ *                               of row r at 16 + 16 i + 4 r
+ *   qs[4][4][32]                chunk c (sub-blocks 2c low nibbles, 2c+1
+ *                               high) of row r at 64 + 128 c + 32 r
+ *
+ * so that the four rows' d and dmin are one 128-bit load, word i of their
+ * scales one 128-bit load (the 6-bit unpacking runs on the four rows at
+ * once) and chunk c of rows 0 | 1, 2 | 3 one 512-bit or two 256-bit loads.
+ *
  * The layout is a permutation of the bytes: repack_x4_block() gives back
  * any original block, which is how the reference kernels, the prefill
  * kernels and the tests read it.
@@ -49,9 +62,10 @@
 enum {
     INFER_TYPE_Q4_0_X4 = GGML_TYPE_COUNT,
     INFER_TYPE_Q5_0_X4,
+    INFER_TYPE_Q4_K_X4,
     INFER_TYPE_COUNT,
 };
-#define REPACK_LAYOUT_VERSION 1u
+#define REPACK_LAYOUT_VERSION 2u /* 2: Q4_K x4 added (older builds keep their L1 files) */
 
 /* Where the bytes of block b of row r (0-3) lie, as offsets from the start
  * of their group of four rows (nb blocks per row, bs bytes per block): the
@@ -77,14 +91,23 @@ static inline size_t repack_x4_whole(int r, int64_t b, int64_t nb, size_t bs)
     return (size_t)nb4 * 16 * bs + (size_t)(4 * (b - 4 * nb4) + r) * bs;
 }
 
+/* Q4_K's tile (above): offsets from the start of super-block column j's
+ * 576 bytes. */
+#define REPACK_X4K_TILE 576
+static inline size_t repack_x4k_d(int r) { return 2 * (size_t)r; }
+static inline size_t repack_x4k_dmin(int r) { return 8 + 2 * (size_t)r; }
+static inline size_t repack_x4k_sw(int r, int i) { return 16 + 16 * (size_t)i + 4 * (size_t)r; }
+static inline size_t repack_x4k_qs(int r, int c) { return 64 + 128 * (size_t)c + 32 * (size_t)r; }
+
 /* The x4 type of a GGUF type (0 when it has none), and the GGUF type an x4
  * type was made from (0 for any other id). */
 uint32_t repack_x4_of(uint32_t type);
 uint32_t repack_base_of(uint32_t x4type);
 
-/* Write the x4 layout of an (n_out, n_in) matrix of `type` (Q4_0 or Q5_0)
- * from src to dst (same size, ggml_row_size(type, n_in) * n_out bytes; the
- * buffers must not overlap).  n_in must be a multiple of 32. */
+/* Write the x4 layout of an (n_out, n_in) matrix of `type` (Q4_0, Q5_0 or
+ * Q4_K) from src to dst (same size, ggml_row_size(type, n_in) * n_out bytes;
+ * the buffers must not overlap).  n_in must be a multiple of the type's
+ * block size. */
 void repack_x4(uint32_t type, const void *src, void *dst, int64_t n_in, int64_t n_out);
 
 /* The original bytes of block b of row r (0 <= r < 4) of the group that

@@ -46,6 +46,7 @@ static const struct ggml_type_traits type_traits[INFER_TYPE_COUNT] = {
     /* infer's repacked layouts (repack.h): same blocks, other order */
     [INFER_TYPE_Q4_0_X4] = {"Q4_0x4", 32, 18, true},
     [INFER_TYPE_Q5_0_X4] = {"Q5_0x4", 32, 22, true},
+    [INFER_TYPE_Q4_K_X4] = {"Q4_Kx4", 256, 144, true},
 };
 
 const struct ggml_type_traits *ggml_type_traits_get(uint32_t type)

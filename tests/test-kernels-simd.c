@@ -505,33 +505,35 @@ static void test_matmul(void **state)
 static void test_repacked(void **state)
 {
     const struct kernel_table *kt = variant_table(state);
-    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q5_0};
+    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K};
     /* nb % 4 = 1, 3, 0, 2, 1, 0: with and without leftover block columns */
     static const int64_t n_ins[] = {32, 96, 128, 320, 672, 2048};
     static const int64_t n_outs[] = {1, 4, 7, 17, 64, 66};
     static const int64_t n_toks[] = {1, 2, 3, 4, 5, 9, 16, 33};
-    for (size_t k = 0; k < 2; k++) {
+    for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
         const uint32_t type = types[k], x4 = repack_x4_of(type);
         assert_int_equal(repack_base_of(x4), type);
-        assert_int_equal(ggml_row_size(x4, 640), ggml_row_size(type, 640));
+        assert_int_equal(ggml_row_size(x4, 2560), ggml_row_size(type, 2560));
         const size_t bs = ggml_type_traits_get(type)->type_size;
         int n_checked = 0;
         for (size_t ii = 0; ii < sizeof(n_ins) / sizeof(n_ins[0]); ii++) {
-            const int64_t n_in = n_ins[ii], n_out = n_outs[ii], nb = n_in / 32;
+            /* Q4_K: 8x the lengths, 1 .. 64 super-blocks (a tile is one) */
+            const int64_t be = (int64_t)ggml_type_traits_get(type)->block_size;
+            const int64_t n_in = n_ins[ii] * (be / 32), n_out = n_outs[ii], nb = n_in / be;
             const size_t wrow = row_bytes(type, n_in), wbytes = wrow * (size_t)n_out;
             uint8_t *w = malloc(wbytes), *wx = malloc(wbytes + 2), *back = malloc(4 * wrow);
             uint8_t *wxa = wx + 2; /* only as aligned as the blocks need */
             random_rows(type, w, n_out, n_in);
             repack_x4(type, w, wxa, n_in, n_out);
             const int64_t full = n_out / 4 * 4;
-            if (full > 0 && nb >= 4)
+            if (full > 0 && (nb >= 4 || be > 32))
                 assert_true(memcmp(w, wxa, 4 * wrow) != 0); /* it does move bytes */
             if (n_out > full)
                 assert_memory_equal(w + (size_t)full * wrow, wxa + (size_t)full * wrow, (size_t)(n_out - full) * wrow);
             for (int64_t g = 0; g < full; g += 4) {
                 repack_x4_unpack_group(type, wxa + (size_t)g * wrow, nb, back);
                 assert_memory_equal(back, w + (size_t)g * wrow, 4 * wrow);
-                uint8_t blk[64];
+                uint8_t blk[256];
                 const int r = (int)(g / 4 % 4);
                 const int64_t b = (g / 4) % nb;
                 repack_x4_block(type, wxa + (size_t)g * wrow, nb, r, b, blk);

@@ -13,7 +13,9 @@
  *
  * On a CPU whose kernels have no repacked layout (anything but avx512), the
  * test turns the layouts on in the active table with the reference x4 tiles
- * (kernels/matmul.c), so the cache is exercised everywhere.
+ * (kernels/matmul.c), so the cache is exercised everywhere.  The whole
+ * group runs twice: on the Q4_0 model and on the Q4_K_M one (Q4_K's x4
+ * layout; Q6_K stays as stored).
  */
 #include "test-common.h"
 
@@ -30,6 +32,7 @@
 #define N_STEPS 3
 
 static char tmpdir[256], model[512], cache_dir[512];
+static const char *src_name; /* the generated model under test */
 static size_t n_vocab;
 
 /* Logits after a 19-token prompt (chunks of 7) and after each of 3 more
@@ -115,7 +118,7 @@ static int setup(void **state)
     (void)state;
     const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
     char src[512];
-    snprintf(src, sizeof(src), "%s/models/gen/llama-q4_0.gguf", build);
+    snprintf(src, sizeof(src), "%s/models/gen/%s", build, src_name);
     if (access(src, R_OK) != 0)
         return -1;
     const char *t = getenv("TMPDIR");
@@ -137,6 +140,13 @@ static int setup(void **state)
         kern.types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
         kern.types[GGML_TYPE_Q5_0].repack_type = INFER_TYPE_Q5_0_X4;
         print_message("(%s has no repacked layouts: testing the reference x4 tiles)\n", kern.name);
+    }
+    if (!kern.types[GGML_TYPE_Q4_K].repack_type) { /* this table's (or the reference) Q4_K x4 tiles */
+        kern.types[GGML_TYPE_Q4_K].repack_type = INFER_TYPE_Q4_K_X4;
+        print_message("(%s does not repack Q4_K: testing the x4 tiles its table has, from %s)\n", kern.name,
+                      kern.types[INFER_TYPE_Q4_K_X4].gemm == kernels_ref()->types[INFER_TYPE_Q4_K_X4].gemm
+                          ? "the reference"
+                          : "a lesser variant");
     }
     ref_logits = malloc((N_STEPS + 1) * 300000 * sizeof(float));
     got = malloc((N_STEPS + 1) * 300000 * sizeof(float));
@@ -376,5 +386,9 @@ int main(void)
         cmocka_unit_test(test_forged),
         cmocka_unit_test(test_unusable_dir),
     };
-    return cmocka_run_group_tests_name("repack", tests, setup, teardown);
+    src_name = "llama-q4_0.gguf";
+    int failed = cmocka_run_group_tests_name("repack Q4_0", tests, setup, teardown);
+    src_name = "llama-q4_k_m.gguf";
+    failed += cmocka_run_group_tests_name("repack Q4_K_M", tests, setup, teardown);
+    return failed;
 }

@@ -580,7 +580,9 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const size_t wi_bytes = up64((size_t)rb * LR * (size_t)n), tile_bytes = up64((size_t)(rb * nb) * tsz);
     const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
     const size_t u_bytes = up64((size_t)LR * (size_t)n), meta_bytes = up64((size_t)nb * msz);
-    uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + u_bytes + meta_bytes);
+    /* x4 K-quants (repack.h): the current group of four rows in GGUF's layout */
+    const size_t g_bytes = x4 && k ? up64(4 * w_row) : 0;
+    uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + u_bytes + meta_bytes + g_bytes);
     if (!scratch)
         return -1;
     void *act = scratch;
@@ -589,6 +591,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     float *F = (float *)(scratch + act_bytes + wi_bytes + tile_bytes);
     uint8_t *u = scratch + act_bytes + wi_bytes + tile_bytes + f_bytes; /* one tile's rows, unpacked */
     void *meta = u + u_bytes;
+    uint8_t *group = (uint8_t *)meta + meta_bytes;
     const uint8_t *wb = wv;
     const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (k)
@@ -608,7 +611,11 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     memset(meta, 0, (size_t)nb * msz);
                 } else {
                     const int64_t row_i = r0 + r;
-                    if (k)
+                    if (k && x4 && row_i < n_rows / 4 * 4) { /* rows in order: a group starts at row_i % 4 == 0 */
+                        if (row_i % 4 == 0)
+                            repack_x4_unpack_group(type, wb + (size_t)row_i * w_row, nb, group);
+                        unpack_rowK(type, group + (size_t)(row_i % 4) * w_row, nb, ur, meta);
+                    } else if (k)
                         unpack_rowK(type, wb + (size_t)row_i * w_row, nb, ur, meta);
                     else if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
                         unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, ur, meta, true,
@@ -662,6 +669,7 @@ DEFINE_MANY(many_iq4_xs, GGML_TYPE_IQ4_XS, false)
  * last multiple of four: only a matrix's last range has leftover rows. */
 DEFINE_MANY(many_q4_0x4, GGML_TYPE_Q4_0, true)
 DEFINE_MANY(many_q5_0x4, GGML_TYPE_Q5_0, true)
+DEFINE_MANY(many_q4_Kx4, GGML_TYPE_Q4_K, true)
 
 /* Measured (contrib/bench): with 16 lanes, gemm_many overtakes the gemm
  * tiles from about 10 tokens. */
@@ -679,4 +687,5 @@ void kernels_fill_gemm_avx512(struct kernel_table *t)
     t->types[GGML_TYPE_IQ4_XS].gemm_many = many_iq4_xs;
     t->types[INFER_TYPE_Q4_0_X4].gemm_many = many_q4_0x4;
     t->types[INFER_TYPE_Q5_0_X4].gemm_many = many_q5_0x4;
+    t->types[INFER_TYPE_Q4_K_X4].gemm_many = many_q4_Kx4;
 }

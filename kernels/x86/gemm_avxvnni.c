@@ -15,6 +15,8 @@
  * avx2 needs four); more tokens: the avx2 tiles. */
 #define X4_DOT(lo, a0, hi, a1) _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, a0), hi, a1)
 #include "gemv_x4_avx2.h"
+DEFINE_GEMM_X4P(gemm_q4_0x4, GGML_TYPE_Q4_0)
+DEFINE_GEMM_X4P(gemm_q5_0x4, GGML_TYPE_Q5_0)
 
 /* Q4_0 / Q5_0 / Q8_0, 1-4 tokens: gemm32_avx2.h's tiles with the weights
  * unsigned (w + K) on vpdpbusd, K times the token's four-byte sums taken
@@ -91,4 +93,10 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     t->types[GGML_TYPE_Q6_K].gemm = gemm_q6_K;
     t->types[GGML_TYPE_Q6_K].vec_dot = gemm_q6_K_dot;
     lowbit_fill(t);
+    t->types[INFER_TYPE_Q4_0_X4].vec_dot = gemm_q4_0_dot;
+    t->types[INFER_TYPE_Q4_0_X4].gemm = gemm_q4_0x4;
+    t->types[INFER_TYPE_Q5_0_X4].vec_dot = gemm_q5_0_dot;
+    t->types[INFER_TYPE_Q5_0_X4].gemm = gemm_q5_0x4;
+    t->types[INFER_TYPE_Q4_K_X4].vec_dot = gemm_q4_K_dot;
+    t->types[INFER_TYPE_Q4_K_X4].gemm = gemm_q4_Kx4;
 }

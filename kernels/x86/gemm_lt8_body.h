@@ -477,7 +477,7 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
-                size_t a_row, int64_t n_tok, float *y, size_t ys)
+                size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4)
 {
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
                    type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
@@ -492,12 +492,15 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const size_t w_tile = (size_t)LR * stride, m_tile = (size_t)(LR * nb) * msz;
     const size_t w_bytes = up64((size_t)rb * w_tile), meta_bytes = up64((size_t)rb * m_tile);
     const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
-    uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes + f_bytes);
+    /* x4 (repack.h): a tile's group of four rows, put back in GGUF's layout */
+    const size_t g_bytes = x4 ? up64(4 * w_row) : 0;
+    uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes + f_bytes + g_bytes);
     if (!scratch)
         return -1;
     void *act = scratch;
     uint8_t *w = scratch + act_bytes, *meta = scratch + act_bytes + w_bytes;
     float *F = (float *)(scratch + act_bytes + w_bytes + meta_bytes);
+    uint8_t *group = scratch + act_bytes + w_bytes + meta_bytes + f_bytes;
     const uint8_t *wb = wv;
     const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (k)
@@ -510,6 +513,11 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
             const int64_t r0 = t * LR;
             const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
             uint8_t *wt = w + (size_t)(t - t0) * w_tile, *mt = meta + (size_t)(t - t0) * m_tile;
+            /* matmul's ranges start at multiples of 16 rows: a call's groups
+             * are its tiles, all full but perhaps a matrix's last */
+            const bool grouped = x4 && nr == LR && r0 + LR <= n_rows / 4 * 4;
+            if (grouped)
+                repack_x4_unpack_group(type, wb + (size_t)r0 * w_row, nb, group);
             for (int r = 0; r < LR; r++) {
                 uint8_t *wr = wt + (size_t)r * stride;
                 if (r >= nr) { /* padding rows: zero weights and scales */
@@ -517,7 +525,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     memset(mt + (size_t)(r * nb) * msz, 0, (size_t)nb * msz);
                     continue;
                 }
-                const uint8_t *row = wb + (size_t)(r0 + r) * w_row;
+                const uint8_t *row = grouped ? group + (size_t)r * w_row : wb + (size_t)(r0 + r) * w_row;
                 if (k)
                     unpack_rowK(type, row, nb, wr, (struct metaK *)mt + r * nb);
                 else
@@ -542,12 +550,13 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     return 0;
 }
 
-#define DEFINE_MANY(NAME, TYPE)                                                                               \
+#define DEFINE_MANY_X(NAME, TYPE, X4)                                                                         \
     static int NAME(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,       \
                     int64_t n_tok, float *y, size_t ys)                                                       \
     {                                                                                                         \
-        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys);                                       \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys, X4);                                   \
     }
+#define DEFINE_MANY(NAME, TYPE) DEFINE_MANY_X(NAME, TYPE, false)
 
 DEFINE_MANY(many_q4_0, GGML_TYPE_Q4_0)
 DEFINE_MANY(many_q5_0, GGML_TYPE_Q5_0)
@@ -558,6 +567,10 @@ DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K)
 DEFINE_MANY(many_q2_K, GGML_TYPE_Q2_K)
 DEFINE_MANY(many_q3_K, GGML_TYPE_Q3_K)
 DEFINE_MANY(many_iq4_xs, GGML_TYPE_IQ4_XS)
+/* the x4 layouts (repack.h) */
+DEFINE_MANY_X(many_q4_0x4, GGML_TYPE_Q4_0, true)
+DEFINE_MANY_X(many_q5_0x4, GGML_TYPE_Q5_0, true)
+DEFINE_MANY_X(many_q4_Kx4, GGML_TYPE_Q4_K, true)
 
 /* Install this file's gemm_many kernels. */
 static void fill_many(struct kernel_table *t)
@@ -571,4 +584,7 @@ static void fill_many(struct kernel_table *t)
     t->types[GGML_TYPE_Q2_K].gemm_many = many_q2_K;
     t->types[GGML_TYPE_Q3_K].gemm_many = many_q3_K;
     t->types[GGML_TYPE_IQ4_XS].gemm_many = many_iq4_xs;
+    t->types[INFER_TYPE_Q4_0_X4].gemm_many = many_q4_0x4;
+    t->types[INFER_TYPE_Q5_0_X4].gemm_many = many_q5_0x4;
+    t->types[INFER_TYPE_Q4_K_X4].gemm_many = many_q4_Kx4;
 }

@@ -20,6 +20,36 @@
 #ifndef INFER_GEMV_X4_AVX2_H
 #define INFER_GEMV_X4_AVX2_H
 
+/* Sums v[p][k] of (rows 2p | 2p + 1 in the two 128-bit lanes, block k <
+ * KB), scaled by dx[p] ([row 2p's blocks 0-3 | row 2p + 1's]) and dy4 (the
+ * token's four blocks) as the reference does ((sum * d_x) * d_y for Q4_0,
+ * (d_x * d_y) * sum for Q5_0), added to acc (lane r: row r) in block
+ * order. */
+INLINE __m128 x4_finish(const int type, const int KB, __m256i v[2][4], const __m256 dx[2], __m128 dy4, __m128 acc)
+{
+    const __m256 dy = _mm256_set_m128(dy4, dy4);
+    __m256 t[2];
+    UNROLL
+    for (int p = 0; p < 2; p++) {
+        /* lane 0: row 2p's blocks 0-3; lane 1: row 2p+1's */
+        const __m256i sb = _mm256_hadd_epi32(_mm256_hadd_epi32(v[p][0], v[p][1]), _mm256_hadd_epi32(v[p][2], v[p][3]));
+        const __m256 f = _mm256_cvtepi32_ps(sb);
+        t[p] = type == GGML_TYPE_Q4_0 ? _mm256_mul_ps(_mm256_mul_ps(f, dx[p]), dy)
+                                      : _mm256_mul_ps(_mm256_mul_ps(dx[p], dy), f);
+    }
+    /* columns (block k of rows 0-3), added in block order */
+    const __m256 x = _mm256_unpacklo_ps(t[0], t[1]), z = _mm256_unpackhi_ps(t[0], t[1]);
+    const __m128 xl = _mm256_castps256_ps128(x), xh = _mm256_extractf128_ps(x, 1);
+    const __m128 zl = _mm256_castps256_ps128(z), zh = _mm256_extractf128_ps(z, 1);
+    acc = _mm_add_ps(acc, _mm_unpacklo_ps(xl, xh));
+    if (KB > 1) {
+        acc = _mm_add_ps(acc, _mm_unpackhi_ps(xl, xh));
+        acc = _mm_add_ps(acc, _mm_unpacklo_ps(zl, zh));
+        acc = _mm_add_ps(acc, _mm_unpackhi_ps(zl, zh));
+    }
+    return acc;
+}
+
 /* Blocks b .. b + KB - 1 (KB = 4, or 1 for the last blocks of a row) of four
  * rows, added to acc (lane r: row r) in block order. */
 INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_row, const block_q8_0 *ab, int64_t b,
@@ -67,29 +97,9 @@ INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_
             dxh[p][4 + k] = ld16(r1);
         }
     }
-    const __m128 dy4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)dyh));
-    const __m256 dy = _mm256_set_m128(dy4, dy4);
-    __m256 t[2];
-    UNROLL
-    for (int p = 0; p < 2; p++) {
-        /* lane 0: row 2p's blocks 0-3; lane 1: row 2p+1's */
-        const __m256i sb = _mm256_hadd_epi32(_mm256_hadd_epi32(v[p][0], v[p][1]), _mm256_hadd_epi32(v[p][2], v[p][3]));
-        const __m256 f = _mm256_cvtepi32_ps(sb);
-        const __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dxh[p]));
-        t[p] = type == GGML_TYPE_Q4_0 ? _mm256_mul_ps(_mm256_mul_ps(f, dx), dy)
-                                      : _mm256_mul_ps(_mm256_mul_ps(dx, dy), f);
-    }
-    /* columns (block k of rows 0-3), added in block order */
-    const __m256 x = _mm256_unpacklo_ps(t[0], t[1]), z = _mm256_unpackhi_ps(t[0], t[1]);
-    const __m128 xl = _mm256_castps256_ps128(x), xh = _mm256_extractf128_ps(x, 1);
-    const __m128 zl = _mm256_castps256_ps128(z), zh = _mm256_extractf128_ps(z, 1);
-    acc = _mm_add_ps(acc, _mm_unpacklo_ps(xl, xh));
-    if (KB > 1) {
-        acc = _mm_add_ps(acc, _mm_unpackhi_ps(xl, xh));
-        acc = _mm_add_ps(acc, _mm_unpacklo_ps(zl, zh));
-        acc = _mm_add_ps(acc, _mm_unpackhi_ps(zl, zh));
-    }
-    return acc;
+    const __m256 dx[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dxh[0])),
+                          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dxh[1]))};
+    return x4_finish(type, KB, v, dx, _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)dyh)), acc);
 }
 
 INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row, const uint8_t *a, float *y)
@@ -104,5 +114,98 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
         acc = x4_group(type, 1, w, w_row, ab, b, acc);
     _mm_storeu_ps(y, acc);
 }
+
+/* Prefetch distance in a group's stream of tiles (bytes; see
+ * quants_avx512.c's X4_PF). */
+#ifndef X4_PF
+#define X4_PF 8192
+#endif
+
+/*
+ * 1-4 tokens against the four rows of a group in the x4 layout (repack.h):
+ * x4_group's arithmetic without its gathering.  Per tile of 4 rows x 4
+ * blocks, block k's quants are two 256-bit loads (rows 0 | 1, rows 2 | 3,
+ * the pairs x4_group builds from four row pointers), Q5_0's high bits of a
+ * pair one 32-bit word per half, and the sixteen scales two 128-bit loads
+ * already in x4_finish's order; the weights are unpacked once per tile for
+ * all NT tokens.  The nb % 4 last block columns (GGUF's blocks, four rows
+ * side by side) go through x4_group with a row stride of one block.
+ */
+INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row,
+                       float *y, size_t ys)
+{
+    const int64_t nb = n / 32, nb4 = nb / 4;
+    const size_t bs = bbytes32(type), tb = 16 * bs;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b5 = _mm256_set1_epi8(16);
+    const __m256i K = _mm256_set1_epi8(type == GGML_TYPE_Q5_0 ? 16 : 8);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    /* bytes 0-7 from bit byte 0, 8-15 from 1 | 16-23 from 2, 24-31 from 3 */
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                          3, 3, 3, 3, 3, 3, 3);
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t j = 0; j < nb4; j++) {
+        const uint8_t *tile = w + (size_t)j * tb;
+        for (size_t o = 0; o < tb; o += 64)
+            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        __m256i v[4][2][4];
+        uint16_t dyh[4][4];
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            __m256i a0[4], a1[4], c[4];
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + 4 * j + k;
+                a0[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
+                a1[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+                c[t] = X4_DOT(K, a0[t], K, a1[t]);
+                dyh[t][k] = ld16(&ab->d);
+            }
+            UNROLL
+            for (int p = 0; p < 2; p++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(tile + repack_x4_qs(type, 2 * p, k, bs)));
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (type == GGML_TYPE_Q5_0) {
+                    const __m256i hl = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 0)));
+                    const __m256i hh = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 1)));
+                    const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hl, shuf), bits), bits);
+                    const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hh, shuf), bits), bits);
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
+                }
+                UNROLL
+                for (int t = 0; t < NT; t++)
+                    v[t][p][k] = _mm256_sub_epi32(X4_DOT(lo, a0[t], hi, a1[t]), c[t]);
+            }
+        }
+        const __m256 dx[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tile + repack_x4_d(0, 0, bs)))),
+                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tile + repack_x4_d(2, 0, bs))))};
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            acc[t] = x4_finish(type, 4, v[t], dx, _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)dyh[t])), acc[t]);
+    }
+    for (int64_t b = 4 * nb4; b < nb; b++) {
+        const uint8_t *col = w + repack_x4_whole(0, b, nb, bs);
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            acc[t] = x4_group(type, 1, col, bs, (const block_q8_0 *)(a + (size_t)t * a_row) + b, 0, acc[t]);
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        _mm_storeu_ps(y + (size_t)t * ys, acc[t]);
+}
+
+/* The gemm of an x4 type (1-4 tokens). */
+#define DEFINE_GEMM_X4P(NAME, TYPE)                                                                           \
+    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
+                     int nt)                                                                                  \
+    {                                                                                                         \
+        (void)w_row; /* a group is contiguous */                                                              \
+        switch (nt) {                                                                                         \
+        case 1: gemm32_x4p(TYPE, 1, n, w, a, a_row, y, ys); break;                                            \
+        case 2: gemm32_x4p(TYPE, 2, n, w, a, a_row, y, ys); break;                                            \
+        case 3: gemm32_x4p(TYPE, 3, n, w, a, a_row, y, ys); break;                                            \
+        default: gemm32_x4p(TYPE, 4, n, w, a, a_row, y, ys); break;                                           \
+        }                                                                                                     \
+    }
 
 #endif

@@ -76,6 +76,8 @@ struct w32 {
     _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_maddubs_epi16(hi, a1)),             \
                       _mm256_set1_epi16(1))
 #include "gemv_x4_avx2.h"
+DEFINE_GEMM_X4P(gemm_q4_0x4, GGML_TYPE_Q4_0)
+DEFINE_GEMM_X4P(gemm_q5_0x4, GGML_TYPE_Q5_0)
 
 /* The gemm entry of a kernel family: full tiles of GEMM_ROWS rows, nt tokens,
  * dispatched to constant-shape instances of CORE(type, NR, NT, ...). */
@@ -367,6 +369,17 @@ void kernels_fill_avx2(struct kernel_table *t)
     SET(IQ4_NL, vec_dot_iq4_nl, gemm_iq4_nl);
 #undef SET
     lowbit_fill(t);
+    /* the x4 layouts (repack.h): 1-4 tokens in gemm32_x4p; the leftover
+     * rows of a matrix (n_out % 4, not repacked) through vec_dot */
+    t->types[INFER_TYPE_Q4_0_X4].vec_dot = vec_dot_q4_0;
+    t->types[INFER_TYPE_Q4_0_X4].gemm = gemm_q4_0x4;
+    t->types[INFER_TYPE_Q5_0_X4].vec_dot = vec_dot_q5_0;
+    t->types[INFER_TYPE_Q5_0_X4].gemm = gemm_q5_0x4;
+    t->types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
+    t->types[GGML_TYPE_Q5_0].repack_type = INFER_TYPE_Q5_0_X4;
+    t->types[INFER_TYPE_Q4_K_X4].vec_dot = vec_dot_q4_K;
+    t->types[INFER_TYPE_Q4_K_X4].gemm = gemm_q4_Kx4;
+    t->types[GGML_TYPE_Q4_K].repack_type = INFER_TYPE_Q4_K_X4;
     t->types[GGML_TYPE_Q8_0].from_float = quantize_q8_0;
     t->types[GGML_TYPE_Q8_K].from_float = quantize_q8_K;
     t->types[GGML_TYPE_F16].from_float = quantize_f16;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../quants.h"
+#include "../repack.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* Fully unroll the short constant loops (rows, tokens, chunks), so that
@@ -147,6 +148,31 @@ INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 d
     if (type != GGML_TYPE_Q6_K)
         acc = _mm_sub_ps(acc, _mm_mul_ps(_mm_mul_ps(dminx, dy), _mm_cvtepi32_ps(summ)));
     return acc;
+}
+
+/* Q4_K x4 (repack.h): the 12 scale bytes of a tile's four rows unpacked at
+ * once (k_unpack_scales' 6-bit fields, word by word on four lanes): s16[r]
+ * = row r's [sc0..7, m0..7] as int16; d and dmin of the four rows as
+ * floats. */
+INLINE void x4k_scales(const uint8_t *tile, __m256i s16[4], __m128 *d, __m128 *dmin)
+{
+    const __m128i w0 = _mm_loadu_si128((const __m128i *)(tile + repack_x4k_sw(0, 0)));
+    const __m128i w1 = _mm_loadu_si128((const __m128i *)(tile + repack_x4k_sw(0, 1)));
+    const __m128i w2 = _mm_loadu_si128((const __m128i *)(tile + repack_x4k_sw(0, 2)));
+    const __m128i km1 = _mm_set1_epi32(0x3f3f3f3f), km2 = _mm_set1_epi32(0x0f0f0f0f), km3 = _mm_set1_epi32(0x03030303);
+    const __m128i s03 = _mm_and_si128(w0, km1), m03 = _mm_and_si128(w1, km1);
+    const __m128i s47 = _mm_or_si128(_mm_and_si128(w2, km2), _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w0, 6), km3), 4));
+    const __m128i m47 = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(w2, 4), km2),
+                                     _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w1, 6), km3), 4));
+    /* rows 0 | 1, 2 | 3: [sc0..7 of row 2p, of row 2p + 1], the mins alike */
+    const __m128i sp0 = _mm_unpacklo_epi32(s03, s47), sp1 = _mm_unpackhi_epi32(s03, s47);
+    const __m128i mp0 = _mm_unpacklo_epi32(m03, m47), mp1 = _mm_unpackhi_epi32(m03, m47);
+    s16[0] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi64(sp0, mp0));
+    s16[1] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sp0, mp0));
+    s16[2] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi64(sp1, mp1));
+    s16[3] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sp1, mp1));
+    *d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x4k_d(0))));
+    *dmin = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x4k_dmin(0))));
 }
 
 #endif

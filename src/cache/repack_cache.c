@@ -103,7 +103,7 @@ static int add_cand(struct cand *c, int n, struct mat *m, const infer_gguf *g)
     if (!m->data || m->type >= GGML_TYPE_COUNT)
         return n;
     const uint32_t x4 = kern.types[m->type].repack_type;
-    if (!x4 || m->n_out < 4 || m->n_in % 32 != 0)
+    if (!x4 || m->n_out < 4 || m->n_in % (int64_t)ggml_type_traits_get(m->type)->block_size != 0)
         return n;
     const uint64_t src = (uint64_t)((const uint8_t *)m->data - g->base);
     for (int i = 0; i < n; i++)
