@@ -397,6 +397,46 @@ int matmul_q_batch(const struct matmul_q_job *jobs, int n_jobs)
     return INFER_OK;
 }
 
+int matmul_q_rows(const struct matmul_q_job *j, int64_t o0, int64_t o1)
+{
+    uint32_t at;
+    size_t w_row, act_row;
+    int st = matmul_check(j->wtype, j->n_in, j->n_out, j->n_tok, j->w, &at, &w_row, &act_row);
+    if (st)
+        return st;
+    if (o0 < 0 || o1 > j->n_out || o0 > o1)
+        return infer_error(INFER_ERR_INVALID, "matmul: rows [%lld, %lld) outside [0, %lld)", (long long)o0,
+                           (long long)o1, (long long)j->n_out);
+    if (o0 == o1 || j->n_tok == 0)
+        return INFER_OK;
+    if (!j->y || !j->w || !j->xq)
+        return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
+    const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
+    const struct mm m = {
+        .w = j->w, .a = j->xq, .y = j->y, .n_in = j->n_in, .n_out = j->n_out, .n_tok = j->n_tok, .w_row = w_row,
+        .a_row = act_row, .dot = kern.types[j->wtype].vec_dot, .gemm = kern.types[j->wtype].gemm,
+        .many = j->n_tok >= many_min ? kern.types[j->wtype].gemm_many : NULL,
+    };
+    if (m.n_tok == 1) { /* GEMV: one sweep */
+        mm_rows(&m, o0, o1, 0, 1);
+        return INFER_OK;
+    }
+    if (m.many) {
+        for (int64_t t0 = 0; t0 < m.n_tok; t0 += MATMUL_MANY_TOK) {
+            const int64_t t1 = t0 + MATMUL_MANY_TOK < m.n_tok ? t0 + MATMUL_MANY_TOK : m.n_tok;
+            if (m.many(m.n_in, m.w + (size_t)o0 * w_row, w_row, o1 - o0, m.a + (size_t)t0 * act_row, act_row, t1 - t0,
+                       m.y + t0 * m.n_out + o0, (size_t)m.n_out) != 0)
+                mm_rows(&m, o0, o1, t0, t1);
+        }
+        return INFER_OK;
+    }
+    int64_t rb = MATMUL_BLOCK_BYTES / (int64_t)w_row / GEMM_ROWS * GEMM_ROWS;
+    rb = rb < GEMM_ROWS ? GEMM_ROWS : rb;
+    for (int64_t r = o0; r < o1; r += rb) /* a row block in the L1, the tokens past it */
+        mm_rows(&m, r, r + rb < o1 ? r + rb : o1, 0, m.n_tok);
+    return INFER_OK;
+}
+
 /* -1: not decided yet (INFER_BLAS is read on first use), 0 off, 1 on. */
 static int blas_on = -1;
 

@@ -67,6 +67,15 @@ struct matmul_q_job {
 };
 int matmul_q_batch(const struct matmul_q_job *jobs, int n_jobs);
 
+/* Output rows [o0, o1) of one job, all its tokens, in the calling thread:
+ * for callers that split the work into their own pool items (the fused
+ * expert FFN, src/model/moe.c), where one item runs pieces of several
+ * matrices.  The kernels are matmul_q's (gemm_many for many tokens, in
+ * chunks of tokens; otherwise row blocks that stay in the L1 while tiles of
+ * tokens pass), so every output has the bits matmul_q gives it.  Same
+ * error contract as matmul (also for a row range outside [0, n_out]). */
+int matmul_q_rows(const struct matmul_q_job *job, int64_t o0, int64_t o1);
+
 /* OpenBLAS for batches of float (F32, F16, BF16) weights: on (on > 0) or
  * off, returning the previous setting.  Off unless INFER_BLAS is set to
  * something other than 0: faster prefill for float models, but batches then
