@@ -11,18 +11,16 @@
  *
  * The grouped path (llama.cpp's mul_mat_id): the activations are converted
  * to the experts' activation type once per layer; the (token, slot) pairs
- * are grouped by expert; each expert with tokens runs its gate and up
- * projections over the converted rows of all its tokens at once, so its
- * weights are read once per batch, not once per token (a merged
- * ffn_gate_up_exps is one pass over 2 n_ff_exp rows).  The gate/up matrices
- * of all active experts run in one parallel region (matmul_q_batch), the
- * down matrices in a second: in decode a region per matrix would cost about
- * as much as the matrix.  The down outputs, scaled by each pair's weight,
- * are then added into the tokens' output rows.  Experts are visited in index order, so a token's sum is
- * always over its experts in ascending index order, whatever the batch (llama.cpp
- * adds in slot order: a rounding difference only).  Each matmul gives the
- * bits of single-token vec_dot (matmul.h), so a token's output does not
- * depend on the tokens batched with it.
+ * are grouped by expert; each expert with tokens runs its matrices over the
+ * converted rows of all its tokens at once, so its weights are read once
+ * per batch, not once per token (a merged ffn_gate_up_exps is one matrix of
+ * 2 n_ff_exp rows).  The work after the router is two pool loops, whose
+ * items are described below, and the weighted sum: a token's output is the
+ * sum of its pairs' down outputs times their weights over its experts in
+ * ascending index order, whatever the batch (llama.cpp adds in slot order:
+ * a rounding difference only).  Each matmul gives the bits of single-token
+ * vec_dot (matmul.h), so a token's output does not depend on the tokens
+ * batched with it.
  */
 #include "moe.h"
 
@@ -119,29 +117,32 @@ done:
 }
 
 /*
- * The fused expert FFN runs as two pool loops (kernels/pool.h) after the
- * router:
+ * The fused expert FFN: two pool loops (kernels/pool.h) after the router,
  *
  *   up items (expert e, rows [r0, r1) of its F, a chunk of its pairs): the
- *     gate and the up rows of that range over the pairs' activations (one
- *     pass: the activation rows stay in the cache between the two), then
+ *     gate rows and the up rows of the range over the chunk's activation
+ *     rows (which stay in the cache from one to the other), then
  *     h = silu(gate) * up on the range and its conversion into the down
- *     projection's activation blocks.  r0 and r1 are multiples of that
- *     type's block (and of 16), so each block of h is converted whole, as
- *     a conversion of the full row would (the conversions work per block).
- *   down items (rows [o0, o1) of the output, every pair): for each expert
- *     with tokens, in ascending index order, its down rows over its pairs,
- *     each pair's rows scaled by its weight and added into its token's
- *     output rows.  A token's sum is thus over its experts in ascending
- *     index order in every batch, as moe_ffn_ref's.
+ *     projection's activation type.  r0 and r1 are multiples of that type's
+ *     block (and of 16), so each block of h is converted whole, with the
+ *     bits a conversion of the full row gives (conversions work per block).
+ *   down items (expert e, rows [r0, r1) of D, a chunk of its pairs): the
+ *     pairs' down outputs,
+ *
+ * then the weighted sums, a token at a time (its pairs in ascending expert
+ * order), in the caller for a few tokens or as a third loop for a batch.
+ * The sum is not done inside the down items: that needs items of output
+ * rows across all experts, and in decode those are short runs over each
+ * expert's matrix, which cost ~10% more (see the item sizes below).
  *
  * Decode (one token, 8 of 64 experts) is 2 loops a layer, not one per
- * matrix; prefill items hold whole experts' rows over up to MOE_CHUNK of
- * their tokens, so each expert's weights are read once per chunk.
+ * matrix, and each item is a whole matrix; prefill items hold whole
+ * experts' rows over up to MOE_CHUNK of their tokens, so each expert's
+ * weights are read once per chunk.
  */
 #define MOE_CHUNK 256
 /* pool items per taking-part thread each loop aims at */
-#define MOE_ITEMS_PER_THREAD 8
+#define MOE_ITEMS_PER_THREAD 4
 
 struct moe_item {
     int32_t e;
@@ -154,7 +155,6 @@ struct moe_run {
     int64_t D, F, FG;
     bool merged, one_tok;
     uint32_t tg, tu, td;
-    const int64_t *off;
     const int32_t *ltok;
     const float *lw;
     const char *xg, *xu; /* activation row of pair p: xg + p * row_g (one_tok: every pair's is row 0) */
@@ -167,10 +167,10 @@ struct moe_run {
     from_float_fn qd;
     int64_t qd_blk;     /* elements per block of the down activation type */
     size_t qd_bytes;    /* bytes per such block */
-    const struct moe_item *items;
-    const int32_t *act; /* experts with pairs, ascending */
-    int n_act;
-    int64_t rd;         /* output rows per down item */
+    const struct moe_item *items, *ditems; /* up items, down items */
+    int64_t n_items, n_ditems;
+    const int64_t *tpair; /* token t's pairs, ascending expert: tpair[t * K + k] */
+    int K;
     _Atomic int err;
 };
 
@@ -189,12 +189,12 @@ static void moe_up_run(void *ctx, int64_t i0, int64_t i1)
         const int64_t n = it->p1 - it->p0, len = it->r1 - it->r0;
         const size_t ag = r->one_tok ? 0 : (size_t)it->p0 * r->row_g, au = r->one_tok ? 0 : (size_t)it->p0 * r->row_u;
         const struct mat wg = mat_expert(&r->l->ffn_gate_exps, it->e);
+        const struct mat wu = mat_expert(&r->l->ffn_up_exps, it->e);
         const struct matmul_q_job jg = {r->hg + it->p0 * FG, wg.data, r->tg, r->xg + ag, r->D, FG, n};
         int st = matmul_q_rows(&jg, it->r0, it->r1);
         if (!st && r->merged)
             st = matmul_q_rows(&jg, F + it->r0, F + it->r1);
         else if (!st) {
-            const struct mat wu = mat_expert(&r->l->ffn_up_exps, it->e);
             const struct matmul_q_job ju = {r->hu + it->p0 * F, wu.data, r->tu, r->xu + au, r->D, F, n};
             st = matmul_q_rows(&ju, it->r0, it->r1);
         }
@@ -220,27 +220,33 @@ static void moe_down_run(void *ctx, int64_t i0, int64_t i1)
     struct moe_run *r = ctx;
     const int64_t D = r->D;
     for (int64_t i = i0; i < i1; i++) {
-        const int64_t o0 = i * r->rd, o1 = o0 + r->rd < D ? o0 + r->rd : D;
-        for (int64_t t = 0; t < r->n_tok; t++)
-            memset(r->out + t * D + o0, 0, (size_t)(o1 - o0) * sizeof(float));
-        for (int a = 0; a < r->n_act; a++) {
-            const int e = r->act[a];
-            const int64_t p0 = r->off[e], p1 = r->off[e + 1];
-            const struct mat wd = mat_expert(&r->l->ffn_down_exps, e);
-            const struct matmul_q_job jd = {r->yd + p0 * D, wd.data, r->td, r->hq + (size_t)p0 * r->row_d, r->F, D,
-                                            p1 - p0};
-            const int st = matmul_q_rows(&jd, o0, o1);
-            if (st) {
-                moe_fail(r, st);
-                return;
-            }
-            for (int64_t p = p0; p < p1; p++) { /* each pair's weighted share into its token's rows */
-                float *o = r->out + (size_t)r->ltok[p] * (size_t)D;
-                const float *y = r->yd + p * D;
-                const float w = r->lw[p];
-                for (int64_t k = o0; k < o1; k++)
-                    o[k] += y[k] * w;
-            }
+        const struct moe_item *it = &r->ditems[i];
+        const struct mat wd = mat_expert(&r->l->ffn_down_exps, it->e);
+        const struct matmul_q_job jd = {r->yd + it->p0 * D, wd.data, r->td, r->hq + (size_t)it->p0 * r->row_d, r->F,
+                                        D, it->p1 - it->p0};
+        const int st = matmul_q_rows(&jd, it->r0, it->r1);
+        if (st) {
+            moe_fail(r, st);
+            return;
+        }
+    }
+}
+
+/* out rows of tokens [t0, t1): each pair's weighted share, the token's
+ * pairs in ascending expert order (tpair) */
+static void moe_sum_run(void *ctx, int64_t t0, int64_t t1)
+{
+    struct moe_run *r = ctx;
+    const int64_t D = r->D;
+    for (int64_t t = t0; t < t1; t++) {
+        float *o = r->out + t * D;
+        memset(o, 0, (size_t)D * sizeof(float));
+        for (int k = 0; k < r->K; k++) {
+            const int64_t p = r->tpair[t * r->K + k];
+            const float *y = r->yd + p * D;
+            const float w = r->lw[p];
+            for (int64_t i = 0; i < D; i++)
+                o[i] += y[i] * w;
         }
     }
 }
@@ -300,8 +306,10 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     void *hq = malloc(nk * row_d);
     float *yd = malloc(nk * (size_t)D * sizeof(float));
     struct moe_item *items = NULL;
+    int64_t *tpair = NULL;
+    int32_t *tfill = calloc(nt, sizeof(int32_t)); /* pairs of each token so far */
     if (!logits || !sel || !wts || !off || !fill || !ltok || !lw || !act || !xq_g || !xq_u || !xg || !xu || !hg ||
-        !hu || !hq || !yd || !adtt || !kern.types[adt].from_float) {
+        !hu || !hq || !yd || !tfill || !adtt || !kern.types[adt].from_float) {
         st = infer_error(INFER_ERR_NOMEM, "out of memory for the experts of %lld tokens", (long long)n_tok);
         goto done;
     }
@@ -358,50 +366,69 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
         }
 
     /* up items: rows of F in units of u (a whole number of the down
-     * activation's blocks, and of 16 rows), as many per unit as keep
-     * MOE_ITEMS_PER_THREAD items a thread; pairs in chunks of MOE_CHUNK */
-    const int64_t blk = adtt->block_size, unit = blk / gcd64(blk, 16) * 16;
+     * activation's blocks, and of 16 rows); down items: rows of D in units
+     * of 16.  Both: pairs in chunks of at most MOE_CHUNK, and rows split
+     * (halving) only until there are MOE_ITEMS_PER_THREAD items a thread: a
+     * run over a matrix's rows starts with misses the tiles' prefetching
+     * has not covered, so in decode fewer, longer runs are cheaper
+     * (moe-ab, one thread: a token's down rows in 4 blocks per expert cost
+     * ~10% more CPU than whole matrices). */
     int64_t n_chunks = 0;
     for (int a = 0; a < n_act; a++) {
         const int64_t n = off[act[a] + 1] - off[act[a]];
         n_chunks += (n + MOE_CHUNK - 1) / MOE_CHUNK;
     }
-    int64_t rb = round_up(F, unit);
+    const int64_t blk = adtt->block_size, unit = blk / gcd64(blk, 16) * 16;
+    int64_t rb = round_up(F, unit), rd = round_up(D, 16);
     while (rb > unit && n_chunks * ((F + rb - 1) / rb) < (int64_t)nth * MOE_ITEMS_PER_THREAD)
         rb = round_up(rb / 2, unit);
-    const int64_t n_rb = (F + rb - 1) / rb, n_items = n_chunks * n_rb;
-    items = malloc((size_t)n_items * sizeof(*items));
-    if (!items) {
+    while (rd > 16 && n_chunks * ((D + rd - 1) / rd) < (int64_t)nth * MOE_ITEMS_PER_THREAD)
+        rd = round_up(rd / 2, 16);
+    const int64_t n_items = n_chunks * ((F + rb - 1) / rb), n_ditems = n_chunks * ((D + rd - 1) / rd);
+    items = malloc((size_t)(n_items + n_ditems) * sizeof(*items));
+    tpair = malloc(nk * sizeof(*tpair));
+    if (!items || !tpair) {
         st = infer_error(INFER_ERR_NOMEM, "out of memory for the experts of %lld tokens", (long long)n_tok);
         goto done;
     }
-    int64_t ni = 0;
+    struct moe_item *ditems = items + n_items;
+    int64_t ni = 0, nd = 0;
     for (int a = 0; a < n_act; a++) {
         const int e = act[a];
         const int64_t n = off[e + 1] - off[e], nc = (n + MOE_CHUNK - 1) / MOE_CHUNK;
-        for (int64_t ch = 0; ch < nc; ch++) /* chunks of even size */
-            for (int64_t b = 0; b < n_rb; b++)
-                items[ni++] = (struct moe_item){e, (int32_t)(b * rb), (int32_t)(b * rb + rb < F ? b * rb + rb : F),
-                                                off[e] + n * ch / nc, off[e] + n * (ch + 1) / nc};
+        for (int64_t ch = 0; ch < nc; ch++) { /* chunks of even size */
+            const int64_t p0 = off[e] + n * ch / nc, p1 = off[e] + n * (ch + 1) / nc;
+            for (int64_t r0 = 0; r0 < F; r0 += rb)
+                items[ni++] = (struct moe_item){e, (int32_t)r0, (int32_t)(r0 + rb < F ? r0 + rb : F), p0, p1};
+            for (int64_t r0 = 0; r0 < D; r0 += rd)
+                ditems[nd++] = (struct moe_item){e, (int32_t)r0, (int32_t)(r0 + rd < D ? r0 + rd : D), p0, p1};
+        }
+    }
+    /* each token's pairs in ascending expert order (pairs are numbered so) */
+    for (size_t p = 0, t; p < nk; p++) {
+        t = (size_t)ltok[p];
+        tpair[t * (size_t)K + (size_t)tfill[t]++] = (int64_t)p;
     }
     struct moe_run r = {
         .l = l, .D = D, .F = F, .FG = FG, .merged = merged, .one_tok = one_tok, .tg = tg, .tu = tu, .td = td,
-        .off = off, .ltok = ltok, .lw = lw, .xg = xg, .xu = xu, .row_g = row_g, .row_u = row_u, .row_d = row_d,
-        .hg = hg, .hu = hu, .h = merged ? hu : hg, .hq = hq, .yd = yd, .out = out, .n_tok = n_tok,
-        .qd = kern.types[adt].from_float, .qd_blk = blk, .qd_bytes = adtt->type_size, .items = items, .act = act,
-        .n_act = n_act,
+        .ltok = ltok, .lw = lw, .xg = xg, .xu = xu, .row_g = row_g, .row_u = row_u, .row_d = row_d, .hg = hg,
+        .hu = hu, .h = merged ? hu : hg, .hq = hq, .yd = yd, .out = out, .n_tok = n_tok,
+        .qd = kern.types[adt].from_float, .qd_blk = blk, .qd_bytes = adtt->type_size, .items = items,
+        .ditems = ditems, .n_items = n_items, .n_ditems = n_ditems, .tpair = tpair, .K = K,
     };
-    /* down items: output rows in multiples of 16 */
-    int64_t rd = round_up((D + (int64_t)nth * MOE_ITEMS_PER_THREAD / 2 - 1) / ((int64_t)nth * MOE_ITEMS_PER_THREAD / 2), 16);
-    r.rd = rd < D ? rd : D;
     atomic_init(&r.err, 0);
     pool_for(n_items, 1, moe_up_run, &r);
     if (!atomic_load(&r.err))
-        pool_for((D + r.rd - 1) / r.rd, 1, moe_down_run, &r);
+        pool_for(n_ditems, 1, moe_down_run, &r);
     if (atomic_load(&r.err)) {
         st = INFER_ERR_UNSUPPORTED; /* matmul left the message */
         goto done;
     }
+    /* the weighted sums: in the caller for a few tokens */
+    if (nk * (size_t)D >= (1u << 17))
+        pool_for(n_tok, pool_grain(n_tok, 4, 1), moe_sum_run, &r);
+    else
+        moe_sum_run(&r, 0, n_tok);
     if (c->n_ff_shexp > 0)
         st = shared_expert(c, l, x, n_tok, out);
 done:
@@ -414,6 +441,8 @@ done:
     free(lw);
     free(act);
     free(items);
+    free(tpair);
+    free(tfill);
     if (xu != xg && xu != xq_u)
         free(xu);
     if (xg != xq_g)
