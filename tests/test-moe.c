@@ -421,7 +421,7 @@ static void test_fused_shapes(void **state)
 {
     (void)state;
     fused_case(GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, 160, 352, 7, 3, 300, false);  /* row items of 32s */
-    fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, 512, 768, 16, 4, 300, false); /* Q8_K blocks: items of 256s */
+    fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, 256, 768, 16, 2, 300, false); /* Q8_K blocks: items of 256s */
     fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, 256, 768, 3, 2, 40, true);    /* few experts: split rows */
     fused_case(GGML_TYPE_F32, GGML_TYPE_F32, 48, 40, 5, 2, 33, false);       /* float: items of 16 rows */
 }
