@@ -297,27 +297,6 @@ static void mm_run(const struct mm *m, bool parallel)
         mm_items_run(&it, 0, n_items);
 }
 
-/* Several matmuls as one pool loop: their items end to end (first[i] is job
- * i's first item). */
-struct mm_batch {
-    const struct mm_items *its;
-    const int64_t *first;
-    int n;
-};
-
-static void mm_batch_run(void *ctx, int64_t i0, int64_t i1)
-{
-    const struct mm_batch *b = ctx;
-    int j = 0;
-    while (j + 1 < b->n && b->first[j + 1] <= i0)
-        j++;
-    for (int64_t i = i0; i < i1; i++) {
-        while (j + 1 < b->n && b->first[j + 1] <= i)
-            j++;
-        mm_items_run((void *)&b->its[j], i - b->first[j], i - b->first[j] + 1);
-    }
-}
-
 int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok)
 {
     uint32_t at;
@@ -338,62 +317,6 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
     };
     const double work = (double)n_in * (double)n_out * (double)n_tok;
     mm_run(&m, work >= MATMUL_PARALLEL_MIN && n_out > GEMM_ROWS);
-    return INFER_OK;
-}
-
-int matmul_q_batch(const struct matmul_q_job *jobs, int n_jobs)
-{
-    enum { MAX_JOBS = 4096 };
-    if (n_jobs < 0 || n_jobs > MAX_JOBS)
-        return infer_error(INFER_ERR_INVALID, "matmul_q_batch: %d jobs", n_jobs);
-    struct mm *ms = malloc((size_t)(n_jobs > 0 ? n_jobs : 1) * sizeof(*ms));
-    if (!ms)
-        return infer_error(INFER_ERR_NOMEM, "matmul_q_batch: out of memory");
-    const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
-    double work = 0;
-    int n = 0;
-    for (int i = 0; i < n_jobs; i++) {
-        const struct matmul_q_job *j = &jobs[i];
-        uint32_t at;
-        size_t w_row, act_row;
-        int st = matmul_check(j->wtype, j->n_in, j->n_out, j->n_tok, j->w, &at, &w_row, &act_row);
-        if (!st && j->n_out > 0 && j->n_tok > 0 && (!j->y || !j->w || !j->xq))
-            st = infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
-        if (st) {
-            free(ms);
-            return st;
-        }
-        if (j->n_out == 0 || j->n_tok == 0)
-            continue;
-        ms[n++] = (struct mm){
-            .w = j->w, .a = j->xq, .y = j->y, .n_in = j->n_in, .n_out = j->n_out, .n_tok = j->n_tok,
-            .w_row = w_row, .a_row = act_row, .dot = kern.types[j->wtype].vec_dot, .gemm = kern.types[j->wtype].gemm,
-            .many = j->n_tok >= many_min ? kern.types[j->wtype].gemm_many : NULL,
-        };
-        work += (double)j->n_in * (double)j->n_out * (double)j->n_tok;
-    }
-    const int nth = work >= MATMUL_PARALLEL_MIN ? pool_threads() : 1;
-    struct mm_items *its = malloc((size_t)(n > 0 ? n : 1) * sizeof(*its));
-    int64_t *first = malloc((size_t)(n > 0 ? n : 1) * sizeof(*first));
-    if (!its || !first) {
-        free(its);
-        free(first);
-        free(ms);
-        return infer_error(INFER_ERR_NOMEM, "matmul_q_batch: out of memory");
-    }
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        first[i] = total;
-        total += mm_plan(&ms[i], nth, &its[i]);
-    }
-    struct mm_batch b = {its, first, n};
-    if (work >= MATMUL_PARALLEL_MIN)
-        pool_for(total, 1, mm_batch_run, &b);
-    else
-        mm_batch_run(&b, 0, total);
-    free(its);
-    free(first);
-    free(ms);
     return INFER_OK;
 }
 
