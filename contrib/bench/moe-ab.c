@@ -109,7 +109,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const int64_t D = c->n_embd, L = c->n_layer;
-    const int64_t nx = n * D * L * (n == 1 ? reps + 1 : 1); /* one token: other experts each rep */
+    const int64_t nx = n * D * L * (n == 1 ? 2 * reps + 2 : 1); /* one token: other experts each run */
     float *x = malloc((size_t)nx * sizeof(float));
     float *y[2] = {malloc((size_t)(n * D) * sizeof(float)), malloc((size_t)(n * D) * sizeof(float))};
     srand(1);
@@ -125,12 +125,12 @@ int main(int argc, char **argv)
             usleep(20000);
             const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
             for (int64_t il = 0; il < L; il++) {
-                if (s[i].moe(&s[i].m.c, &s[i].m.w.layers[il], x + ((n == 1 ? r + 1 : 0) * L + il) * n * D, n, y[i], NULL)) {
+                if (s[i].moe(&s[i].m.c, &s[i].m.w.layers[il], x + ((n == 1 ? 2 * (r + 1) + i : 0) * L + il) * n * D, n, y[i], NULL)) {
                     fprintf(stderr, "moe_ffn failed\n");
                     return 1;
                 }
-                if (i == 1 && r == -1) { /* compare the last layer's outputs */
-                    s[0].moe(&s[0].m.c, &s[0].m.w.layers[il], x + il * n * D, n, y[0], NULL); /* rep -1: x + 0 */
+                if (i == 1 && r == -1) { /* compare the outputs on the same inputs */
+                    s[0].moe(&s[0].m.c, &s[0].m.w.layers[il], x + ((n == 1 ? 1 : 0) * L + il) * n * D, n, y[0], NULL);
                     differ |= memcmp(y[0], y[1], (size_t)(n * D) * sizeof(float)) != 0;
                 }
             }
