@@ -315,27 +315,6 @@ static void mm_run(const struct mm *m, bool parallel)
         mm_items_run(&it, 0, n_items);
 }
 
-/* Several matmuls as one pool loop: their items end to end (first[i] is job
- * i's first item). */
-struct mm_batch {
-    const struct mm_items *its;
-    const int64_t *first;
-    int n;
-};
-
-static void mm_batch_run(void *ctx, int64_t i0, int64_t i1)
-{
-    const struct mm_batch *b = ctx;
-    int j = 0;
-    while (j + 1 < b->n && b->first[j + 1] <= i0)
-        j++;
-    for (int64_t i = i0; i < i1; i++) {
-        while (j + 1 < b->n && b->first[j + 1] <= i)
-            j++;
-        mm_items_run((void *)&b->its[j], i - b->first[j], i - b->first[j] + 1);
-    }
-}
-
 int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok)
 {
     uint32_t at;
@@ -359,59 +338,43 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
     return INFER_OK;
 }
 
-int matmul_q_batch(const struct matmul_q_job *jobs, int n_jobs)
+int matmul_q_rows(const struct matmul_q_job *j, int64_t o0, int64_t o1)
 {
-    enum { MAX_JOBS = 4096 };
-    if (n_jobs < 0 || n_jobs > MAX_JOBS)
-        return infer_error(INFER_ERR_INVALID, "matmul_q_batch: %d jobs", n_jobs);
-    struct mm *ms = malloc((size_t)(n_jobs > 0 ? n_jobs : 1) * sizeof(*ms));
-    if (!ms)
-        return infer_error(INFER_ERR_NOMEM, "matmul_q_batch: out of memory");
+    uint32_t at;
+    size_t w_row, act_row;
+    int st = matmul_check(j->wtype, j->n_in, j->n_out, j->n_tok, j->w, &at, &w_row, &act_row);
+    if (st)
+        return st;
+    if (o0 < 0 || o1 > j->n_out || o0 > o1)
+        return infer_error(INFER_ERR_INVALID, "matmul: rows [%lld, %lld) outside [0, %lld)", (long long)o0,
+                           (long long)o1, (long long)j->n_out);
+    if (o0 == o1 || j->n_tok == 0)
+        return INFER_OK;
+    if (!j->y || !j->w || !j->xq)
+        return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
     const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
-    double work = 0;
-    int n = 0;
-    for (int i = 0; i < n_jobs; i++) {
-        const struct matmul_q_job *j = &jobs[i];
-        uint32_t at;
-        size_t w_row, act_row;
-        int st = matmul_check(j->wtype, j->n_in, j->n_out, j->n_tok, j->w, &at, &w_row, &act_row);
-        if (!st && j->n_out > 0 && j->n_tok > 0 && (!j->y || !j->w || !j->xq))
-            st = infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
-        if (st) {
-            free(ms);
-            return st;
+    const struct mm m = {
+        .w = j->w, .a = j->xq, .y = j->y, .n_in = j->n_in, .n_out = j->n_out, .n_tok = j->n_tok, .w_row = w_row,
+        .a_row = act_row, .dot = kern.types[j->wtype].vec_dot, .gemm = kern.types[j->wtype].gemm,
+        .many = j->n_tok >= many_min ? kern.types[j->wtype].gemm_many : NULL,
+    };
+    if (m.n_tok == 1) { /* GEMV: one sweep */
+        mm_rows(&m, o0, o1, 0, 1);
+        return INFER_OK;
+    }
+    if (m.many) {
+        for (int64_t t0 = 0; t0 < m.n_tok; t0 += MATMUL_MANY_TOK) {
+            const int64_t t1 = t0 + MATMUL_MANY_TOK < m.n_tok ? t0 + MATMUL_MANY_TOK : m.n_tok;
+            if (m.many(m.n_in, m.w + (size_t)o0 * w_row, w_row, o1 - o0, m.a + (size_t)t0 * act_row, act_row, t1 - t0,
+                       m.y + t0 * m.n_out + o0, (size_t)m.n_out) != 0)
+                mm_rows(&m, o0, o1, t0, t1);
         }
-        if (j->n_out == 0 || j->n_tok == 0)
-            continue;
-        ms[n++] = (struct mm){
-            .w = j->w, .a = j->xq, .y = j->y, .n_in = j->n_in, .n_out = j->n_out, .n_tok = j->n_tok,
-            .w_row = w_row, .a_row = act_row, .dot = kern.types[j->wtype].vec_dot, .gemm = kern.types[j->wtype].gemm,
-            .many = j->n_tok >= many_min ? kern.types[j->wtype].gemm_many : NULL,
-        };
-        work += (double)j->n_in * (double)j->n_out * (double)j->n_tok;
+        return INFER_OK;
     }
-    const int nth = work >= MATMUL_PARALLEL_MIN ? pool_threads() : 1;
-    struct mm_items *its = malloc((size_t)(n > 0 ? n : 1) * sizeof(*its));
-    int64_t *first = malloc((size_t)(n > 0 ? n : 1) * sizeof(*first));
-    if (!its || !first) {
-        free(its);
-        free(first);
-        free(ms);
-        return infer_error(INFER_ERR_NOMEM, "matmul_q_batch: out of memory");
-    }
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        first[i] = total;
-        total += mm_plan(&ms[i], nth, &its[i]);
-    }
-    struct mm_batch b = {its, first, n};
-    if (work >= MATMUL_PARALLEL_MIN)
-        pool_for(total, 1, mm_batch_run, &b);
-    else
-        mm_batch_run(&b, 0, total);
-    free(its);
-    free(first);
-    free(ms);
+    int64_t rb = MATMUL_BLOCK_BYTES / (int64_t)w_row / GEMM_ROWS * GEMM_ROWS;
+    rb = rb < GEMM_ROWS ? GEMM_ROWS : rb;
+    for (int64_t r = o0; r < o1; r += rb) /* a row block in the L1, the tokens past it */
+        mm_rows(&m, r, r + rb < o1 ? r + rb : o1, 0, m.n_tok);
     return INFER_OK;
 }
 

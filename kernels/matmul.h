@@ -52,12 +52,7 @@ size_t matmul_act_size(uint32_t wtype, int64_t n_in, int64_t n_tok);
 int matmul_act_quantize(void *xq, uint32_t wtype, const float *x, int64_t n_in, int64_t n_tok);
 int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok);
 
-/* Several independent matmul_q in one OpenMP parallel region, e.g. the
- * experts of a mixture-of-experts layer: each matrix is small, and in decode
- * one region per matrix costs about as much as the matrix.  Each thread
- * computes its share of every job in turn; every output has the bits
- * matmul_q gives it.  Same error contract as matmul; when a job is invalid
- * nothing is computed. */
+/* One matmul_q as a job for matmul_q_rows. */
 struct matmul_q_job {
     float *y;
     const void *w;
@@ -65,7 +60,14 @@ struct matmul_q_job {
     const void *xq; /* from matmul_act_quantize for wtype */
     int64_t n_in, n_out, n_tok;
 };
-int matmul_q_batch(const struct matmul_q_job *jobs, int n_jobs);
+/* Output rows [o0, o1) of one job, all its tokens, in the calling thread:
+ * for callers that split the work into their own pool items (the fused
+ * expert FFN, src/model/moe.c), where one item runs pieces of several
+ * matrices.  The kernels are matmul_q's (gemm_many for many tokens, in
+ * chunks of tokens; otherwise row blocks that stay in the L1 while tiles of
+ * tokens pass), so every output has the bits matmul_q gives it.  Same
+ * error contract as matmul (also for a row range outside [0, n_out]). */
+int matmul_q_rows(const struct matmul_q_job *job, int64_t o0, int64_t o1);
 
 /* OpenBLAS for batches of float (F32, F16, BF16) weights: on (on > 0) or
  * off, returning the previous setting.  Off unless INFER_BLAS is set to

@@ -19,6 +19,7 @@
 
 #include "../kernels/dispatch.h"
 #include "../kernels/matmul.h"
+#include "../kernels/pool.h"
 #include "../kernels/quants.h"
 #include "../kernels/types.h"
 #include "model/moe.h"
@@ -51,7 +52,16 @@ static void *make_rows(uint32_t type, int64_t n_rows, int64_t n_in, float g)
             quantize_row_q8_0_ref(f, dst, n_in);
         else if (type == GGML_TYPE_Q4_0)
             quantize_row_q4_0_ref(f, dst, n_in);
-        else { /* Q4_K: d, dmin (f16), 12 scale bytes, 128 nibble bytes per 256 */
+        else if (type == GGML_TYPE_Q6_K) { /* random ql, qh, scales; d (f16) last in each 210 bytes */
+            for (size_t b = 0; b < row; b++) {
+                rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+                dst[b] = (uint8_t)(rng_state >> 56);
+            }
+            for (size_t b = 0; b < row; b += 210) {
+                const uint16_t d = fp32_to_fp16(0.0005f * g);
+                memcpy(dst + b + 208, &d, 2);
+            }
+        } else { /* Q4_K: d, dmin (f16), 12 scale bytes, 128 nibble bytes per 256 */
             assert_int_equal(type, GGML_TYPE_Q4_K);
             for (size_t b = 0; b < row; b++) {
                 rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
@@ -327,6 +337,95 @@ static void test_route(void **state)
     assert_int_equal(sel[2], 2);
 }
 
+/*
+ * The fused loops' item plan at odd sizes: n_embd d, n_ff_exp f (not a
+ * power of two: the last row item is shorter), n_expert e of which k used,
+ * ntok tokens (more than MOE_CHUNK, 256: the expert that takes every token
+ * is split into chunks of pairs; enough tokens per expert for the
+ * many-token kernels), on one and on two threads (other item splits: more
+ * row blocks when there are few experts with tokens).  Every result must be
+ * the reference's bits, and a token alone those it has in the batch.
+ */
+static void fused_case(uint32_t tgu, uint32_t td, int64_t d, int64_t f, int e, int k, int64_t ntok, bool merged)
+{
+    struct model_config c = {.n_embd = d, .n_expert = e, .n_expert_used = k, .n_ff_exp = f, .moe_norm_w = true};
+    struct layer_weights l;
+    memset(&l, 0, sizeof(l));
+    /* expert 0 takes every token and expert e-1 none, by margins (2 against
+     * logits within ~0.1 of 0) that still leave the weights comparable, so
+     * the order of a token's sum shows in its bits */
+    float *router = make_rows(GGML_TYPE_F32, e, d, 0.02f);
+    router[0] = 2.0f;
+    router[(size_t)(e - 1) * (size_t)d] = -2.0f;
+    l.ffn_gate_inp = mat_of(router, GGML_TYPE_F32, d, e);
+    const size_t rg = ggml_row_size(tgu, d);
+    uint8_t *gu = make_rows(tgu, (int64_t)e * 2 * f, d, 0.1f);
+    l.gate_up_merged = merged;
+    l.ffn_gate_exps = (struct mat_exps){mat_of(gu, tgu, d, f), merged ? rg * 2 * (size_t)f : rg * (size_t)f};
+    l.ffn_up_exps = (struct mat_exps){mat_of(merged ? gu + rg * (size_t)f : gu + rg * (size_t)f * (size_t)e, tgu, d,
+                                             f),
+                                      merged ? rg * 2 * (size_t)f : rg * (size_t)f};
+    void *dn = make_rows(td, (int64_t)e * d, f, 0.1f);
+    l.ffn_down_exps = (struct mat_exps){mat_of(dn, td, f, d), ggml_row_size(td, f) * (size_t)d};
+    float *x = malloc((size_t)(ntok * d) * sizeof(float));
+    float *y = malloc((size_t)(ntok * d) * sizeof(float)), *yr = malloc((size_t)(ntok * d) * sizeof(float));
+    float *y2 = malloc((size_t)(ntok * d) * sizeof(float)), *y1 = malloc((size_t)d * sizeof(float));
+    uint64_t *counts = calloc((size_t)e, sizeof(uint64_t));
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_non_null(yr);
+    assert_non_null(y2);
+    assert_non_null(y1);
+    assert_non_null(counts);
+    for (int64_t i = 0; i < ntok * d; i++)
+        x[i] = frand();
+    for (int64_t t = 0; t < ntok; t++)
+        x[t * d] = 1.0f;
+    const int before = pool_max_threads();
+    assert_int_equal(moe_ffn_ref(&c, &l, x, ntok, yr), INFER_OK);
+    pool_set_threads(1);
+    assert_int_equal(moe_ffn(&c, &l, x, ntok, y, counts), INFER_OK);
+    pool_set_threads(2);
+    assert_int_equal(moe_ffn(&c, &l, x, ntok, y2, NULL), INFER_OK);
+    char what[128];
+    snprintf(what, sizeof(what), "%s/%s d %lld f %lld, %d of %d experts, %lld tokens%s", ggml_type_traits_get(tgu)->name,
+             ggml_type_traits_get(td)->name, (long long)d, (long long)f, k, e, (long long)ntok, merged ? ", merged" : "");
+    if (memcmp(y, yr, (size_t)(ntok * d) * sizeof(float)) != 0)
+        fail_msg("%s: one thread differs from the reference", what);
+    if (memcmp(y2, yr, (size_t)(ntok * d) * sizeof(float)) != 0)
+        fail_msg("%s: two threads differ from the reference", what);
+    for (int64_t t = 0; t < ntok; t += ntok / 3) { /* decode: one token, whole-matrix items, 1 and 2 threads */
+        for (int th = 1; th <= 2; th++) {
+            pool_set_threads(th);
+            assert_int_equal(moe_ffn(&c, &l, x + t * d, 1, y1, NULL), INFER_OK);
+            if (memcmp(y1, yr + t * d, (size_t)d * sizeof(float)) != 0)
+                fail_msg("%s: token %lld alone on %d threads differs from the batch", what, (long long)t, th);
+        }
+    }
+    pool_set_threads(before);
+    assert_int_equal(counts[0], (uint64_t)ntok);
+    assert_int_equal(counts[e - 1], 0);
+    print_message("%-60s %-8s bit-identical to the reference\n", what, kern.name);
+    free(router);
+    free(gu);
+    free(dn);
+    free(x);
+    free(y);
+    free(yr);
+    free(y2);
+    free(y1);
+    free(counts);
+}
+
+static void test_fused_shapes(void **state)
+{
+    (void)state;
+    fused_case(GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, 160, 352, 7, 3, 300, false);  /* row items of 32s */
+    fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, 256, 768, 16, 2, 300, false); /* Q8_K blocks: items of 256s */
+    fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, 256, 768, 3, 2, 40, true);    /* few experts: split rows */
+    fused_case(GGML_TYPE_F32, GGML_TYPE_F32, 48, 40, 5, 2, 33, false);       /* float: items of 16 rows */
+}
+
 int main(void)
 {
     char err[256];
@@ -339,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_merged),
         cmocka_unit_test(test_shared_expert),
+        cmocka_unit_test(test_fused_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,26 +11,27 @@
  *
  * The grouped path (llama.cpp's mul_mat_id): the activations are converted
  * to the experts' activation type once per layer; the (token, slot) pairs
- * are grouped by expert; each expert with tokens runs its gate and up
- * projections over the converted rows of all its tokens at once, so its
- * weights are read once per batch, not once per token (a merged
- * ffn_gate_up_exps is one pass over 2 n_ff_exp rows).  The gate/up matrices
- * of all active experts run in one parallel region (matmul_q_batch), the
- * down matrices in a second: in decode a region per matrix would cost about
- * as much as the matrix.  The down outputs, scaled by each pair's weight,
- * are then added into the tokens' output rows.  Experts are visited in index order, so a token's sum is
- * always over its experts in ascending index order, whatever the batch (llama.cpp
- * adds in slot order: a rounding difference only).  Each matmul gives the
- * bits of single-token vec_dot (matmul.h), so a token's output does not
- * depend on the tokens batched with it.
+ * are grouped by expert; each expert with tokens runs its matrices over the
+ * converted rows of all its tokens at once, so its weights are read once
+ * per batch, not once per token (a merged ffn_gate_up_exps is one matrix of
+ * 2 n_ff_exp rows).  The work after the router is two pool loops, whose
+ * items are described below, and the weighted sum: a token's output is the
+ * sum of its pairs' down outputs times their weights over its experts in
+ * ascending index order, whatever the batch (llama.cpp adds in slot order:
+ * a rounding difference only).  Each matmul gives the bits of single-token
+ * vec_dot (matmul.h), so a token's output does not depend on the tokens
+ * batched with it.
  */
 #include "moe.h"
 
 #include "../../kernels/matmul.h"
 #include "../../kernels/ops.h"
+#include "../../kernels/pool.h"
+#include "../../kernels/quants.h"
 #include "../../kernels/types.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 void moe_route(const struct model_config *c, const float *logits, int32_t *sel, float *weights)
@@ -115,16 +116,151 @@ done:
     return st;
 }
 
-/* h[j] = silu(g[j]) * u[j] for n rows of F, g and u rows gs/us floats apart
- * (h may be g, not u) */
-static void swiglu_rows(float *h, const float *g, const float *u, int64_t n, int64_t F, int64_t gs, int64_t us)
+/*
+ * The fused expert FFN: two pool loops (kernels/pool.h) after the router,
+ *
+ *   up items (expert e, rows [r0, r1) of its F, a chunk of its pairs): the
+ *     gate rows and the up rows of the range over the chunk's activation
+ *     rows (which stay in the cache from one to the other), then
+ *     h = silu(gate) * up on the range and its conversion into the down
+ *     projection's activation type.  r0 and r1 are multiples of that type's
+ *     block (and of 16), so each block of h is converted whole, with the
+ *     bits a conversion of the full row gives (conversions work per block).
+ *   down items (expert e, rows [r0, r1) of D, a chunk of its pairs): the
+ *     pairs' down outputs,
+ *
+ * then the weighted sums, a token at a time (its pairs in ascending expert
+ * order), in the caller for a few tokens or as a third loop for a batch.
+ * The sum is not done inside the down items: that needs items of output
+ * rows across all experts, and in decode those are short runs over each
+ * expert's matrix, which cost ~10% more (see the item sizes below).
+ *
+ * Decode (one token, 8 of 64 experts) is 2 loops a layer, not one per
+ * matrix, and each item is a whole matrix; prefill items hold whole
+ * experts' rows over up to MOE_CHUNK of their tokens, so each expert's
+ * weights are read once per chunk.
+ */
+#define MOE_CHUNK 256
+/* pool items per taking-part thread each loop aims at */
+#define MOE_ITEMS_PER_THREAD 4
+
+struct moe_item {
+    int32_t e;
+    int32_t r0, r1;
+    int64_t p0, p1;
+};
+
+struct moe_run {
+    const struct layer_weights *l;
+    int64_t D, F, FG;
+    bool merged, one_tok;
+    uint32_t tg, tu, td;
+    const int32_t *ltok;
+    const float *lw;
+    const char *xg, *xu; /* activation row of pair p: xg + p * row_g (one_tok: every pair's is row 0) */
+    size_t row_g, row_u, row_d;
+    float *hg, *hu, *h; /* gate (and merged up) outputs, FG a pair; up outputs; h, F a pair */
+    char *hq;           /* h converted for the down projection, row_d a pair */
+    float *yd;          /* down outputs, D a pair */
+    float *out;
+    int64_t n_tok;
+    from_float_fn qd;
+    int64_t qd_blk;     /* elements per block of the down activation type */
+    size_t qd_bytes;    /* bytes per such block */
+    const struct moe_item *items, *ditems; /* up items, down items */
+    int64_t n_items, n_ditems;
+    const int64_t *tpair; /* token t's pairs, ascending expert: tpair[t * K + k] */
+    int K;
+    _Atomic int err;
+};
+
+static void moe_fail(struct moe_run *r, int st)
 {
-    for (int64_t j = 0; j < n; j++) {
-        if (h + j * F != g + j * gs)
-            memcpy(h + j * F, g + j * gs, (size_t)F * sizeof(float));
-        silu(h + j * F, F);
-        vec_mul(h + j * F, h + j * F, u + j * us, F);
+    int zero = 0;
+    atomic_compare_exchange_strong(&r->err, &zero, st);
+}
+
+static void moe_up_run(void *ctx, int64_t i0, int64_t i1)
+{
+    struct moe_run *r = ctx;
+    const int64_t F = r->F, FG = r->FG;
+    for (int64_t i = i0; i < i1; i++) {
+        const struct moe_item *it = &r->items[i];
+        const int64_t n = it->p1 - it->p0, len = it->r1 - it->r0;
+        const size_t ag = r->one_tok ? 0 : (size_t)it->p0 * r->row_g, au = r->one_tok ? 0 : (size_t)it->p0 * r->row_u;
+        const struct mat wg = mat_expert(&r->l->ffn_gate_exps, it->e);
+        const struct mat wu = mat_expert(&r->l->ffn_up_exps, it->e);
+        const struct matmul_q_job jg = {r->hg + it->p0 * FG, wg.data, r->tg, r->xg + ag, r->D, FG, n};
+        int st = matmul_q_rows(&jg, it->r0, it->r1);
+        if (!st && r->merged)
+            st = matmul_q_rows(&jg, F + it->r0, F + it->r1);
+        else if (!st) {
+            const struct matmul_q_job ju = {r->hu + it->p0 * F, wu.data, r->tu, r->xu + au, r->D, F, n};
+            st = matmul_q_rows(&ju, it->r0, it->r1);
+        }
+        if (st) {
+            moe_fail(r, st);
+            return;
+        }
+        for (int64_t p = it->p0; p < it->p1; p++) {
+            const float *g = r->hg + p * FG + it->r0;
+            const float *u = (r->merged ? r->hg + p * FG + F : r->hu + p * F) + it->r0;
+            float *h = r->h + p * F + it->r0; /* hg itself when not merged */
+            if (h != g)
+                memcpy(h, g, (size_t)len * sizeof(float));
+            silu(h, len);
+            vec_mul(h, h, u, len);
+            r->qd(h, r->hq + (size_t)p * r->row_d + (size_t)(it->r0 / r->qd_blk) * r->qd_bytes, len);
+        }
     }
+}
+
+static void moe_down_run(void *ctx, int64_t i0, int64_t i1)
+{
+    struct moe_run *r = ctx;
+    const int64_t D = r->D;
+    for (int64_t i = i0; i < i1; i++) {
+        const struct moe_item *it = &r->ditems[i];
+        const struct mat wd = mat_expert(&r->l->ffn_down_exps, it->e);
+        const struct matmul_q_job jd = {r->yd + it->p0 * D, wd.data, r->td, r->hq + (size_t)it->p0 * r->row_d, r->F,
+                                        D, it->p1 - it->p0};
+        const int st = matmul_q_rows(&jd, it->r0, it->r1);
+        if (st) {
+            moe_fail(r, st);
+            return;
+        }
+    }
+}
+
+/* out rows of tokens [t0, t1): each pair's weighted share, the token's
+ * pairs in ascending expert order (tpair) */
+static void moe_sum_run(void *ctx, int64_t t0, int64_t t1)
+{
+    struct moe_run *r = ctx;
+    const int64_t D = r->D;
+    for (int64_t t = t0; t < t1; t++) {
+        float *o = r->out + t * D;
+        memset(o, 0, (size_t)D * sizeof(float));
+        for (int k = 0; k < r->K; k++) {
+            const int64_t p = r->tpair[t * r->K + k];
+            const float *y = r->yd + p * D;
+            const float w = r->lw[p];
+            for (int64_t i = 0; i < D; i++)
+                o[i] += y[i] * w;
+        }
+    }
+}
+
+static int64_t round_up(int64_t v, int64_t u) { return (v + u - 1) / u * u; }
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        const int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
 }
 
 infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l, const float *x, int64_t n_tok,
@@ -140,11 +276,17 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     const size_t row_g = matmul_act_size(tg, D, 1), row_u = matmul_act_size(tu, D, 1);
     const size_t row_d = matmul_act_size(td, F, 1);
     const size_t nt = (size_t)n_tok, nk = nt * (size_t)K;
+    const bool one_tok = n_tok == 1; /* every pair reads the token's row: nothing to gather */
     infer_status st = INFER_OK;
     if (!row_g || !row_u || !row_d)
         return infer_error(INFER_ERR_UNSUPPORTED, "expert tensors of types %s/%s/%s: no matmul",
                            ggml_type_traits_get(tg)->name, ggml_type_traits_get(tu)->name,
                            ggml_type_traits_get(td)->name);
+    if (n_tok <= 0)
+        return INFER_OK;
+    const uint32_t adt = kern.types[td].vec_dot_type;
+    const struct ggml_type_traits *adtt = ggml_type_traits_get(adt);
+    const int nth = pool_threads();
 
     /* (token, slot) pairs are numbered in expert order: pair p = off[e] + j */
     float *logits = malloc(nt * (size_t)E * sizeof(float));
@@ -154,19 +296,34 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     int64_t *fill = calloc((size_t)E, sizeof(int64_t));
     int32_t *ltok = malloc(nk * sizeof(int32_t)); /* pair -> token */
     float *lw = malloc(nk * sizeof(float));       /* pair -> routing weight */
+    int32_t *act = malloc((size_t)E * sizeof(int32_t));
     void *xq_g = malloc(nt * row_g);              /* x converted for gate (and up) */
     void *xq_u = two_act ? malloc(nt * row_u) : xq_g;
-    void *xg = malloc(nk * row_g);                /* converted rows of every pair */
-    void *xu = two_act ? malloc(nk * row_u) : xg;
+    void *xg = one_tok ? xq_g : malloc(nk * row_g); /* converted rows of every pair */
+    void *xu = two_act && !one_tok ? malloc(nk * row_u) : two_act ? xq_u : xg;
     float *hg = malloc(nk * (size_t)FG * sizeof(float));
     float *hu = malloc(nk * (size_t)F * sizeof(float));
     void *hq = malloc(nk * row_d);
     float *yd = malloc(nk * (size_t)D * sizeof(float));
-    struct matmul_q_job *jobs = malloc(2 * (size_t)E * sizeof(*jobs));
-    if (!logits || !sel || !wts || !off || !fill || !ltok || !lw || !xq_g || !xq_u || !xg || !xu || !hg || !hu ||
-        !hq || !yd || !jobs) {
+    struct moe_item *items = NULL;
+    int64_t *tpair = NULL;
+    int32_t *tfill = calloc(nt, sizeof(int32_t)); /* pairs of each token so far */
+    if (!logits || !sel || !wts || !off || !fill || !ltok || !lw || !act || !xq_g || !xq_u || !xg || !xu || !hg ||
+        !hu || !hq || !yd || !tfill || !adtt || !kern.types[adt].from_float) {
         st = infer_error(INFER_ERR_NOMEM, "out of memory for the experts of %lld tokens", (long long)n_tok);
         goto done;
+    }
+
+    /* the three matrices' types and shapes, once here (an error inside the
+     * pool loops could only stop them) */
+    {
+        const struct matmul_q_job jg = {hg, l->ffn_gate_exps.m.data, tg, xg, D, FG, n_tok};
+        const struct matmul_q_job ju = {hu, l->ffn_up_exps.m.data, tu, xu, D, F, n_tok};
+        const struct matmul_q_job jd = {yd, l->ffn_down_exps.m.data, td, hq, F, D, n_tok};
+        if (matmul_q_rows(&jg, 0, 0) || (!merged && matmul_q_rows(&ju, 0, 0)) || matmul_q_rows(&jd, 0, 0)) {
+            st = INFER_ERR_UNSUPPORTED; /* matmul left the message */
+            goto done;
+        }
     }
 
     /* route every token */
@@ -191,68 +348,87 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     if (counts)
         for (int e = 0; e < E; e++)
             counts[e] += (uint64_t)(off[e + 1] - off[e]);
+    int n_act = 0;
+    for (int e = 0; e < E; e++)
+        if (off[e + 1] > off[e])
+            act[n_act++] = e;
 
     /* the activations, converted once for all experts, then each pair's row */
     if (matmul_act_quantize(xq_g, tg, x, D, n_tok) || (two_act && matmul_act_quantize(xq_u, tu, x, D, n_tok))) {
         st = INFER_ERR_UNSUPPORTED;
         goto done;
     }
-    for (size_t p = 0; p < nk; p++) {
-        memcpy((char *)xg + p * row_g, (const char *)xq_g + (size_t)ltok[p] * row_g, row_g);
-        if (two_act)
-            memcpy((char *)xu + p * row_u, (const char *)xq_u + (size_t)ltok[p] * row_u, row_u);
-    }
+    if (!one_tok)
+        for (size_t p = 0; p < nk; p++) {
+            memcpy((char *)xg + p * row_g, (const char *)xq_g + (size_t)ltok[p] * row_g, row_g);
+            if (two_act)
+                memcpy((char *)xu + p * row_u, (const char *)xq_u + (size_t)ltok[p] * row_u, row_u);
+        }
 
-    /* gate and up of every expert with tokens, in one parallel pass: each
-     * expert's rows run over all of its tokens (a merged gate_up tensor is
-     * one matrix of 2F rows: gate then up in each output row) */
-    int n_jobs = 0;
-    for (int e = 0; e < E; e++) {
-        const int64_t n = off[e + 1] - off[e];
-        if (n == 0)
-            continue;
-        const struct mat wg = mat_expert(&l->ffn_gate_exps, e), wu = mat_expert(&l->ffn_up_exps, e);
-        jobs[n_jobs++] = (struct matmul_q_job){hg + off[e] * FG, wg.data, tg, (const char *)xg + off[e] * row_g,
-                                               D, FG, n};
-        if (!merged)
-            jobs[n_jobs++] = (struct matmul_q_job){hu + off[e] * F, wu.data, tu, (const char *)xu + off[e] * row_u,
-                                                   D, F, n};
+    /* up items: rows of F in units of u (a whole number of the down
+     * activation's blocks, and of 16 rows); down items: rows of D in units
+     * of 16.  Both: pairs in chunks of at most MOE_CHUNK, and rows split
+     * (halving) only until there are MOE_ITEMS_PER_THREAD items a thread: a
+     * run over a matrix's rows starts with misses the tiles' prefetching
+     * has not covered, so in decode fewer, longer runs are cheaper
+     * (moe-ab, one thread: a token's down rows in 4 blocks per expert cost
+     * ~10% more CPU than whole matrices). */
+    int64_t n_chunks = 0;
+    for (int a = 0; a < n_act; a++) {
+        const int64_t n = off[act[a] + 1] - off[act[a]];
+        n_chunks += (n + MOE_CHUNK - 1) / MOE_CHUNK;
     }
-    if (matmul_q_batch(jobs, n_jobs)) {
-        st = INFER_ERR_UNSUPPORTED;
+    const int64_t blk = adtt->block_size, unit = blk / gcd64(blk, 16) * 16;
+    int64_t rb = round_up(F, unit), rd = round_up(D, 16);
+    while (rb > unit && n_chunks * ((F + rb - 1) / rb) < (int64_t)nth * MOE_ITEMS_PER_THREAD)
+        rb = round_up(rb / 2, unit);
+    while (rd > 16 && n_chunks * ((D + rd - 1) / rd) < (int64_t)nth * MOE_ITEMS_PER_THREAD)
+        rd = round_up(rd / 2, 16);
+    const int64_t n_items = n_chunks * ((F + rb - 1) / rb), n_ditems = n_chunks * ((D + rd - 1) / rd);
+    items = malloc((size_t)(n_items + n_ditems) * sizeof(*items));
+    tpair = malloc(nk * sizeof(*tpair));
+    if (!items || !tpair) {
+        st = infer_error(INFER_ERR_NOMEM, "out of memory for the experts of %lld tokens", (long long)n_tok);
         goto done;
     }
-    /* h = silu(gate) * up for every pair, into hu (merged) or hg */
-    float *h = merged ? hu : hg;
-    swiglu_rows(h, hg, merged ? hg + F : hu, (int64_t)nk, F, FG, merged ? FG : F);
-
-    /* down of every expert with tokens, in one parallel pass */
-    if (matmul_act_quantize(hq, td, h, F, (int64_t)nk)) {
-        st = INFER_ERR_UNSUPPORTED;
+    struct moe_item *ditems = items + n_items;
+    int64_t ni = 0, nd = 0;
+    for (int a = 0; a < n_act; a++) {
+        const int e = act[a];
+        const int64_t n = off[e + 1] - off[e], nc = (n + MOE_CHUNK - 1) / MOE_CHUNK;
+        for (int64_t ch = 0; ch < nc; ch++) { /* chunks of even size */
+            const int64_t p0 = off[e] + n * ch / nc, p1 = off[e] + n * (ch + 1) / nc;
+            for (int64_t r0 = 0; r0 < F; r0 += rb)
+                items[ni++] = (struct moe_item){e, (int32_t)r0, (int32_t)(r0 + rb < F ? r0 + rb : F), p0, p1};
+            for (int64_t r0 = 0; r0 < D; r0 += rd)
+                ditems[nd++] = (struct moe_item){e, (int32_t)r0, (int32_t)(r0 + rd < D ? r0 + rd : D), p0, p1};
+        }
+    }
+    /* each token's pairs in ascending expert order (pairs are numbered so) */
+    for (size_t p = 0, t; p < nk; p++) {
+        t = (size_t)ltok[p];
+        tpair[t * (size_t)K + (size_t)tfill[t]++] = (int64_t)p;
+    }
+    struct moe_run r = {
+        .l = l, .D = D, .F = F, .FG = FG, .merged = merged, .one_tok = one_tok, .tg = tg, .tu = tu, .td = td,
+        .ltok = ltok, .lw = lw, .xg = xg, .xu = xu, .row_g = row_g, .row_u = row_u, .row_d = row_d, .hg = hg,
+        .hu = hu, .h = merged ? hu : hg, .hq = hq, .yd = yd, .out = out, .n_tok = n_tok,
+        .qd = kern.types[adt].from_float, .qd_blk = blk, .qd_bytes = adtt->type_size, .items = items,
+        .ditems = ditems, .n_items = n_items, .n_ditems = n_ditems, .tpair = tpair, .K = K,
+    };
+    atomic_init(&r.err, 0);
+    pool_for(n_items, 1, moe_up_run, &r);
+    if (!atomic_load(&r.err))
+        pool_for(n_ditems, 1, moe_down_run, &r);
+    if (atomic_load(&r.err)) {
+        st = INFER_ERR_UNSUPPORTED; /* matmul left the message */
         goto done;
     }
-    n_jobs = 0;
-    for (int e = 0; e < E; e++) {
-        const int64_t n = off[e + 1] - off[e];
-        if (n == 0)
-            continue;
-        const struct mat wd = mat_expert(&l->ffn_down_exps, e);
-        jobs[n_jobs++] = (struct matmul_q_job){yd + off[e] * D, wd.data, td, (const char *)hq + off[e] * row_d,
-                                               F, D, n};
-    }
-    if (matmul_q_batch(jobs, n_jobs)) {
-        st = INFER_ERR_UNSUPPORTED;
-        goto done;
-    }
-    /* each pair's weighted share into its token's row, experts in index order */
-    memset(out, 0, nt * (size_t)D * sizeof(float));
-    for (size_t p = 0; p < nk; p++) {
-        float *o = out + (size_t)ltok[p] * (size_t)D;
-        const float *y = yd + p * (size_t)D;
-        const float w = lw[p];
-        for (int64_t i = 0; i < D; i++)
-            o[i] += y[i] * w;
-    }
+    /* the weighted sums: in the caller for a few tokens */
+    if (nk * (size_t)D >= (1u << 17))
+        pool_for(n_tok, pool_grain(n_tok, 4, 1), moe_sum_run, &r);
+    else
+        moe_sum_run(&r, 0, n_tok);
     if (c->n_ff_shexp > 0)
         st = shared_expert(c, l, x, n_tok, out);
 done:
@@ -263,17 +439,21 @@ done:
     free(fill);
     free(ltok);
     free(lw);
+    free(act);
+    free(items);
+    free(tpair);
+    free(tfill);
+    if (xu != xg && xu != xq_u)
+        free(xu);
+    if (xg != xq_g)
+        free(xg);
     if (xq_u != xq_g)
         free(xq_u);
     free(xq_g);
-    if (xu != xg)
-        free(xu);
-    free(xg);
     free(hg);
     free(hu);
     free(hq);
     free(yd);
-    free(jobs);
     return st;
 }
 
