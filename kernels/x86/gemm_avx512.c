@@ -34,6 +34,7 @@
 #include "../dispatch.h"
 #include "../quants.h"
 #include "x86_util.h"
+#include "lowbit_scales_x86.h"
 
 #define LT 16 /* tokens per group: the lanes of a vector */
 #define LR 8  /* weight rows per tile */
@@ -295,7 +296,7 @@ struct tile32 {
 
 struct tileK {
     int32_t corr[LR];
-    int32_t sc[16][LR];
+    int32_t sc[LR][16]; /* row r's group scales together: one vector store */
     uint32_t mp[4][LR];
     uint32_t mp16[8][LR];
     float d[LR], dmin[LR];
@@ -398,7 +399,7 @@ INLINE void runK(const int type, int64_t n, const uint32_t *wi, const struct til
                 }
                 UNROLL
                 for (int r = 0; r < LR; r++)
-                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc[r], _mm512_set1_epi32(mt->sc[j][r])));
+                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc[r], _mm512_set1_epi32(mt->sc[r][j])));
             }
             const __m512 dy = _mm512_load_ps(ag->d);
             __m512i bs[4], bs16[8]; /* the activation sums the minimums need */
@@ -500,16 +501,61 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, uint8_t *wb, st
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i acc = _mm256_setzero_si256();
-    if (type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS) {
+    if (type == GGML_TYPE_Q2_K) {
         struct metaK mt;
         const int64_t c_sum = unpack_lowbit(type, blk, wb, &mt);
         for (int j = 0; j < 16; j++)
-            tm->sc[j][r] = mt.sc[j];
+            tm->sc[r][j] = mt.sc[j];
         for (int k = 0; k < 8; k++)
             tm->mp16[k][r] = mt.mp16[k];
         tm->d[r] = mt.d;
         tm->dmin[r] = mt.dmin;
         return _mm256_setr_epi32((int)c_sum, 0, 0, 0, 0, 0, 0, 0);
+    }
+    if (type == GGML_TYPE_Q3_K) { /* w = q - 4 where the hmask bit is clear: u = w + 4 in 0..7 */
+        const block_q3_K *x = (const block_q3_K *)blk;
+        const __m128i sc8 = lbx_sc_q3(x);
+        _mm512_storeu_si512((void *)tm->sc[r], _mm512_cvtepi8_epi32(sc8));
+        const __m256i scb = _mm256_broadcastsi128_si256(sc8);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask);
+        UNROLL
+        for (int c = 0; c < 8; c++) { /* elements 32c + l: bits 2 (c % 4) of qs[32 (c / 4) + l], bit c of hmask[l] */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * (c / 4)));
+            const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (c % 4)), _mm256_set1_epi8(3));
+            const __m256i u = _mm256_mask_add_epi8(q2, _mm256_test_epi8_mask(hm, _mm256_set1_epi8((char)(1 << c))), q2,
+                                                   _mm256_set1_epi8(4));
+            _mm256_storeu_si256((__m256i *)(wb + 32 * c), _mm256_sub_epi8(u, _mm256_set1_epi8(4)));
+            /* groups 2c (bytes 0-15) and 2c + 1 (16-31) */
+            const __m256i sv = _mm256_shuffle_epi8(
+                scb, _mm256_set_m128i(_mm_set1_epi8((char)(2 * c + 1)), _mm_set1_epi8((char)(2 * c))));
+            acc = dot_us(acc, u, sv);
+        }
+        /* - 4 * 16 * sum_g s_g: the scales' sum by vpsadbw on s + 128 */
+        const __m128i ss = _mm_sad_epu8(_mm_xor_si128(sc8, _mm_set1_epi8((char)0x80)), _mm_setzero_si128());
+        const int ssum = _mm_cvtsi128_si32(ss) + _mm_extract_epi32(ss, 2) - 128 * 16;
+        tm->d[r] = h2f(ld16(&x->d));
+        return _mm256_add_epi32(acc, _mm256_setr_epi32(-64 * ssum, 0, 0, 0, 0, 0, 0, 0));
+    }
+    if (type == GGML_TYPE_IQ4_XS) { /* w = codebook value, u = w + 128; eight scales of 32 */
+        const block_iq4_xs *x = (const block_iq4_xs *)blk;
+        const __m128i sc2 = lbx_sc_iq4(x); /* scale j in bytes 2j, 2j + 1 */
+        const __m128i sc8 = _mm_shuffle_epi8(sc2, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+        _mm256_storeu_si256((__m256i *)tm->sc[r], _mm256_cvtepi8_epi32(sc8));
+        const __m256i cb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+        const __m256i scb = _mm256_broadcastsi128_si256(sc8);
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 16 * j));
+            const __m256i w = _mm256_shuffle_epi8(cb, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+            _mm256_storeu_si256((__m256i *)(wb + 32 * j), w);
+            acc = dot_us(acc, _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)),
+                         _mm256_shuffle_epi8(scb, _mm256_set1_epi8((char)j)));
+        }
+        const __m128i ss = _mm_sad_epu8(_mm_xor_si128(sc8, _mm_setr_epi8(-128, -128, -128, -128, -128, -128, -128, -128, 0, 0, 0, 0, 0, 0, 0, 0)),
+                                        _mm_setzero_si128());
+        const int ssum = _mm_cvtsi128_si32(ss) - 128 * 8; /* the low 8 bytes */
+        tm->d[r] = h2f(ld16(&x->d));
+        return _mm256_add_epi32(acc, _mm256_setr_epi32(-128 * 32 * ssum, 0, 0, 0, 0, 0, 0, 0));
     }
     if (type == GGML_TYPE_Q6_K) {
         const block_q6_K *x = (const block_q6_K *)blk;
@@ -536,7 +582,7 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, uint8_t *wb, st
         }
         int ssum = 0; /* u = q + 32: take off 32 * 16 * sum_j sc_j */
         for (int j = 0; j < 16; j++) {
-            tm->sc[j][r] = x->scales[j];
+            tm->sc[r][j] = x->scales[j];
             ssum += x->scales[j];
         }
         tm->d[r] = h2f(ld16(&x->d));
@@ -566,7 +612,7 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, uint8_t *wb, st
         acc = dot_us(acc, hi, _mm256_set1_epi8((char)sc[2 * c + 1]));
     }
     for (int j = 0; j < 8; j++)
-        tm->sc[j][r] = sc[j];
+        tm->sc[r][j] = sc[j];
     for (int k = 0; k < 4; k++)
         tm->mp[k][r] = (uint32_t)m[2 * k] | (uint32_t)m[2 * k + 1] << 16;
     tm->d[r] = h2f(ld16(blk));
@@ -626,7 +672,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                         }
                         memset(ub, 0, 256); /* padding rows: zero weights, scales and corrections */
                         for (int j = 0; j < 16; j++)
-                            tb->sc[j][r] = 0;
+                            tb->sc[r][j] = 0;
                         for (int q = 0; q < 4; q++)
                             tb->mp[q][r] = 0;
                         for (int q = 0; q < 8; q++)
