@@ -45,6 +45,23 @@ INLINE const uint8_t *kv_row(const struct attn_kv *kv, const int32_t *blocks, co
     return blk + (V ? kv->v_off : kv->k_off) + (size_t)kvh * hb + (size_t)(pos % kv->block_tokens) * rb;
 }
 
+/* rows[i] = the row of position j0 + i (i < n) of KV head kvh: one
+ * division per KV block instead of one per position and pass (kv_row's
+ * divisions by block_tokens were several % of a prefill's attention). */
+INLINE void kv_rows(const struct attn_kv *kv, const int32_t *blocks, const int V, const int Q, int kvh, int64_t j0,
+                    int n, int head_dim, const uint8_t **rows)
+{
+    const size_t rb = Q ? (size_t)(head_dim / 32) * sizeof(block_q8_0) : (size_t)head_dim * sizeof(uint16_t);
+    int64_t p = j0;
+    for (int i = 0; i < n;) {
+        const uint8_t *r = kv_row(kv, blocks, V, Q, kvh, p, head_dim);
+        const int left = kv->block_tokens - (int)(p % kv->block_tokens);
+        const int e = n - i < left ? n : i + left;
+        for (; i < e; i++, p++, r += rb)
+            rows[i] = r;
+    }
+}
+
 /* Positions ahead whose K/V rows are prefetched when a call has few tokens
  * (decode; below ATTN_PF_MAX_TOK): a KV block holds only block_tokens (32)
  * rows of a head contiguously, so the hardware prefetchers start over at
@@ -84,6 +101,18 @@ INLINE atv ldkv(const int Q, const uint8_t *row, int d, int n)
     return AT_MUL(AT_LOADQ8(b->qs + d % 32), AT_SET1(AT_H2F(dh)));
 }
 
+/* ldkv where d + AT_W <= the head size (no tail test: the inner loops keep
+ * the tests of ldkv out, which GCC did not hoist). */
+INLINE atv ldkv_full(const int Q, const uint8_t *row, int d)
+{
+    if (!Q)
+        return AT_LOADH((const uint16_t *)row + d);
+    const block_q8_0 *b = (const block_q8_0 *)row + d / 32;
+    uint16_t dh;
+    memcpy(&dh, &b->d, 2);
+    return AT_MUL(AT_LOADQ8(b->qs + d % 32), AT_SET1(AT_H2F(dh)));
+}
+
 INLINE atv ldf(const float *p, int d, int n)
 {
     return d + AT_W <= n ? AT_LOADF(p + d) : AT_LOADF_TAIL(p + d, n - d);
@@ -98,7 +127,8 @@ INLINE atv ldf(const float *p, int d, int n)
 /* s[g][i] = scale * q_g . k_{j0 + i} for heads g < G (q_g at q + g * head_dim)
  * and i < m; AT_NACC / G positions at a time (AT_NACC accumulators). */
 INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const float *q, const struct attn_kv *kv,
-                   const int32_t *blocks, int kvh, int64_t j0, int m, int head_dim, float scale, int pf)
+                   const int32_t *blocks, const uint8_t *const *krow, int kvh, int64_t j0, int m, int head_dim,
+                   float scale, int pf)
 {
     const int P = AT_NACC / G;
     for (int i0 = 0; i0 < m; i0 += P) {
@@ -109,12 +139,26 @@ INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const floa
         for (int p = 0; p < P; p++) {
             if (pf)
                 kv_prefetch(kv, blocks, 0, KQ, kvh, j0 + i0 + p + ATTN_PF_POS, j0 + m - 1, head_dim);
-            k[p] = kv_row(kv, blocks, 0, KQ, kvh, j0 + i0 + (p < np ? p : 0), head_dim);
+            k[p] = krow[i0 + (p < np ? p : 0)];
             UNROLL
             for (int g = 0; g < G; g++)
                 acc[g][p] = AT_ZERO();
         }
-        for (int d = 0; d < head_dim; d += AT_W) {
+        int d = 0;
+        for (; d + AT_W <= head_dim; d += AT_W) { /* whole vectors */
+            atv kvv[AT_NACC];
+            UNROLL
+            for (int p = 0; p < P; p++)
+                kvv[p] = ldkv_full(KQ, k[p], d);
+            UNROLL
+            for (int g = 0; g < G; g++) {
+                const atv qv = AT_LOADF(q + (size_t)g * (size_t)head_dim + d);
+                UNROLL
+                for (int p = 0; p < P; p++)
+                    acc[g][p] = AT_FMA(qv, kvv[p], acc[g][p]);
+            }
+        }
+        if (d < head_dim) { /* the tail, in the same order */
             atv kvv[AT_NACC];
             UNROLL
             for (int p = 0; p < P; p++)
@@ -147,7 +191,8 @@ INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const floa
 /* acc_g[d] = acc_g[d] * f[g] + sum_i e[g][i] v_{j0 + i}[d] for heads g < G,
  * AT_NACC * AT_W / G dims at a time (AT_NACC accumulators). */
 INLINE void values(const int G, const int VQ, float (*acc)[ATTN_MAX_DIM], const float *f, float (*e)[ATTN_CHUNK],
-                   const struct attn_kv *kv, const int32_t *blocks, int kvh, int64_t j0, int m, int head_dim, int pf)
+                   const struct attn_kv *kv, const int32_t *blocks, const uint8_t *const *vrow, int kvh, int64_t j0,
+                   int m, int head_dim, int pf)
 {
     const int C = AT_NACC / G; /* vectors of AT_W dims per head */
     for (int d0 = 0; d0 < head_dim; d0 += AT_W * C) {
@@ -158,14 +203,21 @@ INLINE void values(const int G, const int VQ, float (*acc)[ATTN_MAX_DIM], const 
             for (int c = 0; c < C; c++)
                 a[g][c] = d0 + AT_W * c < head_dim ? AT_MUL(ldf(acc[g], d0 + AT_W * c, head_dim), AT_SET1(f[g]))
                                                    : AT_ZERO();
+        const int full = d0 + AT_W * C <= head_dim; /* no tails: the same loop without tests */
         for (int i = 0; i < m; i++) {
             if (pf && d0 == 0) /* later passes find the rows in cache */
                 kv_prefetch(kv, blocks, 1, VQ, kvh, j0 + i + ATTN_PF_POS, j0 + m - 1, head_dim);
-            const uint8_t *v = kv_row(kv, blocks, 1, VQ, kvh, j0 + i, head_dim);
+            const uint8_t *v = vrow[i];
             atv vv[AT_NACC];
-            UNROLL
-            for (int c = 0; c < C; c++)
-                vv[c] = d0 + AT_W * c < head_dim ? ldkv(VQ, v, d0 + AT_W * c, head_dim) : AT_ZERO();
+            if (full) {
+                UNROLL
+                for (int c = 0; c < C; c++)
+                    vv[c] = ldkv_full(VQ, v, d0 + AT_W * c);
+            } else {
+                UNROLL
+                for (int c = 0; c < C; c++)
+                    vv[c] = d0 + AT_W * c < head_dim ? ldkv(VQ, v, d0 + AT_W * c, head_dim) : AT_ZERO();
+            }
             UNROLL
             for (int g = 0; g < G; g++) {
                 const atv w = AT_SET1(e[g][i]);
@@ -228,6 +280,7 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
     float acc[ATTN_GROUP][ATTN_MAX_DIM] __attribute__((aligned(64)));
     float m[ATTN_GROUP], f[ATTN_GROUP];
     double l[ATTN_GROUP];
+    const uint8_t *krow[ATTN_CHUNK], *vrow[ATTN_CHUNK];
     for (int g = 0; g < G; g++) {
         memset(acc[g], 0, (size_t)head_dim * sizeof(float));
         m[g] = -INFINITY;
@@ -235,7 +288,9 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
     }
     for (int64_t j0 = first; j0 <= pos; j0 += ATTN_CHUNK) {
         const int n = pos + 1 - j0 < ATTN_CHUNK ? (int)(pos + 1 - j0) : ATTN_CHUNK;
-        scores(G, KQ, s, q, kv, blocks, kvh, j0, n, head_dim, scale, pf);
+        kv_rows(kv, blocks, 0, KQ, kvh, j0, n, head_dim, krow);
+        kv_rows(kv, blocks, 1, VQ, kvh, j0, n, head_dim, vrow);
+        scores(G, KQ, s, q, kv, blocks, krow, kvh, j0, n, head_dim, scale, pf);
         if (kv->softcap > 0.0f) {
             const float cap = kv->softcap, inv_cap = 1.0f / kv->softcap;
             for (int g = 0; g < G; g++)
@@ -249,12 +304,18 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
             m[g] = mc;
             l[g] = l[g] * (double)f[g] + exp_sum(s[g], n, mc);
         }
-        values(G, VQ, acc, f, s, kv, blocks, kvh, j0, n, head_dim, pf);
+        values(G, VQ, acc, f, s, kv, blocks, vrow, kvh, j0, n, head_dim, pf);
     }
-    for (int g = 0; g < G; g++) {
-        const float inv = (float)(1.0 / l[g]);
-        for (int d = 0; d < head_dim; d++)
-            out[(size_t)g * (size_t)head_dim + (size_t)d] = acc[g][d] * inv;
+    for (int g = 0; g < G; g++) { /* acc * inv, lane by lane as the scalar loop did */
+        const atv inv = AT_SET1((float)(1.0 / l[g]));
+        float *o = out + (size_t)g * (size_t)head_dim;
+        for (int d = 0; d < head_dim; d += AT_W) {
+            const atv v = AT_MUL(ldf(acc[g], d, head_dim), inv);
+            if (d + AT_W <= head_dim)
+                AT_STOREF(o + d, v);
+            else
+                AT_STOREF_TAIL(o + d, v, head_dim - d);
+        }
     }
 }
 
