@@ -26,6 +26,10 @@
  * (tests/test-kernels-simd.c).  Heads wider than ATTN_MAX_DIM fall back to
  * attention_ref.
  */
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "dispatch.h"
 #include "pool.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -34,13 +38,22 @@
 #define ATTN_CHUNK 256  /* positions per online-softmax step */
 #define ATTN_MAX_DIM 1024
 
+/* Bytes of a K/V row of head_dim elements: F16 (Q = 0), Q8_0 blocks (Q = 1)
+ * or, in a batch's converted copy (attn_f32), floats (Q = 2). */
+INLINE size_t kv_row_bytes(const int Q, int head_dim)
+{
+    return Q == 2 ? (size_t)head_dim * sizeof(float)
+           : Q    ? (size_t)(head_dim / 32) * sizeof(block_q8_0)
+                  : (size_t)head_dim * sizeof(uint16_t);
+}
+
 /* The row of position pos of KV head kvh, K (V = 0) or V (V = 1), its
- * elements F16 or (Q = 1) Q8_0 blocks. */
+ * elements F16, (Q = 1) Q8_0 blocks or (Q = 2) floats. */
 INLINE const uint8_t *kv_row(const struct attn_kv *kv, const int32_t *blocks, const int V, const int Q, int kvh,
                              int64_t pos, int head_dim)
 {
     const size_t hb = V && kv->head_bytes_v ? kv->head_bytes_v : kv->head_bytes;
-    const size_t rb = Q ? (size_t)(head_dim / 32) * sizeof(block_q8_0) : (size_t)head_dim * sizeof(uint16_t);
+    const size_t rb = kv_row_bytes(Q, head_dim);
     const uint8_t *blk = kv->base + (size_t)blocks[pos / kv->block_tokens] * kv->block_bytes;
     return blk + (V ? kv->v_off : kv->k_off) + (size_t)kvh * hb + (size_t)(pos % kv->block_tokens) * rb;
 }
@@ -51,7 +64,7 @@ INLINE const uint8_t *kv_row(const struct attn_kv *kv, const int32_t *blocks, co
 INLINE void kv_rows(const struct attn_kv *kv, const int32_t *blocks, const int V, const int Q, int kvh, int64_t j0,
                     int n, int head_dim, const uint8_t **rows)
 {
-    const size_t rb = Q ? (size_t)(head_dim / 32) * sizeof(block_q8_0) : (size_t)head_dim * sizeof(uint16_t);
+    const size_t rb = kv_row_bytes(Q, head_dim);
     int64_t p = j0;
     for (int i = 0; i < n;) {
         const uint8_t *r = kv_row(kv, blocks, V, Q, kvh, p, head_dim);
@@ -78,7 +91,7 @@ INLINE void kv_prefetch(const struct attn_kv *kv, const int32_t *blocks, const i
     if (pos > last)
         return;
     const uint8_t *r = kv_row(kv, blocks, V, Q, kvh, pos, head_dim);
-    const size_t rb = Q ? (size_t)(head_dim / 32) * sizeof(block_q8_0) : (size_t)head_dim * sizeof(uint16_t);
+    const size_t rb = kv_row_bytes(Q, head_dim);
     for (size_t o = 0; o < rb; o += 64)
         __builtin_prefetch(r + o, 0, 3);
 }
@@ -93,6 +106,8 @@ INLINE atv ldh(const uint16_t *p, int d, int n)
  * Q8_0 row's head_dim is a multiple of 32, so AT_W never straddle two). */
 INLINE atv ldkv(const int Q, const uint8_t *row, int d, int n)
 {
+    if (Q == 2)
+        return d + AT_W <= n ? AT_LOADF((const float *)row + d) : AT_LOADF_TAIL((const float *)row + d, n - d);
     if (!Q)
         return ldh((const uint16_t *)row, d, n);
     const block_q8_0 *b = (const block_q8_0 *)row + d / 32;
@@ -105,6 +120,8 @@ INLINE atv ldkv(const int Q, const uint8_t *row, int d, int n)
  * the tests of ldkv out, which GCC did not hoist). */
 INLINE atv ldkv_full(const int Q, const uint8_t *row, int d)
 {
+    if (Q == 2)
+        return AT_LOADF((const float *)row + d);
     if (!Q)
         return AT_LOADH((const uint16_t *)row + d);
     const block_q8_0 *b = (const block_q8_0 *)row + d / 32;
@@ -330,7 +347,9 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
 static void attend_heads(int G, float *out, const float *q, const struct attn_kv *kv, const int32_t *blocks, int kvh,
                          int64_t first, int64_t pos, int head_dim, float scale, int pf)
 {
-    if (!kv->k_q8 && !kv->v_q8) {
+    if (kv->k_q8 == 2) { /* attn_f32's converted copy */
+        ATTEND_G(2, 2)
+    } else if (!kv->k_q8 && !kv->v_q8) {
         ATTEND_G(0, 0)
     } else if (kv->k_q8 && kv->v_q8) {
         ATTEND_G(1, 1)
@@ -343,7 +362,10 @@ static void attend_heads(int G, float *out, const float *q, const struct attn_kv
 #undef ATTEND_G
 
 /* The attention of a batch as pool items: item i is token i / (n_head_kv *
- * per_kv), heads h0 .. h0 + G - 1 of one KV head. */
+ * per_kv), heads h0 .. h0 + G - 1 of one KV head; with a converted copy
+ * (attn_f32), token i % n_tok of item group i / n_tok, so that a thread's
+ * run of items reads one KV head's rows (float rows of all heads of a 512-token
+ * prefill of qwen3 0.6B, 4 MB, would not stay in a 2 MB L2). */
 struct AT_FN(attn_items) {
     float *out;
     const float *q;
@@ -351,6 +373,7 @@ struct AT_FN(attn_items) {
     int n_head, group, G, per_kv, head_dim;
     float scale;
     int window, pf;
+    int64_t n_tok; /* > 0: items are KV-head major (all tokens of one KV head, then the next) */
 };
 
 static void AT_FN(attn_items_run)(void *ctx, int64_t i0, int64_t i1)
@@ -358,8 +381,8 @@ static void AT_FN(attn_items_run)(void *ctx, int64_t i0, int64_t i1)
     const struct AT_FN(attn_items) *a = ctx;
     const int n_head_kv = a->n_head / a->group, n_items = n_head_kv * a->per_kv;
     for (int64_t i = i0; i < i1; i++) {
-        const int64_t t = i / n_items;
-        const int it = (int)(i % n_items);
+        const int64_t t = a->n_tok > 0 ? i % a->n_tok : i / n_items;
+        const int it = a->n_tok > 0 ? (int)(i / a->n_tok) : (int)(i % n_items);
         const int kvh = it / a->per_kv, h0 = kvh * a->group + (it % a->per_kv) * a->G;
         const int g = a->group - (h0 - kvh * a->group) < a->G ? a->group - (h0 - kvh * a->group) : a->G;
         const int64_t pos = a->kv->pos[t];
@@ -367,6 +390,130 @@ static void AT_FN(attn_items_run)(void *ctx, int64_t i0, int64_t i1)
         const size_t o = ((size_t)t * (size_t)a->n_head + (size_t)h0) * (size_t)a->head_dim;
         attend_heads(g, a->out + o, a->q + o, a->kv, a->kv->blocks[t], kvh, first, pos, a->head_dim, a->scale, a->pf);
     }
+}
+
+/* F16 K/V of a batch converted to float once: every token of a 512-token
+ * prefill reads most rows of its sequence, and converted each (vcvtph2ps)
+ * once per (token, group of heads), ~15% of the attention, and more where
+ * few query heads share a KV head (qwen3 0.6B: 2, so one conversion per two
+ * FMAs).  F16 -> float is exact and the arithmetic per lane is unchanged,
+ * so the results are the bits of the per-token path (decode).  Only for
+ * batches of at least ATTN_F32_MIN_TOK tokens whose blocks' copies take at
+ * most ATTN_F32_MAX_BYTES (the copy lives in the calling thread's
+ * kernels_scratch); otherwise the rows are converted where they are read. */
+#define ATTN_F32_MIN_TOK 8
+#define ATTN_F32_MAX_BYTES ((size_t)64 << 20)
+
+struct AT_FN(attn_conv) {
+    const struct attn_kv *kv;
+    const int32_t *ids; /* block u of the copy is the arena's block ids[u] */
+    float *dst;
+    int n_head_kv, head_dim;
+};
+
+static void AT_FN(attn_conv_run)(void *ctx, int64_t u0, int64_t u1)
+{
+    const struct AT_FN(attn_conv) *c = ctx;
+    const struct attn_kv *kv = c->kv;
+    const int bt = kv->block_tokens, hd = c->head_dim;
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *blk = kv->base + (size_t)c->ids[u] * kv->block_bytes;
+        for (int V = 0; V < 2; V++) {
+            const size_t hb = V && kv->head_bytes_v ? kv->head_bytes_v : kv->head_bytes;
+            for (int h = 0; h < c->n_head_kv; h++) {
+                const uint16_t *src = (const uint16_t *)(blk + (V ? kv->v_off : kv->k_off) + (size_t)h * hb);
+                float *dst = c->dst + (((size_t)u * 2 + (size_t)V) * (size_t)c->n_head_kv + (size_t)h) * (size_t)bt * (size_t)hd;
+                for (int r = 0; r < bt; r++)
+                    for (int d = 0; d < hd; d += AT_W) {
+                        const atv x = ldh(src + (size_t)r * (size_t)hd, d, hd);
+                        if (d + AT_W <= hd)
+                            AT_STOREF(dst + (size_t)r * (size_t)hd + d, x);
+                        else
+                            AT_STOREF_TAIL(dst + (size_t)r * (size_t)hd + d, x, hd - d);
+                    }
+            }
+        }
+    }
+}
+
+/* A float copy of the blocks the batch reads, and a view of it in *out
+ * (k_q8 = v_q8 = 2) whose per-token block tables (*tabs, to be freed) point
+ * into the copy; false (nothing to free) when the batch does not qualify. */
+static bool AT_FN(attn_f32)(const struct attn_kv *kv, int64_t n_tok, int n_head_kv, int head_dim,
+                            struct attn_kv *out, void **tabs)
+{
+    *tabs = NULL;
+    if (kv->k_q8 || kv->v_q8 || n_tok < ATTN_F32_MIN_TOK || kv->block_tokens <= 0)
+        return false;
+    const int bt = kv->block_tokens;
+    int32_t max_id = -1;
+    int64_t n_ent = 0; /* entries of the remapped tables: one per run of tokens sharing a table */
+    for (int64_t t = 0, e; t < n_tok; t = e) {
+        int64_t nbm = 0;
+        for (e = t; e < n_tok && kv->blocks[e] == kv->blocks[t]; e++) {
+            const int64_t nb = kv->pos[e] / bt + 1;
+            for (int64_t i = nbm; i < nb; i++) {
+                if (kv->blocks[t][i] < 0)
+                    return false;
+                max_id = kv->blocks[t][i] > max_id ? kv->blocks[t][i] : max_id;
+            }
+            nbm = nb > nbm ? nb : nbm;
+        }
+        n_ent += nbm;
+    }
+    int32_t *map = malloc(((size_t)max_id + 1) * sizeof(int32_t));
+    int32_t *ids = malloc(((size_t)max_id + 1) * sizeof(int32_t));
+    if (!map || !ids) {
+        free(map);
+        free(ids);
+        return false;
+    }
+    memset(map, 0xFF, ((size_t)max_id + 1) * sizeof(int32_t)); /* -1: not in the copy */
+    int32_t n_u = 0;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i <= kv->pos[t] / bt; i++)
+            if (map[kv->blocks[t][i]] < 0) {
+                map[kv->blocks[t][i]] = n_u;
+                ids[n_u++] = kv->blocks[t][i];
+            }
+    const size_t blk_floats = 2 * (size_t)n_head_kv * (size_t)bt * (size_t)head_dim;
+    float *dst = (size_t)n_u * blk_floats * sizeof(float) <= ATTN_F32_MAX_BYTES
+                     ? kernels_scratch((size_t)n_u * blk_floats * sizeof(float))
+                     : NULL;
+    /* the tables: n_tok pointers, then the remapped entries */
+    const int32_t **tp = dst ? malloc((size_t)n_tok * sizeof(*tp) + (size_t)n_ent * sizeof(int32_t)) : NULL;
+    if (!tp) {
+        free(map);
+        free(ids);
+        return false;
+    }
+    int32_t *ent = (int32_t *)(tp + n_tok);
+    for (int64_t t = 0, e; t < n_tok; t = e) {
+        int64_t nbm = 0;
+        for (e = t; e < n_tok && kv->blocks[e] == kv->blocks[t]; e++) {
+            const int64_t nb = kv->pos[e] / bt + 1;
+            nbm = nb > nbm ? nb : nbm;
+            tp[e] = ent;
+        }
+        for (int64_t i = 0; i < nbm; i++)
+            ent[i] = map[kv->blocks[t][i]];
+        ent += nbm;
+    }
+    struct AT_FN(attn_conv) c = {kv, ids, dst, n_head_kv, head_dim};
+    pool_for(n_u, 1, AT_FN(attn_conv_run), &c);
+    free(map);
+    free(ids);
+    *out = *kv;
+    out->base = (const uint8_t *)dst;
+    out->block_bytes = blk_floats * sizeof(float);
+    out->k_off = 0;
+    out->v_off = (size_t)n_head_kv * (size_t)bt * (size_t)head_dim * sizeof(float);
+    out->head_bytes = (size_t)bt * (size_t)head_dim * sizeof(float);
+    out->head_bytes_v = 0;
+    out->k_q8 = out->v_q8 = 2;
+    out->blocks = tp;
+    *tabs = (void *)tp;
+    return true;
 }
 
 /* Work items: (token, head) for a single token (decode: the heads give the
@@ -391,8 +538,12 @@ static void AT_FN(attention)(float *out, const float *q, int64_t n_tok, const st
         G = per_kv >= group ? 1 : (group + per_kv - 1) / per_kv;
         G = G < ATTN_GROUP ? G : ATTN_GROUP;
     }
-    struct AT_FN(attn_items) it = {out, q, kv, n_head, group, G, (group + G - 1) / G, head_dim, scale, window,
-                                   n_tok < ATTN_PF_MAX_TOK};
+    struct attn_kv f32;
+    void *tabs;
+    const bool conv = AT_FN(attn_f32)(kv, n_tok, n_head_kv, head_dim, &f32, &tabs);
+    struct AT_FN(attn_items) it = {out, q, conv ? &f32 : kv, n_head, group, G, (group + G - 1) / G, head_dim, scale,
+                                   window, n_tok < ATTN_PF_MAX_TOK, conv ? n_tok : 0};
     pool_for(n_tok * n_head_kv * it.per_kv, 1, AT_FN(attn_items_run), &it);
+    free(tabs);
 }
 
