@@ -7,6 +7,8 @@
  * including file defines atv (float vector), atd (double accumulator) and
  * the AT_* operations used below, then includes this file once.
  *
+ * Batches of ATTN_F32_MIN_TOK+ tokens over F16 K/V first convert the blocks
+ * they read to a float copy (attn_f32), and their items go KV head by KV head.
  * Work items are (token, up to ATTN_GROUP heads sharing a KV head): for one
  * token as many heads as still leave an item per thread, each computed the
  * same way whatever the thread count or grouping.  Per head, positions are taken in chunks of
