@@ -7,6 +7,8 @@
  * including file defines atv (float vector), atd (double accumulator) and
  * the AT_* operations used below, then includes this file once.
  *
+ * Batches of ATTN_F32_MIN_TOK+ tokens over F16 K/V first convert the blocks
+ * they read to a float copy (attn_f32), and their items go KV head by KV head.
  * Work items are (token, up to ATTN_GROUP heads sharing a KV head): for one
  * token as many heads as still leave an item per thread, each computed the
  * same way whatever the thread count or grouping.  Per head, positions are taken in chunks of
@@ -26,6 +28,10 @@
  * (tests/test-kernels-simd.c).  Heads wider than ATTN_MAX_DIM fall back to
  * attention_ref.
  */
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "dispatch.h"
 #include "pool.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -34,15 +40,41 @@
 #define ATTN_CHUNK 256  /* positions per online-softmax step */
 #define ATTN_MAX_DIM 1024
 
+/* Bytes of a K/V row of head_dim elements: F16 (Q = 0), Q8_0 blocks (Q = 1)
+ * or, in a batch's converted copy (attn_f32), floats (Q = 2). */
+INLINE size_t kv_row_bytes(const int Q, int head_dim)
+{
+    return Q == 2 ? (size_t)head_dim * sizeof(float)
+           : Q    ? (size_t)(head_dim / 32) * sizeof(block_q8_0)
+                  : (size_t)head_dim * sizeof(uint16_t);
+}
+
 /* The row of position pos of KV head kvh, K (V = 0) or V (V = 1), its
- * elements F16 or (Q = 1) Q8_0 blocks. */
+ * elements F16, (Q = 1) Q8_0 blocks or (Q = 2) floats. */
 INLINE const uint8_t *kv_row(const struct attn_kv *kv, const int32_t *blocks, const int V, const int Q, int kvh,
                              int64_t pos, int head_dim)
 {
     const size_t hb = V && kv->head_bytes_v ? kv->head_bytes_v : kv->head_bytes;
-    const size_t rb = Q ? (size_t)(head_dim / 32) * sizeof(block_q8_0) : (size_t)head_dim * sizeof(uint16_t);
+    const size_t rb = kv_row_bytes(Q, head_dim);
     const uint8_t *blk = kv->base + (size_t)blocks[pos / kv->block_tokens] * kv->block_bytes;
     return blk + (V ? kv->v_off : kv->k_off) + (size_t)kvh * hb + (size_t)(pos % kv->block_tokens) * rb;
+}
+
+/* rows[i] = the row of position j0 + i (i < n) of KV head kvh: one
+ * division per KV block instead of one per position and pass (kv_row's
+ * divisions by block_tokens were several % of a prefill's attention). */
+INLINE void kv_rows(const struct attn_kv *kv, const int32_t *blocks, const int V, const int Q, int kvh, int64_t j0,
+                    int n, int head_dim, const uint8_t **rows)
+{
+    const size_t rb = kv_row_bytes(Q, head_dim);
+    int64_t p = j0;
+    for (int i = 0; i < n;) {
+        const uint8_t *r = kv_row(kv, blocks, V, Q, kvh, p, head_dim);
+        const int left = kv->block_tokens - (int)(p % kv->block_tokens);
+        const int e = n - i < left ? n : i + left;
+        for (; i < e; i++, p++, r += rb)
+            rows[i] = r;
+    }
 }
 
 /* Positions ahead whose K/V rows are prefetched when a call has few tokens
@@ -61,7 +93,7 @@ INLINE void kv_prefetch(const struct attn_kv *kv, const int32_t *blocks, const i
     if (pos > last)
         return;
     const uint8_t *r = kv_row(kv, blocks, V, Q, kvh, pos, head_dim);
-    const size_t rb = Q ? (size_t)(head_dim / 32) * sizeof(block_q8_0) : (size_t)head_dim * sizeof(uint16_t);
+    const size_t rb = kv_row_bytes(Q, head_dim);
     for (size_t o = 0; o < rb; o += 64)
         __builtin_prefetch(r + o, 0, 3);
 }
@@ -76,8 +108,24 @@ INLINE atv ldh(const uint16_t *p, int d, int n)
  * Q8_0 row's head_dim is a multiple of 32, so AT_W never straddle two). */
 INLINE atv ldkv(const int Q, const uint8_t *row, int d, int n)
 {
+    if (Q == 2)
+        return d + AT_W <= n ? AT_LOADF((const float *)row + d) : AT_LOADF_TAIL((const float *)row + d, n - d);
     if (!Q)
         return ldh((const uint16_t *)row, d, n);
+    const block_q8_0 *b = (const block_q8_0 *)row + d / 32;
+    uint16_t dh;
+    memcpy(&dh, &b->d, 2);
+    return AT_MUL(AT_LOADQ8(b->qs + d % 32), AT_SET1(AT_H2F(dh)));
+}
+
+/* ldkv where d + AT_W <= the head size (no tail test: the inner loops keep
+ * the tests of ldkv out, which GCC did not hoist). */
+INLINE atv ldkv_full(const int Q, const uint8_t *row, int d)
+{
+    if (Q == 2)
+        return AT_LOADF((const float *)row + d);
+    if (!Q)
+        return AT_LOADH((const uint16_t *)row + d);
     const block_q8_0 *b = (const block_q8_0 *)row + d / 32;
     uint16_t dh;
     memcpy(&dh, &b->d, 2);
@@ -98,7 +146,8 @@ INLINE atv ldf(const float *p, int d, int n)
 /* s[g][i] = scale * q_g . k_{j0 + i} for heads g < G (q_g at q + g * head_dim)
  * and i < m; AT_NACC / G positions at a time (AT_NACC accumulators). */
 INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const float *q, const struct attn_kv *kv,
-                   const int32_t *blocks, int kvh, int64_t j0, int m, int head_dim, float scale, int pf)
+                   const int32_t *blocks, const uint8_t *const *krow, int kvh, int64_t j0, int m, int head_dim,
+                   float scale, int pf)
 {
     const int P = AT_NACC / G;
     for (int i0 = 0; i0 < m; i0 += P) {
@@ -109,12 +158,26 @@ INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const floa
         for (int p = 0; p < P; p++) {
             if (pf)
                 kv_prefetch(kv, blocks, 0, KQ, kvh, j0 + i0 + p + ATTN_PF_POS, j0 + m - 1, head_dim);
-            k[p] = kv_row(kv, blocks, 0, KQ, kvh, j0 + i0 + (p < np ? p : 0), head_dim);
+            k[p] = krow[i0 + (p < np ? p : 0)];
             UNROLL
             for (int g = 0; g < G; g++)
                 acc[g][p] = AT_ZERO();
         }
-        for (int d = 0; d < head_dim; d += AT_W) {
+        int d = 0;
+        for (; d + AT_W <= head_dim; d += AT_W) { /* whole vectors */
+            atv kvv[AT_NACC];
+            UNROLL
+            for (int p = 0; p < P; p++)
+                kvv[p] = ldkv_full(KQ, k[p], d);
+            UNROLL
+            for (int g = 0; g < G; g++) {
+                const atv qv = AT_LOADF(q + (size_t)g * (size_t)head_dim + d);
+                UNROLL
+                for (int p = 0; p < P; p++)
+                    acc[g][p] = AT_FMA(qv, kvv[p], acc[g][p]);
+            }
+        }
+        if (d < head_dim) { /* the tail, in the same order */
             atv kvv[AT_NACC];
             UNROLL
             for (int p = 0; p < P; p++)
@@ -147,7 +210,8 @@ INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const floa
 /* acc_g[d] = acc_g[d] * f[g] + sum_i e[g][i] v_{j0 + i}[d] for heads g < G,
  * AT_NACC * AT_W / G dims at a time (AT_NACC accumulators). */
 INLINE void values(const int G, const int VQ, float (*acc)[ATTN_MAX_DIM], const float *f, float (*e)[ATTN_CHUNK],
-                   const struct attn_kv *kv, const int32_t *blocks, int kvh, int64_t j0, int m, int head_dim, int pf)
+                   const struct attn_kv *kv, const int32_t *blocks, const uint8_t *const *vrow, int kvh, int64_t j0,
+                   int m, int head_dim, int pf)
 {
     const int C = AT_NACC / G; /* vectors of AT_W dims per head */
     for (int d0 = 0; d0 < head_dim; d0 += AT_W * C) {
@@ -158,14 +222,21 @@ INLINE void values(const int G, const int VQ, float (*acc)[ATTN_MAX_DIM], const 
             for (int c = 0; c < C; c++)
                 a[g][c] = d0 + AT_W * c < head_dim ? AT_MUL(ldf(acc[g], d0 + AT_W * c, head_dim), AT_SET1(f[g]))
                                                    : AT_ZERO();
+        const int full = d0 + AT_W * C <= head_dim; /* no tails: the same loop without tests */
         for (int i = 0; i < m; i++) {
             if (pf && d0 == 0) /* later passes find the rows in cache */
                 kv_prefetch(kv, blocks, 1, VQ, kvh, j0 + i + ATTN_PF_POS, j0 + m - 1, head_dim);
-            const uint8_t *v = kv_row(kv, blocks, 1, VQ, kvh, j0 + i, head_dim);
+            const uint8_t *v = vrow[i];
             atv vv[AT_NACC];
-            UNROLL
-            for (int c = 0; c < C; c++)
-                vv[c] = d0 + AT_W * c < head_dim ? ldkv(VQ, v, d0 + AT_W * c, head_dim) : AT_ZERO();
+            if (full) {
+                UNROLL
+                for (int c = 0; c < C; c++)
+                    vv[c] = ldkv_full(VQ, v, d0 + AT_W * c);
+            } else {
+                UNROLL
+                for (int c = 0; c < C; c++)
+                    vv[c] = d0 + AT_W * c < head_dim ? ldkv(VQ, v, d0 + AT_W * c, head_dim) : AT_ZERO();
+            }
             UNROLL
             for (int g = 0; g < G; g++) {
                 const atv w = AT_SET1(e[g][i]);
@@ -228,6 +299,7 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
     float acc[ATTN_GROUP][ATTN_MAX_DIM] __attribute__((aligned(64)));
     float m[ATTN_GROUP], f[ATTN_GROUP];
     double l[ATTN_GROUP];
+    const uint8_t *krow[ATTN_CHUNK], *vrow[ATTN_CHUNK];
     for (int g = 0; g < G; g++) {
         memset(acc[g], 0, (size_t)head_dim * sizeof(float));
         m[g] = -INFINITY;
@@ -235,7 +307,9 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
     }
     for (int64_t j0 = first; j0 <= pos; j0 += ATTN_CHUNK) {
         const int n = pos + 1 - j0 < ATTN_CHUNK ? (int)(pos + 1 - j0) : ATTN_CHUNK;
-        scores(G, KQ, s, q, kv, blocks, kvh, j0, n, head_dim, scale, pf);
+        kv_rows(kv, blocks, 0, KQ, kvh, j0, n, head_dim, krow);
+        kv_rows(kv, blocks, 1, VQ, kvh, j0, n, head_dim, vrow);
+        scores(G, KQ, s, q, kv, blocks, krow, kvh, j0, n, head_dim, scale, pf);
         if (kv->softcap > 0.0f) {
             const float cap = kv->softcap, inv_cap = 1.0f / kv->softcap;
             for (int g = 0; g < G; g++)
@@ -249,12 +323,18 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
             m[g] = mc;
             l[g] = l[g] * (double)f[g] + exp_sum(s[g], n, mc);
         }
-        values(G, VQ, acc, f, s, kv, blocks, kvh, j0, n, head_dim, pf);
+        values(G, VQ, acc, f, s, kv, blocks, vrow, kvh, j0, n, head_dim, pf);
     }
-    for (int g = 0; g < G; g++) {
-        const float inv = (float)(1.0 / l[g]);
-        for (int d = 0; d < head_dim; d++)
-            out[(size_t)g * (size_t)head_dim + (size_t)d] = acc[g][d] * inv;
+    for (int g = 0; g < G; g++) { /* acc * inv, lane by lane as the scalar loop did */
+        const atv inv = AT_SET1((float)(1.0 / l[g]));
+        float *o = out + (size_t)g * (size_t)head_dim;
+        for (int d = 0; d < head_dim; d += AT_W) {
+            const atv v = AT_MUL(ldf(acc[g], d, head_dim), inv);
+            if (d + AT_W <= head_dim)
+                AT_STOREF(o + d, v);
+            else
+                AT_STOREF_TAIL(o + d, v, head_dim - d);
+        }
     }
 }
 
@@ -269,7 +349,9 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
 static void attend_heads(int G, float *out, const float *q, const struct attn_kv *kv, const int32_t *blocks, int kvh,
                          int64_t first, int64_t pos, int head_dim, float scale, int pf)
 {
-    if (!kv->k_q8 && !kv->v_q8) {
+    if (kv->k_q8 == 2) { /* attn_f32's converted copy */
+        ATTEND_G(2, 2)
+    } else if (!kv->k_q8 && !kv->v_q8) {
         ATTEND_G(0, 0)
     } else if (kv->k_q8 && kv->v_q8) {
         ATTEND_G(1, 1)
@@ -282,7 +364,10 @@ static void attend_heads(int G, float *out, const float *q, const struct attn_kv
 #undef ATTEND_G
 
 /* The attention of a batch as pool items: item i is token i / (n_head_kv *
- * per_kv), heads h0 .. h0 + G - 1 of one KV head. */
+ * per_kv), heads h0 .. h0 + G - 1 of one KV head; with a converted copy
+ * (attn_f32), token i % n_tok of item group i / n_tok, so that a thread's
+ * run of items reads one KV head's rows (float rows of all heads of a 512-token
+ * prefill of qwen3 0.6B, 4 MB, would not stay in a 2 MB L2). */
 struct AT_FN(attn_items) {
     float *out;
     const float *q;
@@ -290,6 +375,7 @@ struct AT_FN(attn_items) {
     int n_head, group, G, per_kv, head_dim;
     float scale;
     int window, pf;
+    int64_t n_tok; /* > 0: items are KV-head major (all tokens of one KV head, then the next) */
 };
 
 static void AT_FN(attn_items_run)(void *ctx, int64_t i0, int64_t i1)
@@ -297,8 +383,8 @@ static void AT_FN(attn_items_run)(void *ctx, int64_t i0, int64_t i1)
     const struct AT_FN(attn_items) *a = ctx;
     const int n_head_kv = a->n_head / a->group, n_items = n_head_kv * a->per_kv;
     for (int64_t i = i0; i < i1; i++) {
-        const int64_t t = i / n_items;
-        const int it = (int)(i % n_items);
+        const int64_t t = a->n_tok > 0 ? i % a->n_tok : i / n_items;
+        const int it = a->n_tok > 0 ? (int)(i / a->n_tok) : (int)(i % n_items);
         const int kvh = it / a->per_kv, h0 = kvh * a->group + (it % a->per_kv) * a->G;
         const int g = a->group - (h0 - kvh * a->group) < a->G ? a->group - (h0 - kvh * a->group) : a->G;
         const int64_t pos = a->kv->pos[t];
@@ -306,6 +392,130 @@ static void AT_FN(attn_items_run)(void *ctx, int64_t i0, int64_t i1)
         const size_t o = ((size_t)t * (size_t)a->n_head + (size_t)h0) * (size_t)a->head_dim;
         attend_heads(g, a->out + o, a->q + o, a->kv, a->kv->blocks[t], kvh, first, pos, a->head_dim, a->scale, a->pf);
     }
+}
+
+/* F16 K/V of a batch converted to float once: every token of a 512-token
+ * prefill reads most rows of its sequence, and converted each (vcvtph2ps)
+ * once per (token, group of heads), ~15% of the attention, and more where
+ * few query heads share a KV head (qwen3 0.6B: 2, so one conversion per two
+ * FMAs).  F16 -> float is exact and the arithmetic per lane is unchanged,
+ * so the results are the bits of the per-token path (decode).  Only for
+ * batches of at least ATTN_F32_MIN_TOK tokens whose blocks' copies take at
+ * most ATTN_F32_MAX_BYTES (the copy lives in the calling thread's
+ * kernels_scratch); otherwise the rows are converted where they are read. */
+#define ATTN_F32_MIN_TOK 8
+#define ATTN_F32_MAX_BYTES ((size_t)64 << 20)
+
+struct AT_FN(attn_conv) {
+    const struct attn_kv *kv;
+    const int32_t *ids; /* block u of the copy is the arena's block ids[u] */
+    float *dst;
+    int n_head_kv, head_dim;
+};
+
+static void AT_FN(attn_conv_run)(void *ctx, int64_t u0, int64_t u1)
+{
+    const struct AT_FN(attn_conv) *c = ctx;
+    const struct attn_kv *kv = c->kv;
+    const int bt = kv->block_tokens, hd = c->head_dim;
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *blk = kv->base + (size_t)c->ids[u] * kv->block_bytes;
+        for (int V = 0; V < 2; V++) {
+            const size_t hb = V && kv->head_bytes_v ? kv->head_bytes_v : kv->head_bytes;
+            for (int h = 0; h < c->n_head_kv; h++) {
+                const uint16_t *src = (const uint16_t *)(blk + (V ? kv->v_off : kv->k_off) + (size_t)h * hb);
+                float *dst = c->dst + (((size_t)u * 2 + (size_t)V) * (size_t)c->n_head_kv + (size_t)h) * (size_t)bt * (size_t)hd;
+                for (int r = 0; r < bt; r++)
+                    for (int d = 0; d < hd; d += AT_W) {
+                        const atv x = ldh(src + (size_t)r * (size_t)hd, d, hd);
+                        if (d + AT_W <= hd)
+                            AT_STOREF(dst + (size_t)r * (size_t)hd + d, x);
+                        else
+                            AT_STOREF_TAIL(dst + (size_t)r * (size_t)hd + d, x, hd - d);
+                    }
+            }
+        }
+    }
+}
+
+/* A float copy of the blocks the batch reads, and a view of it in *out
+ * (k_q8 = v_q8 = 2) whose per-token block tables (*tabs, to be freed) point
+ * into the copy; false (nothing to free) when the batch does not qualify. */
+static bool AT_FN(attn_f32)(const struct attn_kv *kv, int64_t n_tok, int n_head_kv, int head_dim,
+                            struct attn_kv *out, void **tabs)
+{
+    *tabs = NULL;
+    if (kv->k_q8 || kv->v_q8 || n_tok < ATTN_F32_MIN_TOK || kv->block_tokens <= 0)
+        return false;
+    const int bt = kv->block_tokens;
+    int32_t max_id = -1;
+    int64_t n_ent = 0; /* entries of the remapped tables: one per run of tokens sharing a table */
+    for (int64_t t = 0, e; t < n_tok; t = e) {
+        int64_t nbm = 0;
+        for (e = t; e < n_tok && kv->blocks[e] == kv->blocks[t]; e++) {
+            const int64_t nb = kv->pos[e] / bt + 1;
+            for (int64_t i = nbm; i < nb; i++) {
+                if (kv->blocks[t][i] < 0)
+                    return false;
+                max_id = kv->blocks[t][i] > max_id ? kv->blocks[t][i] : max_id;
+            }
+            nbm = nb > nbm ? nb : nbm;
+        }
+        n_ent += nbm;
+    }
+    int32_t *map = malloc(((size_t)max_id + 1) * sizeof(int32_t));
+    int32_t *ids = malloc(((size_t)max_id + 1) * sizeof(int32_t));
+    if (!map || !ids) {
+        free(map);
+        free(ids);
+        return false;
+    }
+    memset(map, 0xFF, ((size_t)max_id + 1) * sizeof(int32_t)); /* -1: not in the copy */
+    int32_t n_u = 0;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i <= kv->pos[t] / bt; i++)
+            if (map[kv->blocks[t][i]] < 0) {
+                map[kv->blocks[t][i]] = n_u;
+                ids[n_u++] = kv->blocks[t][i];
+            }
+    const size_t blk_floats = 2 * (size_t)n_head_kv * (size_t)bt * (size_t)head_dim;
+    float *dst = (size_t)n_u * blk_floats * sizeof(float) <= ATTN_F32_MAX_BYTES
+                     ? kernels_scratch((size_t)n_u * blk_floats * sizeof(float))
+                     : NULL;
+    /* the tables: n_tok pointers, then the remapped entries */
+    const int32_t **tp = dst ? malloc((size_t)n_tok * sizeof(*tp) + (size_t)n_ent * sizeof(int32_t)) : NULL;
+    if (!tp) {
+        free(map);
+        free(ids);
+        return false;
+    }
+    int32_t *ent = (int32_t *)(tp + n_tok);
+    for (int64_t t = 0, e; t < n_tok; t = e) {
+        int64_t nbm = 0;
+        for (e = t; e < n_tok && kv->blocks[e] == kv->blocks[t]; e++) {
+            const int64_t nb = kv->pos[e] / bt + 1;
+            nbm = nb > nbm ? nb : nbm;
+            tp[e] = ent;
+        }
+        for (int64_t i = 0; i < nbm; i++)
+            ent[i] = map[kv->blocks[t][i]];
+        ent += nbm;
+    }
+    struct AT_FN(attn_conv) c = {kv, ids, dst, n_head_kv, head_dim};
+    pool_for(n_u, 1, AT_FN(attn_conv_run), &c);
+    free(map);
+    free(ids);
+    *out = *kv;
+    out->base = (const uint8_t *)dst;
+    out->block_bytes = blk_floats * sizeof(float);
+    out->k_off = 0;
+    out->v_off = (size_t)n_head_kv * (size_t)bt * (size_t)head_dim * sizeof(float);
+    out->head_bytes = (size_t)bt * (size_t)head_dim * sizeof(float);
+    out->head_bytes_v = 0;
+    out->k_q8 = out->v_q8 = 2;
+    out->blocks = tp;
+    *tabs = (void *)tp;
+    return true;
 }
 
 /* Work items: (token, head) for a single token (decode: the heads give the
@@ -330,8 +540,12 @@ static void AT_FN(attention)(float *out, const float *q, int64_t n_tok, const st
         G = per_kv >= group ? 1 : (group + per_kv - 1) / per_kv;
         G = G < ATTN_GROUP ? G : ATTN_GROUP;
     }
-    struct AT_FN(attn_items) it = {out, q, kv, n_head, group, G, (group + G - 1) / G, head_dim, scale, window,
-                                   n_tok < ATTN_PF_MAX_TOK};
+    struct attn_kv f32;
+    void *tabs;
+    const bool conv = AT_FN(attn_f32)(kv, n_tok, n_head_kv, head_dim, &f32, &tabs);
+    struct AT_FN(attn_items) it = {out, q, conv ? &f32 : kv, n_head, group, G, (group + G - 1) / G, head_dim, scale,
+                                   window, n_tok < ATTN_PF_MAX_TOK, conv ? n_tok : 0};
     pool_for(n_tok * n_head_kv * it.per_kv, 1, AT_FN(attn_items_run), &it);
+    free(tabs);
 }
 

@@ -25,6 +25,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -188,6 +189,82 @@ size_t matmul_act_size(uint32_t wtype, int64_t n_in, int64_t n_tok)
     if (!ck_mul(act_row, (uint64_t)n_tok, &total) || total > SIZE_MAX)
         return 0;
     return (size_t)total;
+}
+
+/* ------------------------- activation buffers ------------------------- */
+
+#define ACT_KEEP 2 /* released buffers a thread keeps */
+
+struct act_cache {
+    void *p[ACT_KEEP];
+    size_t size[ACT_KEEP];
+};
+
+static pthread_key_t act_key;
+static pthread_once_t act_once = PTHREAD_ONCE_INIT;
+static int act_key_ok;
+
+static void act_cache_free(void *v)
+{
+    struct act_cache *c = v;
+    for (int i = 0; i < ACT_KEEP; i++)
+        free(c->p[i]);
+    free(c);
+}
+
+static void act_key_init(void) { act_key_ok = pthread_key_create(&act_key, act_cache_free) == 0; }
+
+static struct act_cache *act_cache_get(void)
+{
+    pthread_once(&act_once, act_key_init);
+    if (!act_key_ok)
+        return NULL;
+    struct act_cache *c = pthread_getspecific(act_key);
+    if (!c) {
+        c = calloc(1, sizeof(*c));
+        if (c && pthread_setspecific(act_key, c) != 0) {
+            free(c);
+            c = NULL;
+        }
+    }
+    return c;
+}
+
+void *matmul_act_alloc(size_t bytes)
+{
+    struct act_cache *c = act_cache_get();
+    if (c) {
+        int best = -1; /* the smallest kept buffer that is large enough */
+        for (int i = 0; i < ACT_KEEP; i++)
+            if (c->p[i] && c->size[i] >= bytes && (best < 0 || c->size[i] < c->size[best]))
+                best = i;
+        if (best >= 0) {
+            void *p = c->p[best];
+            c->p[best] = NULL;
+            return p;
+        }
+    }
+    return malloc(bytes ? bytes : 1);
+}
+
+void matmul_act_release(void *p, size_t bytes)
+{
+    struct act_cache *c = p ? act_cache_get() : NULL;
+    if (!c) {
+        free(p);
+        return;
+    }
+    int slot = 0; /* an empty slot, else the smallest kept buffer if smaller than p */
+    for (int i = 0; i < ACT_KEEP; i++)
+        if (!c->p[i] || (c->p[slot] && c->size[i] < c->size[slot]))
+            slot = i;
+    if (c->p[slot] && c->size[slot] >= bytes) {
+        free(p);
+        return;
+    }
+    free(c->p[slot]);
+    c->p[slot] = p;
+    c->size[slot] = bytes;
 }
 
 /* Quantize activation rows, a chunk of rows per pool item. */
@@ -484,13 +561,13 @@ int matmul(float *y, const void *w, uint32_t wtype, const float *x, int64_t n_in
     if (size == 0)
         return infer_error(INFER_ERR_INVALID, "matmul: %lld activation rows of %lld are too large",
                            (long long)n_tok, (long long)n_in);
-    void *xq = malloc(size); /* malloc aligns for every block type */
+    void *xq = matmul_act_alloc(size); /* malloc's alignment suits every block type */
     if (!xq)
         return infer_error(INFER_ERR_NOMEM, "matmul: out of memory for %zu bytes of activations", size);
     st = matmul_act_quantize(xq, wtype, x, n_in, n_tok);
     if (!st)
         st = matmul_q(y, w, wtype, xq, n_in, n_out, n_tok);
-    free(xq);
+    matmul_act_release(xq, size);
     return st;
 }
 

@@ -870,8 +870,12 @@ static void test_attention(void **state)
     static const struct {
         int n_head, n_head_kv, head_dim, bt, window;
     } shapes[] = {{4, 1, 256, 32, 0}, {4, 2, 36, 5, 0}, {2, 2, 64, 7, 9}, {6, 3, 20, 3, 0}};
-    static const int64_t positions[] = {0, 7, 255, 256, 600};
-    const int n_tok = 5, n_blocks_seq = 700;
+    /* 9 tokens: batches of 8+ read a float copy of the blocks (attention_body.h's
+     * attn_f32); the last four use a second block table (another sequence), out
+     * of position order */
+    static const int64_t positions[] = {0, 7, 255, 256, 600, 31, 32, 3, 599};
+    enum { n_tok = 9 };
+    const int n_blocks_seq = 700;
     for (size_t sk = 0; sk < 4 * sizeof(shapes) / sizeof(shapes[0]); sk++) {
         const size_t si = sk / 4;
         const int k_q8 = (int)(sk % 4) & 1, v_q8 = (int)(sk % 4) >> 1;
@@ -893,13 +897,15 @@ static void test_attention(void **state)
                     vmax = fmaxf(vmax, random_kv_row(blk + (size_t)nkv * head_bytes + (size_t)h * head_bytes_v +
                                                          (size_t)r * row_v, v_q8, hd));
                 }
-        int32_t *table = malloc((size_t)n_blocks * sizeof(int32_t));
-        for (int b = 0; b < n_blocks; b++)
-            table[b] = n_blocks - 1 - b; /* blocks in reverse order */
-        const int32_t *tables[5];
-        int64_t pos[5];
+        int32_t *table = malloc(2 * (size_t)n_blocks * sizeof(int32_t)), *table2 = table + n_blocks;
+        for (int b = 0; b < n_blocks; b++) {
+            table[b] = n_blocks - 1 - b;       /* blocks in reverse order */
+            table2[b] = (b + n_blocks / 2) % n_blocks; /* another order: rotated by half */
+        }
+        const int32_t *tables[n_tok];
+        int64_t pos[n_tok];
         for (int t = 0; t < n_tok; t++) {
-            tables[t] = table;
+            tables[t] = t < 5 ? table : table2;
             pos[t] = positions[t];
         }
         struct attn_kv kv = {

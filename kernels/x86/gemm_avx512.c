@@ -34,6 +34,7 @@
 #include "../dispatch.h"
 #include "../quants.h"
 #include "x86_util.h"
+#include "lowbit_scales_x86.h"
 
 #define LT 16 /* tokens per group: the lanes of a vector */
 #define LR 8  /* weight rows per tile */
@@ -239,81 +240,6 @@ static void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t
     }
 }
 
-static void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t *w, struct metaK *meta)
-{
-    const size_t bs = kbytes(type);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = row + (size_t)b * bs;
-        uint8_t *wb = w + 256 * b;
-        struct metaK *mt = meta + b;
-        int64_t c_sum = 0;
-        if (type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS) {
-            c_sum = unpack_lowbit(type, blk, wb, mt);
-        } else if (type == GGML_TYPE_Q6_K) {
-            const block_q6_K *x = (const block_q6_K *)blk;
-            const __m256i m2 = _mm256_set1_epi8(0x30);
-            for (int h = 0; h < 2; h++) {
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-                for (int j = 0; j < 4; j++) {
-                    const __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (j & 1)));
-                    const __m256i lo4 =
-                        j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
-                    const __m256i hi2 = j == 0 ? _mm256_slli_epi16(qh, 4)
-                                        : j == 1 ? _mm256_slli_epi16(qh, 2)
-                                        : j == 2 ? qh
-                                                 : _mm256_srli_epi16(qh, 2);
-                    const __m256i u = _mm256_or_si256(lo4, _mm256_and_si256(hi2, m2)); /* q + 32 */
-                    _mm256_storeu_si256((__m256i *)(wb + 128 * h + 32 * j),
-                                        _mm256_sub_epi8(u, _mm256_set1_epi8(32)));
-                    /* sums of the two 16-element sub-blocks 8h + 2j, 8h + 2j + 1 */
-                    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
-                    const int s0 = _mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 2) - 32 * 16;
-                    const int s1 = _mm256_extract_epi32(s, 4) + _mm256_extract_epi32(s, 6) - 32 * 16;
-                    const int j0 = 8 * h + 2 * j;
-                    c_sum += (int64_t)x->scales[j0] * s0 + (int64_t)x->scales[j0 + 1] * s1;
-                }
-            }
-            for (int j = 0; j < 16; j++)
-                mt->sc[j] = x->scales[j];
-            mt->d = h2f(ld16(&x->d));
-            mt->dmin = 0.0f;
-            memset(mt->mp, 0, sizeof(mt->mp));
-            memset(mt->mp16, 0, sizeof(mt->mp16));
-        } else {
-            uint8_t sc[8], m[8];
-            const uint8_t *scales = blk + 4;
-            for (int j = 0; j < 8; j++)
-                k_scale_min(j, scales, &sc[j], &m[j]);
-            const uint8_t *qs = type == GGML_TYPE_Q4_K ? ((const block_q4_K *)blk)->qs : ((const block_q5_K *)blk)->qs;
-            __m256i qh = _mm256_setzero_si256();
-            if (type == GGML_TYPE_Q5_K)
-                qh = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)blk)->qh);
-            for (int c = 0; c < 4; c++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if (type == GGML_TYPE_Q5_K) {
-                    const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c)));
-                    const __m256i b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
-                    lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qh, b0), lo, _mm256_set1_epi8(16));
-                    hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, b1), hi, _mm256_set1_epi8(16));
-                }
-                _mm256_storeu_si256((__m256i *)(wb + 64 * c), lo);
-                _mm256_storeu_si256((__m256i *)(wb + 64 * c + 32), hi);
-                c_sum += (int64_t)sc[2 * c] * sum_u8(lo) + (int64_t)sc[2 * c + 1] * sum_u8(hi);
-            }
-            for (int j = 0; j < 8; j++)
-                mt->sc[j] = sc[j];
-            for (int k = 0; k < 4; k++)
-                mt->mp[k] = (uint32_t)m[2 * k] | (uint32_t)m[2 * k + 1] << 16;
-            memset(mt->mp16, 0, sizeof(mt->mp16));
-            mt->d = h2f(ld16(blk));
-            mt->dmin = h2f(ld16(blk + 2));
-        }
-        mt->corr = (int32_t)(-128 * c_sum);
-    }
-}
-
 /* ------------------------------ the kernels ------------------------------ */
 
 /* LT lanes -> y[t * ys] for the first nt tokens. */
@@ -370,7 +296,7 @@ struct tile32 {
 
 struct tileK {
     int32_t corr[LR];
-    int32_t sc[16][LR];
+    int32_t sc[LR][16]; /* row r's group scales together: one vector store */
     uint32_t mp[4][LR];
     uint32_t mp16[8][LR];
     float d[LR], dmin[LR];
@@ -473,7 +399,7 @@ INLINE void runK(const int type, int64_t n, const uint32_t *wi, const struct til
                 }
                 UNROLL
                 for (int r = 0; r < LR; r++)
-                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc[r], _mm512_set1_epi32(mt->sc[j][r])));
+                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc[r], _mm512_set1_epi32(mt->sc[r][j])));
             }
             const __m512 dy = _mm512_load_ps(ag->d);
             __m512i bs[4], bs16[8]; /* the activation sums the minimums need */
@@ -549,19 +475,149 @@ static void tile32_set(struct tile32 *tm, const struct meta32 *m, int64_t nb, in
     }
 }
 
-static void tileK_set(struct tileK *tm, const struct metaK *m, int64_t nb, int r)
+/* sum_l u_l s_l over 32 unsigned bytes u and signed bytes s, added to the
+ * int32 lanes of acc (exact: the caller's totals stay far below 2^31). */
+INLINE __m256i dot_us(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+
+/* Eight lanes of each v[r] summed: lane r of the result (exact). */
+INLINE __m256i reduce8(const __m256i *v)
 {
-    for (int64_t b = 0; b < nb; b++) {
-        tm[b].corr[r] = m[b].corr;
+    const __m256i t0 = _mm256_hadd_epi32(v[0], v[1]), t1 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i t2 = _mm256_hadd_epi32(v[4], v[5]), t3 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* One K-quant super-block of tile row r: its 256 natural-order weights
+ * (signed; Q4_K/Q5_K: the unsigned quant) into wb, its scales, minimum
+ * pairs, d and dmin straight into the tile's metadata tm (only the fields
+ * runK reads for the type); returns int32 lanes summing to
+ * sum_j sc_j sum_{i in j} w_i (tm->corr is -128 times it, set by the caller
+ * for the eight rows at once; exact in any order).  Unpacking a tile block by
+ * block keeps the eight rows' block in L1 for interleave_tile (row by row,
+ * then interleaving, plus a copy of the metadata into the tile, took 12% of a
+ * llama1b Q4_K_M prefill; now ~5%). */
+INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, uint8_t *wb, struct tileK *tm, int r)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i acc = _mm256_setzero_si256();
+    if (type == GGML_TYPE_Q2_K) {
+        struct metaK mt;
+        const int64_t c_sum = unpack_lowbit(type, blk, wb, &mt);
         for (int j = 0; j < 16; j++)
-            tm[b].sc[j][r] = m[b].sc[j];
-        for (int k = 0; k < 4; k++)
-            tm[b].mp[k][r] = m[b].mp[k];
+            tm->sc[r][j] = mt.sc[j];
         for (int k = 0; k < 8; k++)
-            tm[b].mp16[k][r] = m[b].mp16[k];
-        tm[b].d[r] = m[b].d;
-        tm[b].dmin[r] = m[b].dmin;
+            tm->mp16[k][r] = mt.mp16[k];
+        tm->d[r] = mt.d;
+        tm->dmin[r] = mt.dmin;
+        return _mm256_setr_epi32((int)c_sum, 0, 0, 0, 0, 0, 0, 0);
     }
+    if (type == GGML_TYPE_Q3_K) { /* w = q - 4 where the hmask bit is clear: u = w + 4 in 0..7 */
+        const block_q3_K *x = (const block_q3_K *)blk;
+        const __m128i sc8 = lbx_sc_q3(x);
+        _mm512_storeu_si512((void *)tm->sc[r], _mm512_cvtepi8_epi32(sc8));
+        const __m256i scb = _mm256_broadcastsi128_si256(sc8);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask);
+        UNROLL
+        for (int c = 0; c < 8; c++) { /* elements 32c + l: bits 2 (c % 4) of qs[32 (c / 4) + l], bit c of hmask[l] */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * (c / 4)));
+            const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (c % 4)), _mm256_set1_epi8(3));
+            const __m256i u = _mm256_mask_add_epi8(q2, _mm256_test_epi8_mask(hm, _mm256_set1_epi8((char)(1 << c))), q2,
+                                                   _mm256_set1_epi8(4));
+            _mm256_storeu_si256((__m256i *)(wb + 32 * c), _mm256_sub_epi8(u, _mm256_set1_epi8(4)));
+            /* groups 2c (bytes 0-15) and 2c + 1 (16-31) */
+            const __m256i sv = _mm256_shuffle_epi8(
+                scb, _mm256_set_m128i(_mm_set1_epi8((char)(2 * c + 1)), _mm_set1_epi8((char)(2 * c))));
+            acc = dot_us(acc, u, sv);
+        }
+        /* - 4 * 16 * sum_g s_g: the scales' sum by vpsadbw on s + 128 */
+        const __m128i ss = _mm_sad_epu8(_mm_xor_si128(sc8, _mm_set1_epi8((char)0x80)), _mm_setzero_si128());
+        const int ssum = _mm_cvtsi128_si32(ss) + _mm_extract_epi32(ss, 2) - 128 * 16;
+        tm->d[r] = h2f(ld16(&x->d));
+        return _mm256_add_epi32(acc, _mm256_setr_epi32(-64 * ssum, 0, 0, 0, 0, 0, 0, 0));
+    }
+    if (type == GGML_TYPE_IQ4_XS) { /* w = codebook value, u = w + 128; eight scales of 32 */
+        const block_iq4_xs *x = (const block_iq4_xs *)blk;
+        const __m128i sc2 = lbx_sc_iq4(x); /* scale j in bytes 2j, 2j + 1 */
+        const __m128i sc8 = _mm_shuffle_epi8(sc2, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+        _mm256_storeu_si256((__m256i *)tm->sc[r], _mm256_cvtepi8_epi32(sc8));
+        const __m256i cb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+        const __m256i scb = _mm256_broadcastsi128_si256(sc8);
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 16 * j));
+            const __m256i w = _mm256_shuffle_epi8(cb, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+            _mm256_storeu_si256((__m256i *)(wb + 32 * j), w);
+            acc = dot_us(acc, _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)),
+                         _mm256_shuffle_epi8(scb, _mm256_set1_epi8((char)j)));
+        }
+        const __m128i ss = _mm_sad_epu8(_mm_xor_si128(sc8, _mm_setr_epi8(-128, -128, -128, -128, -128, -128, -128, -128, 0, 0, 0, 0, 0, 0, 0, 0)),
+                                        _mm_setzero_si128());
+        const int ssum = _mm_cvtsi128_si32(ss) - 128 * 8; /* the low 8 bytes */
+        tm->d[r] = h2f(ld16(&x->d));
+        return _mm256_add_epi32(acc, _mm256_setr_epi32(-128 * 32 * ssum, 0, 0, 0, 0, 0, 0, 0));
+    }
+    if (type == GGML_TYPE_Q6_K) {
+        const block_q6_K *x = (const block_q6_K *)blk;
+        const __m256i m2 = _mm256_set1_epi8(0x30);
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x->scales));
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+            UNROLL
+            for (int j = 0; j < 4; j++) {
+                const __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (j & 1)));
+                const __m256i lo4 = j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+                const __m256i hi2 = j == 0 ? _mm256_slli_epi16(qh, 4)
+                                    : j == 1 ? _mm256_slli_epi16(qh, 2)
+                                    : j == 2 ? qh
+                                             : _mm256_srli_epi16(qh, 2);
+                const __m256i u = _mm256_or_si256(lo4, _mm256_and_si256(hi2, m2)); /* q + 32 */
+                _mm256_storeu_si256((__m256i *)(wb + 128 * h + 32 * j), _mm256_sub_epi8(u, _mm256_set1_epi8(32)));
+                /* sub-blocks 8h + 2j (bytes 0-15), 8h + 2j + 1 (16-31) */
+                const char j0 = (char)(8 * h + 2 * j);
+                const __m256i sv = _mm256_shuffle_epi8(sc16, _mm256_set_m128i(_mm_set1_epi8((char)(j0 + 1)), _mm_set1_epi8(j0)));
+                acc = dot_us(acc, u, sv);
+            }
+        }
+        int ssum = 0; /* u = q + 32: take off 32 * 16 * sum_j sc_j */
+        for (int j = 0; j < 16; j++) {
+            tm->sc[r][j] = x->scales[j];
+            ssum += x->scales[j];
+        }
+        tm->d[r] = h2f(ld16(&x->d));
+        return _mm256_add_epi32(acc, _mm256_setr_epi32(-512 * ssum, 0, 0, 0, 0, 0, 0, 0));
+    }
+    uint8_t sc[8], m[8];
+    const uint8_t *scales = blk + 4;
+    for (int j = 0; j < 8; j++)
+        k_scale_min(j, scales, &sc[j], &m[j]);
+    const uint8_t *qs = type == GGML_TYPE_Q4_K ? ((const block_q4_K *)blk)->qs : ((const block_q5_K *)blk)->qs;
+    __m256i qh = _mm256_setzero_si256();
+    if (type == GGML_TYPE_Q5_K)
+        qh = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)blk)->qh);
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (type == GGML_TYPE_Q5_K) {
+            const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c)));
+            const __m256i b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+            lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qh, b0), lo, _mm256_set1_epi8(16));
+            hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, b1), hi, _mm256_set1_epi8(16));
+        }
+        _mm256_storeu_si256((__m256i *)(wb + 64 * c), lo);
+        _mm256_storeu_si256((__m256i *)(wb + 64 * c + 32), hi);
+        acc = dot_us(acc, lo, _mm256_set1_epi8((char)sc[2 * c]));
+        acc = dot_us(acc, hi, _mm256_set1_epi8((char)sc[2 * c + 1]));
+    }
+    for (int j = 0; j < 8; j++)
+        tm->sc[r][j] = sc[j];
+    for (int k = 0; k < 4; k++)
+        tm->mp[k][r] = (uint32_t)m[2 * k] | (uint32_t)m[2 * k + 1] << 16;
+    tm->d[r] = h2f(ld16(blk));
+    tm->dmin[r] = h2f(ld16(blk + 2));
+    return acc;
 }
 
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
@@ -581,7 +637,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
     const size_t u_bytes = up64((size_t)LR * (size_t)n), meta_bytes = up64((size_t)nb * msz);
     /* x4 K-quants (repack.h): the current group of four rows in GGUF's layout */
-    const size_t g_bytes = x4 && k ? up64(4 * w_row) : 0;
+    const size_t g_bytes = x4 && k ? up64((size_t)LR * w_row) : 0; /* a tile's two x4 groups in GGUF's order */
     uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + u_bytes + meta_bytes + g_bytes);
     if (!scratch)
         return -1;
@@ -604,6 +660,43 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
             const int64_t r0 = t * LR;
             const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
             uint8_t *tm = tile + (size_t)((t - t0) * nb) * tsz;
+            if (k) { /* block by block: the eight rows' block unpacked in L1, then interleaved */
+                uint32_t *wt = wi + (size_t)(t - t0) * LR * (size_t)(n / 4);
+                const uint8_t *rowp[LR]; /* row r's blocks in GGUF's order */
+                for (int r = 0; r < nr; r++) {
+                    const int64_t row_i = r0 + r;
+                    rowp[r] = wb + (size_t)row_i * w_row;
+                    if (x4 && row_i < n_rows / 4 * 4) { /* a full group: put back in GGUF's order first */
+                        if (r % 4 == 0)
+                            repack_x4_unpack_group(type, rowp[r], nb, group + (size_t)r * w_row);
+                        rowp[r] = group + (size_t)r * w_row;
+                    }
+                }
+                for (int64_t b = 0; b < nb; b++) {
+                    struct tileK *tb = (struct tileK *)tm + b;
+                    __m256i cs[LR];
+                    UNROLL
+                    for (int r = 0; r < LR; r++) {
+                        uint8_t *ub = u + 256 * r;
+                        if (r < nr) {
+                            cs[r] = unpack_blockK(type, rowp[r] + (size_t)b * kbytes(type), ub, tb, r);
+                            continue;
+                        }
+                        memset(ub, 0, 256); /* padding rows: zero weights, scales and corrections */
+                        for (int j = 0; j < 16; j++)
+                            tb->sc[r][j] = 0;
+                        for (int q = 0; q < 4; q++)
+                            tb->mp[q][r] = 0;
+                        for (int q = 0; q < 8; q++)
+                            tb->mp16[q][r] = 0;
+                        tb->d[r] = tb->dmin[r] = 0.0f;
+                        cs[r] = _mm256_setzero_si256();
+                    }
+                    _mm256_storeu_si256((__m256i *)tb->corr, _mm256_mullo_epi32(reduce8(cs), _mm256_set1_epi32(-128)));
+                    interleave_tile(wt + (size_t)b * 64 * LR, u, 256);
+                }
+                continue;
+            }
             for (int r = 0; r < LR; r++) {
                 uint8_t *ur = u + (size_t)r * (size_t)n;
                 if (r >= nr) { /* padding rows: zero weights, scales and corrections */
@@ -611,22 +704,13 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     memset(meta, 0, (size_t)nb * msz);
                 } else {
                     const int64_t row_i = r0 + r;
-                    if (k && x4 && row_i < n_rows / 4 * 4) { /* rows in order: a group starts at row_i % 4 == 0 */
-                        if (row_i % 4 == 0)
-                            repack_x4_unpack_group(type, wb + (size_t)row_i * w_row, nb, group);
-                        unpack_rowK(type, group + (size_t)(row_i % 4) * w_row, nb, ur, meta);
-                    } else if (k)
-                        unpack_rowK(type, wb + (size_t)row_i * w_row, nb, ur, meta);
-                    else if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
+                    if (x4 && row_i < n_rows / 4 * 4) /* a full group (the last rows of a matrix are not) */
                         unpack_row32(type, wb + (size_t)(row_i / 4 * 4) * w_row, nb, ur, meta, true,
                                      (int)(row_i % 4));
                     else
                         unpack_row32(type, wb + (size_t)row_i * w_row, nb, ur, meta, false, 0);
                 }
-                if (k)
-                    tileK_set((struct tileK *)tm, meta, nb, r);
-                else
-                    tile32_set((struct tile32 *)tm, meta, nb, r);
+                tile32_set((struct tile32 *)tm, meta, nb, r);
             }
             interleave_tile(wi + (size_t)(t - t0) * LR * (size_t)(n / 4), u, n);
         }

@@ -286,6 +286,7 @@ static infer_status mat_mul_same_input(const float *x, int64_t n_tok, int n, flo
                                        const struct mat *const *ws)
 {
     void *xq = NULL;
+    size_t xq_size = 0;
     uint32_t xq_type = 0; /* activation type held in xq (0: none) */
     infer_status st = INFER_OK;
     for (int k = 0; k < n && !st; k++) {
@@ -297,9 +298,9 @@ static infer_status mat_mul_same_input(const float *x, int64_t n_tok, int n, flo
             continue;
         }
         if (!xq || xq_type != at) {
-            free(xq);
-            const size_t size = matmul_act_size(w->type, w->n_in, n_tok);
-            xq = size ? malloc(size) : NULL;
+            matmul_act_release(xq, xq_size);
+            xq_size = matmul_act_size(w->type, w->n_in, n_tok);
+            xq = xq_size ? matmul_act_alloc(xq_size) : NULL;
             xq_type = at;
             if (!xq)
                 return infer_error(INFER_ERR_NOMEM, "out of memory for %lld activation rows", (long long)n_tok);
@@ -309,7 +310,7 @@ static infer_status mat_mul_same_input(const float *x, int64_t n_tok, int n, flo
         if (!st && matmul_q(ys[k], w->data, w->type, xq, w->n_in, w->n_out, n_tok) != 0)
             st = INFER_ERR_UNSUPPORTED;
     }
-    free(xq);
+    matmul_act_release(xq, xq_size);
     return st;
 }
 
