@@ -531,13 +531,13 @@ static void check_many(const struct kernel_table *t, uint32_t type, const uint8_
 
 /* The many-token kernels (gemm_neon_body.h) on odd sizes: row counts that
  * end inside a group of 4 and cross the 16-row chunks, token counts that
- * end inside a group of 4 and cross the 16-token passes, 1..13 blocks; on
+ * end inside a group of 4 and cross the 64-token passes, 1..13 blocks; on
  * quantized and raw activations (-128 included), and on the extremes where
  * an int16 partial sum would overflow if a lane held too many products. */
 static void test_gemm_many(void **state)
 {
     const struct kernel_table *t = variant_table(state);
-    static const int64_t n_blocks[] = {1, 3, 13}, n_rows[] = {1, 4, 7, 16, 21, 37}, n_toks[] = {1, 3, 4, 5, 16, 19, 35};
+    static const int64_t n_blocks[] = {1, 3, 13}, n_rows[] = {1, 4, 7, 16, 21, 37}, n_toks[] = {1, 3, 4, 5, 16, 19, 35, 67};
     int n_types = 0;
     for (size_t k = 0; k < N_QUANT_TYPES; k++) {
         const uint32_t type = quant_types[k], at = ref()->types[type].vec_dot_type;
@@ -546,7 +546,7 @@ static void test_gemm_many(void **state)
         n_types++;
         const int64_t bs = ggml_type_traits_get(type)->block_size;
         for (size_t s = 0; s < sizeof(n_blocks) / sizeof(n_blocks[0]); s++) {
-            const int64_t n = bs * n_blocks[s], max_rows = 37, max_toks = 35;
+            const int64_t n = bs * n_blocks[s], max_rows = 37, max_toks = 67;
             const size_t w_row = ggml_row_size(type, n), a_row = ggml_row_size(at, n);
             uint8_t *w = malloc(max_rows * w_row), *a = malloc(max_toks * a_row);
             float *x = malloc(n * sizeof(float));
@@ -563,7 +563,8 @@ static void test_gemm_many(void **state)
                 check_many(t, type, w, w_row, 21, a, a_row, 19, n, "random activation blocks");
             }
             /* extremes: every quant at its most negative (Q4_0 nibble 0 = -8,
-             * Q8_0 -128, Q6_K 0 = -32) or largest (Q4_K 15, scales 63),
+             * Q5_0 0 = -16, Q8_0 -128, Q6_K 0 = -32) or largest (Q4_K 15,
+             * scales 63),
              * every activation -128 (bsums to match), scales 1.0 */
             memset(w, type == GGML_TYPE_Q4_K ? 0xff : type == GGML_TYPE_Q8_0 ? 0x80 : 0x00, max_rows * w_row);
             int off[2];
@@ -595,7 +596,7 @@ static void test_gemm_many(void **state)
         }
     }
     printf("  %s: gemm_many checked for %d types\n", t->name, n_types);
-    assert_true(n_types >= 4); /* Q4_0, Q8_0, Q4_K, Q6_K */
+    assert_true(n_types >= 5); /* Q4_0, Q5_0, Q8_0, Q4_K, Q6_K */
 }
 
 /* Every entry the reference has, the variant has, with the same formats. */

@@ -1,6 +1,6 @@
 /*
  * gemm_neon_body.h - gemm_many (dispatch.h) of the aarch64 variants for
- * Q4_0, Q8_0, Q4_K and Q6_K: prefill's many-token matmul, with vector lanes
+ * Q4_0, Q5_0, Q8_0, Q4_K and Q6_K: prefill's many-token matmul, with vector lanes
  * holding weight rows, so that a block's integer sums of four rows come out
  * in the four lanes of one vector and the reference's float steps run on
  * four outputs at a time.
@@ -10,15 +10,18 @@
  * SDOT (dotprod, i8mm), 0 for plain NEON.
  *
  * Plan of one call (rows [0, n_rows), tokens [0, n_tok)):
- *   - rows are taken GM_CHUNK at a time; each group of four rows is
- *     unpacked once into the thread's scratch ("packed"): per block the
- *     signed int8 quants of the four rows, their scales as float (and the
- *     K-quants' sub-block scales and mins as integer lanes);
- *   - tokens then pass in blocks of GM_TOKS, and per group four at a time:
- *     per block, the group's packed weights are loaded once and dotted with
- *     each token's activations.
- * The unpacking costs the same whatever the token count, so a prompt's
- * marginal cost per token is the dot products and float steps alone.
+ *   - tokens are taken GM_TOKS at a time; for Q4_0 / Q5_0 / Q8_0 their activations
+ *     are packed by quads (per block the four tokens' quants side by side,
+ *     then their d as float: two loads per block instead of eight);
+ *   - rows then pass GM_CHUNK at a time; each group of four rows is
+ *     unpacked into the thread's scratch ("packed"): per block the signed
+ *     int8 quants of the four rows, their scales as float (and the K-quants'
+ *     sub-block scales and mins as integer lanes);
+ *   - per group, four tokens at a time: per block, the group's packed
+ *     weights are loaded once and dotted with each token's activations.
+ * Up to GM_TOKS tokens the unpacking costs the same whatever the token
+ * count, so a short prompt's marginal cost per token is the dot products
+ * and float steps alone (a long one adds the unpacking once per GM_TOKS).
  *
  * Integer sums per block, lanes = rows:
  *   GEMM_SDOT: the packed quants of 32 elements are 8 vectors, vector k
@@ -31,8 +34,8 @@
  *     row, and pairwise adds over the rows reduce them to [r0 r1 r2 r3].
  *     The int16 steps are exact while a lane sums at most 32767 / max|w a|
  *     products: 16 for Q4_0 (|w| <= 8, |a| <= 128: 1024 each) and Q4_K
- *     (0..15: 1920), 4 for Q6_K (q - 32 in -32..31: 4096); Q8_0 widens every
- *     product (SMULL + SADALP).
+ *     (0..15: 1920), 8 for Q5_0 (-16..15: 2048), 4 for Q6_K (q - 32 in
+ *     -32..31: 4096); Q8_0 widens every product (SMULL + SADALP).
  * Every block's integer sum is exact, so it equals the reference's; the
  * float steps are the reference's, in its order, lane by lane: every output
  * has exactly the bits of vec_dot.
@@ -42,9 +45,11 @@
 #error "define GEMM_SDOT before including gemm_neon_body.h"
 #endif
 
-/* Rows unpacked per pass (four groups), tokens per pass over them. */
+/* Tokens per pass (their activations packed once for Q4_0 / Q5_0 / Q8_0), rows
+ * unpacked per pass over them (four groups): the unpacking of a row is
+ * repeated once per GM_TOKS tokens. */
+#define GM_TOKS 64
 #define GM_CHUNK 16
-#define GM_TOKS 16
 
 /* --------------------------- packing helpers --------------------------- */
 
@@ -94,8 +99,9 @@ NEON_INLINE void NEON_FN(gm_put16)(int8_t *out, const int8x16_t v[4])
 /* ---------------------------- integer cores ---------------------------- */
 
 /* Lane r: sum over 32 elements of row r's packed quants w (8 vectors) times
- * the token's a0 (elements 0-15), a1 (16-31).  wide: the quants may be any
- * int8 (Q8_0); else at most 16 products may share an int16 lane (above). */
+ * the token's a0 (elements 0-15), a1 (16-31).  wide (NEON only): 0 when 16
+ * products may share an int16 lane (|w| <= 15), 1 when 8 may (Q5_0, |w| <=
+ * 16), 2 when the quants may be any int8 (Q8_0: every product widened). */
 NEON_INLINE int32x4_t NEON_FN(gm_dot32)(const int8x16_t w[8], int8x16_t a0, int8x16_t a1, const int wide)
 {
 #if GEMM_SDOT
@@ -111,7 +117,7 @@ NEON_INLINE int32x4_t NEON_FN(gm_dot32)(const int8x16_t w[8], int8x16_t a0, int8
     s = vdotq_laneq_s32(s, w[7], a1, 3);
     return s;
 #else
-    if (wide) {
+    if (wide == 2) {
         int32x4_t r4[4];
         for (int r = 0; r < 4; r++) {
             int32x4_t s = vpaddlq_s16(vmull_s8(vget_low_s8(w[2 * r]), vget_low_s8(a0)));
@@ -128,6 +134,8 @@ NEON_INLINE int32x4_t NEON_FN(gm_dot32)(const int8x16_t w[8], int8x16_t a0, int8
         q = vmlal_s8(q, vget_low_s8(w[2 * r + 1]), vget_low_s8(a1));
         p[r] = vmlal_high_s8(q, w[2 * r + 1], a1);
     }
+    if (wide == 1) /* 4 -> 8 products per lane, then widened: [r0 r0 r1 r1], [r2 r2 r3 r3] */
+        return vpaddq_s32(vpaddlq_s16(vpaddq_s16(p[0], p[1])), vpaddlq_s16(vpaddq_s16(p[2], p[3])));
     /* 4 -> 8 -> 16 products per lane: [r0 r0 r1 r1 r2 r2 r3 r3] */
     return vpaddlq_s16(vpaddq_s16(vpaddq_s16(p[0], p[1]), vpaddq_s16(p[2], p[3])));
 #endif
@@ -157,7 +165,7 @@ NEON_INLINE void NEON_FN(gm_store)(const int NT, const float32x4_t acc[4], float
         vst1q_f32(y + (size_t)t * ys, acc[t]);
 }
 
-/* ============================ Q4_0 / Q8_0 ============================ */
+/* ========================= Q4_0 / Q5_0 / Q8_0 ========================= */
 
 /* Per block of a group: 128 bytes of quants, then the four rows' d as float. */
 #define GM32_BYTES 144
@@ -173,6 +181,15 @@ NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, s
                 lo[r] = vld1q_s8(x->qs);
                 hi[r] = vld1q_s8(x->qs + 16);
                 d[r] = neon_h2f(x->d);
+            } else if (type == GGML_TYPE_Q5_0) { /* as tile_q5_0 */
+                const block_q5_0 *x = (const block_q5_0 *)(w + r * w_row) + b;
+                const uint8x16_t m4 = vdupq_n_u8(0x0F), v16 = vdupq_n_u8(16);
+                uint8x16_t set_lo, set_hi;
+                neon_q5_bits(x->qh, &set_lo, &set_hi);
+                const uint8x16_t q = vld1q_u8(x->qs);
+                lo[r] = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
+                hi[r] = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
+                d[r] = neon_h2f(x->d);
             } else {
                 const block_q4_0 *x = (const block_q4_0 *)(w + r * w_row) + b;
                 const uint8x16_t q = vld1q_u8(x->qs);
@@ -186,25 +203,58 @@ NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, s
     }
 }
 
-/* NT (1-4) tokens of a (rows of the group packed at pk) into y. */
-NEON_INLINE void NEON_FN(gm32_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const char *a,
-                                   size_t a_row, float *y, size_t ys)
+/* The activations of four tokens (Q8_0 rows; the missing ones of a short
+ * quad as zeros), per block: their 4 x 32 quants, then their d as float. */
+NEON_INLINE void NEON_FN(gm32_pack_act)(int64_t nb, const char *a, size_t a_row, int nt, int8_t *pa)
+{
+    for (int64_t b = 0; b < nb; b++, pa += GM32_BYTES) {
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int t = 0; t < 4; t++) {
+            if (t < nt) {
+                const block_q8_0 *yb = (const block_q8_0 *)(a + t * a_row) + b;
+                vst1q_s8_x2(pa + 32 * t, vld1q_s8_x2(yb->qs));
+                d[t] = neon_h2f(yb->d);
+            } else {
+                memset(pa + 32 * t, 0, 32);
+            }
+        }
+        memcpy(pa + 128, d, sizeof(d));
+    }
+}
+
+/* Four tokens (packed at pa) of a group (packed at pk); the first NT
+ * outputs of each row go to y. */
+NEON_INLINE void NEON_FN(gm32_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
+                                   float *y, size_t ys)
 {
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES) {
+    for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES, pa += GM32_BYTES) {
         const int8x16x4_t w0 = vld1q_s8_x4(pk), w1 = vld1q_s8_x4(pk + 64);
         const int8x16_t w[8] = {w0.val[0], w0.val[1], w0.val[2], w0.val[3], w1.val[0], w1.val[1], w1.val[2], w1.val[3]};
         const float32x4_t dx = vld1q_f32((const float *)(pk + 128));
-        for (int t = 0; t < NT; t++) {
-            const block_q8_0 *yb = (const block_q8_0 *)(a + t * a_row) + b;
-            const int8x16x2_t av = vld1q_s8_x2(yb->qs);
-            const float32x4_t f = vcvtq_f32_s32(NEON_FN(gm_dot32)(w, av.val[0], av.val[1], type == GGML_TYPE_Q8_0));
-            const float dy = neon_h2f(yb->d);
-            if (type == GGML_TYPE_Q8_0) /* (float)sumi * (dx * dy) */
-                acc[t] = vaddq_f32(acc[t], vmulq_f32(f, vmulq_n_f32(dx, dy)));
-            else /* (float)sumi * dx * dy */
-                acc[t] = vaddq_f32(acc[t], vmulq_n_f32(vmulq_f32(f, dx), dy));
-        }
+        const int8x16x4_t a01 = vld1q_s8_x4(pa), a23 = vld1q_s8_x4(pa + 64);
+        const float32x4_t dy = vld1q_f32((const float *)(pa + 128));
+        const int wide = type == GGML_TYPE_Q8_0 ? 2 : type == GGML_TYPE_Q5_0 ? 1 : 0;
+        int32x4_t s[4];
+        s[0] = NEON_FN(gm_dot32)(w, a01.val[0], a01.val[1], wide);
+        s[1] = NEON_FN(gm_dot32)(w, a01.val[2], a01.val[3], wide);
+        s[2] = NEON_FN(gm_dot32)(w, a23.val[0], a23.val[1], wide);
+        s[3] = NEON_FN(gm_dot32)(w, a23.val[2], a23.val[3], wide);
+#define GM32_STEP(t)                                                                                  \
+    do {                                                                                              \
+        const float32x4_t f = vcvtq_f32_s32(s[t]);                                                    \
+        if (type == GGML_TYPE_Q8_0) /* (float)sumi * (dx * dy) */                                     \
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(f, vmulq_laneq_f32(dx, dy, t)));                     \
+        else if (type == GGML_TYPE_Q5_0) /* (dx * dy) * (float)sumi */                                \
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_laneq_f32(dx, dy, t), f));                     \
+        else /* (float)sumi * dx * dy */                                                              \
+            acc[t] = vaddq_f32(acc[t], vmulq_laneq_f32(vmulq_f32(f, dx), dy, t));                     \
+    } while (0)
+        GM32_STEP(0);
+        GM32_STEP(1);
+        GM32_STEP(2);
+        GM32_STEP(3);
+#undef GM32_STEP
     }
     NEON_FN(gm_store)(NT, acc, y, ys);
 }
@@ -392,42 +442,52 @@ NEON_INLINE void NEON_FN(gm_pack)(const int type, int64_t nb, const char *w, siz
         NEON_FN(gm32_pack)(type, nb, w, w_row, pk);
 }
 
+/* NT (1-4) tokens of a group packed at pk: at a (rows a_row apart) for the
+ * K-quants, packed at pa (a quad, gm32_pack_act) for Q4_0 / Q5_0 / Q8_0. */
 NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const char *a, size_t a_row,
-                                 float *y, size_t ys)
+                                 const int8_t *pa, float *y, size_t ys)
 {
     if (type == GGML_TYPE_Q4_K)
         NEON_FN(gmk4_run)(NT, nb, pk, a, a_row, y, ys);
     else if (type == GGML_TYPE_Q6_K)
         NEON_FN(gmk6_run)(NT, nb, pk, a, a_row, y, ys);
     else
-        NEON_FN(gm32_run)(type, NT, nb, pk, a, a_row, y, ys);
+        NEON_FN(gm32_run)(type, NT, nb, pk, pa, y, ys);
 }
 
 NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, const char *w, size_t w_row, int64_t n_rows,
                                  const char *a, size_t a_row, int64_t n_tok, float *y, size_t ys)
 {
-    const int64_t nb = n / (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K ? QK_K : QK8_0);
+    const bool k_quant = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
+    const int64_t nb = n / (k_quant ? QK_K : QK8_0);
     const size_t gbytes = (size_t)nb * NEON_FN(gm_bytes)(type);
-    int8_t *pk = kernels_scratch(gbytes * (GM_CHUNK / 4));
+    const size_t qbytes = k_quant ? 0 : (size_t)nb * GM32_BYTES; /* a packed token quad */
+    int8_t *pk = kernels_scratch(gbytes * (GM_CHUNK / 4) + qbytes * (GM_TOKS / 4));
     if (!pk)
         return -1;
+    int8_t *pa = pk + gbytes * (GM_CHUNK / 4);
     const int64_t full = n_rows / 4 * 4;
-    for (int64_t r0 = 0; r0 < full; r0 += GM_CHUNK) {
-        const int ng = (int)((full - r0 < GM_CHUNK ? full - r0 : GM_CHUNK) / 4);
-        for (int g = 0; g < ng; g++)
-            NEON_FN(gm_pack)(type, nb, w + (size_t)(r0 + 4 * g) * w_row, w_row, pk + (size_t)g * gbytes);
-        for (int64_t t0 = 0; t0 < n_tok; t0 += GM_TOKS) {
-            const int64_t t1 = t0 + GM_TOKS < n_tok ? t0 + GM_TOKS : n_tok;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GM_TOKS) {
+        const int64_t t1 = t0 + GM_TOKS < n_tok ? t0 + GM_TOKS : n_tok;
+        if (!k_quant)
+            for (int64_t t = t0; t < t1; t += 4)
+                NEON_FN(gm32_pack_act)(nb, a + (size_t)t * a_row, a_row, (int)(t1 - t < 4 ? t1 - t : 4),
+                                       pa + (size_t)(t - t0) / 4 * qbytes);
+        for (int64_t r0 = 0; r0 < full; r0 += GM_CHUNK) {
+            const int ng = (int)((full - r0 < GM_CHUNK ? full - r0 : GM_CHUNK) / 4);
+            for (int g = 0; g < ng; g++)
+                NEON_FN(gm_pack)(type, nb, w + (size_t)(r0 + 4 * g) * w_row, w_row, pk + (size_t)g * gbytes);
             for (int g = 0; g < ng; g++) {
                 const int8_t *gp = pk + (size_t)g * gbytes;
                 for (int64_t t = t0; t < t1; t += 4) {
                     const char *at = a + (size_t)t * a_row;
+                    const int8_t *pt = pa + (size_t)(t - t0) / 4 * qbytes;
                     float *yt = y + (size_t)t * ys + (size_t)(r0 + 4 * g);
                     switch (t1 - t) {
-                    case 1: NEON_FN(gm_run)(type, 1, nb, gp, at, a_row, yt, ys); break;
-                    case 2: NEON_FN(gm_run)(type, 2, nb, gp, at, a_row, yt, ys); break;
-                    case 3: NEON_FN(gm_run)(type, 3, nb, gp, at, a_row, yt, ys); break;
-                    default: NEON_FN(gm_run)(type, 4, nb, gp, at, a_row, yt, ys); break;
+                    case 1: NEON_FN(gm_run)(type, 1, nb, gp, at, a_row, pt, yt, ys); break;
+                    case 2: NEON_FN(gm_run)(type, 2, nb, gp, at, a_row, pt, yt, ys); break;
+                    case 3: NEON_FN(gm_run)(type, 3, nb, gp, at, a_row, pt, yt, ys); break;
+                    default: NEON_FN(gm_run)(type, 4, nb, gp, at, a_row, pt, yt, ys); break;
                     }
                 }
             }
@@ -446,6 +506,7 @@ NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, cons
         return NEON_FN(gm_many)(TYPE, NEON_FN(DOT), n, w, w_row, n_rows, a, a_row, n_tok, y, ys);            \
     }
 NEON_GEMM_MANY(q4_0, GGML_TYPE_Q4_0, vec_dot_q4_0_q8_0)
+NEON_GEMM_MANY(q5_0, GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0)
 NEON_GEMM_MANY(q8_0, GGML_TYPE_Q8_0, vec_dot_q8_0_q8_0)
 NEON_GEMM_MANY(q4_K, GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K)
 NEON_GEMM_MANY(q6_K, GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K)
@@ -456,6 +517,7 @@ NEON_GEMM_MANY(q6_K, GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K)
 static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
 {
     t->types[GGML_TYPE_Q4_0].gemm_many = NEON_FN(gemm_many_q4_0);
+    t->types[GGML_TYPE_Q5_0].gemm_many = NEON_FN(gemm_many_q5_0);
     t->types[GGML_TYPE_Q8_0].gemm_many = NEON_FN(gemm_many_q8_0);
     t->types[GGML_TYPE_Q4_K].gemm_many = NEON_FN(gemm_many_q4_K);
     t->types[GGML_TYPE_Q6_K].gemm_many = NEON_FN(gemm_many_q6_K);
