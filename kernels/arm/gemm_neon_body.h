@@ -170,6 +170,25 @@ NEON_INLINE void NEON_FN(gm_store)(const int NT, const float32x4_t acc[4], float
 /* Per block of a group: 128 bytes of quants, then the four rows' d as float. */
 #define GM32_BYTES 144
 
+/* Block b of row r (0-3) of a Q4_0 x4 group at g (repack.h): its quants
+ * and its scale. */
+NEON_INLINE const uint8_t *NEON_FN(x4_qs)(const char *g, int r, int64_t b, int64_t nb)
+{
+    if (b < nb / 4 * 4)
+        return (const uint8_t *)g + repack_x4_qs(GGML_TYPE_Q4_0, r, b, sizeof(block_q4_0));
+    return (const uint8_t *)g + repack_x4_whole(r, b, nb, sizeof(block_q4_0)) + offsetof(block_q4_0, qs);
+}
+NEON_INLINE float NEON_FN(x4_d)(const char *g, int r, int64_t b, int64_t nb)
+{
+    ggml_half d;
+    memcpy(&d,
+           g + (b < nb / 4 * 4 ? repack_x4_d(r, b, sizeof(block_q4_0)) : repack_x4_whole(r, b, nb, sizeof(block_q4_0))),
+           sizeof(d));
+    return neon_h2f(d);
+}
+
+/* type: Q4_0, Q5_0, Q8_0, or INFER_TYPE_Q4_0_X4 (w then points at a group
+ * of the x4 layout). */
 NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, size_t w_row, int8_t *pk)
 {
     for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES) {
@@ -190,6 +209,11 @@ NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, s
                 lo[r] = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
                 hi[r] = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
                 d[r] = neon_h2f(x->d);
+            } else if (type == INFER_TYPE_Q4_0_X4) {
+                const uint8x16_t q = vld1q_u8(NEON_FN(x4_qs)(w, r, b, nb));
+                lo[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+                hi[r] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+                d[r] = NEON_FN(x4_d)(w, r, b, nb);
             } else {
                 const block_q4_0 *x = (const block_q4_0 *)(w + r * w_row) + b;
                 const uint8x16_t q = vld1q_u8(x->qs);
@@ -424,6 +448,94 @@ NEON_INLINE void NEON_FN(gmk6_run)(const int NT, int64_t nb, const int8_t *pk, c
     NEON_FN(gm_store)(NT, acc, y, ys);
 }
 
+/* ======================== Q4_0 in the x4 layout ======================== */
+
+/*
+ * Decode's GEMV (and the 2-4 token tiles) on the x4 layout of repack.h: a
+ * tile of four blocks brings the four rows' sixteen scales in one 32-byte
+ * load (LD4 deinterleaves them into one vector per block, lanes = rows) and
+ * each block's four rows of quants in one 64-byte load.  Per block and
+ * token the four rows' sums are reduced together (pairwise adds, exact);
+ * the nibbles enter unsigned, their offset of 8 as one more dot product
+ * per token (-8 times the activations, the accumulators' start), so the
+ * sums are the reference's exact integers; the float steps of
+ * vec_dot_q4_0 run in the lanes, in its order:
+ * ((float)sumi * dx) * dy, added block by block.  Past the tiles the blocks
+ * are GGUF's, four rows side by side.
+ */
+NEON_INLINE void NEON_FN(x4_block)(const int NT, const int8x16_t lo[4], const int8x16_t hi[4], float32x4_t dx,
+                                   int64_t b, const char *a, size_t a_row, float32x4_t acc[4])
+{
+    const int8x16_t m8 = vdupq_n_s8(-8);
+    for (int t = 0; t < NT; t++) {
+        const block_q8_0 *yb = (const block_q8_0 *)(a + t * a_row) + b;
+        const int8x16x2_t av = vld1q_s8_x2(yb->qs);
+        /* the nibbles' offset: lanes summing to -8 * (sum of the activations) */
+        const int32x4_t c = DOT_SMALL(DOT_SMALL(vdupq_n_s32(0), m8, av.val[0]), m8, av.val[1]);
+        int32x4_t v[4];
+        for (int r = 0; r < 4; r++)
+            v[r] = DOT_SMALL(DOT_SMALL(c, lo[r], av.val[0]), hi[r], av.val[1]);
+        const float32x4_t f = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3])));
+        acc[t] = vaddq_f32(acc[t], vmulq_n_f32(vmulq_f32(f, dx), neon_h2f(yb->d)));
+    }
+}
+
+/* The unsigned nibbles (0..15) of four rows' 16 quant bytes q. */
+NEON_INLINE void NEON_FN(x4_nibbles)(const uint8x16_t q[4], int8x16_t lo[4], int8x16_t hi[4])
+{
+    for (int r = 0; r < 4; r++) {
+        lo[r] = vreinterpretq_s8_u8(vandq_u8(q[r], vdupq_n_u8(0x0F)));
+        hi[r] = vreinterpretq_s8_u8(vshrq_n_u8(q[r], 4));
+    }
+}
+
+NEON_INLINE void NEON_FN(x4_tile)(const int NT, int64_t n, const char *w, const char *a, size_t a_row, float *y,
+                                  size_t ys)
+{
+    const int64_t nb = n / QK8_0, nb4 = nb / 4 * 4;
+    const size_t bs = sizeof(block_q4_0);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    int8x16_t lo[4], hi[4];
+    for (int64_t j = 0; j < nb4; j += 4) {
+        const uint16x4x4_t dh = vld4_u16((const uint16_t *)(w + repack_x4_tile(j, bs))); /* val[k] lane r: row r, block j + k */
+        const uint8_t *qs = (const uint8_t *)w + repack_x4_qs(GGML_TYPE_Q4_0, 0, j, bs); /* block j + k at 64 k */
+#define X4_STEP(k)                                                                                            \
+    do {                                                                                                      \
+        const uint8x16x4_t q = vld1q_u8_x4(qs + 64 * (k));                                                    \
+        NEON_FN(x4_nibbles)(q.val, lo, hi);                                                                   \
+        NEON_FN(x4_block)(NT, lo, hi, vcvt_f32_f16(vreinterpret_f16_u16(dh.val[k])), j + (k), a, a_row, acc); \
+    } while (0)
+        X4_STEP(0);
+        X4_STEP(1);
+        X4_STEP(2);
+        X4_STEP(3);
+#undef X4_STEP
+    }
+    for (int64_t b = nb4; b < nb; b++) {
+        uint8x16_t q[4];
+        float d[4];
+        for (int r = 0; r < 4; r++) {
+            q[r] = vld1q_u8(NEON_FN(x4_qs)(w, r, b, nb));
+            d[r] = NEON_FN(x4_d)(w, r, b, nb);
+        }
+        NEON_FN(x4_nibbles)(q, lo, hi);
+        NEON_FN(x4_block)(NT, lo, hi, vld1q_f32(d), b, a, a_row, acc);
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+static void NEON_FN(gemm_q4_0x4)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,
+                                 size_t ys, int nt)
+{
+    (void)w_row;
+    switch (nt) {
+    case 1: NEON_FN(x4_tile)(1, n, w, a, a_row, y, ys); break;
+    case 2: NEON_FN(x4_tile)(2, n, w, a, a_row, y, ys); break;
+    case 3: NEON_FN(x4_tile)(3, n, w, a, a_row, y, ys); break;
+    default: NEON_FN(x4_tile)(4, n, w, a, a_row, y, ys); break;
+    }
+}
+
 /* ============================== the driver ============================== */
 
 /* Bytes per block of a group, and the packing and running of one group. */
@@ -506,18 +618,27 @@ NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, cons
         return NEON_FN(gm_many)(TYPE, NEON_FN(DOT), n, w, w_row, n_rows, a, a_row, n_tok, y, ys);            \
     }
 NEON_GEMM_MANY(q4_0, GGML_TYPE_Q4_0, vec_dot_q4_0_q8_0)
+NEON_GEMM_MANY(q4_0x4, INFER_TYPE_Q4_0_X4, vec_dot_q4_0_q8_0)
 NEON_GEMM_MANY(q5_0, GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0)
 NEON_GEMM_MANY(q8_0, GGML_TYPE_Q8_0, vec_dot_q8_0_q8_0)
 NEON_GEMM_MANY(q4_K, GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K)
 NEON_GEMM_MANY(q6_K, GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K)
 
-/* Install the gemm_many kernels; from GM_MIN_TOK tokens on (the benchmark's
- * shortest prompt, 8, already takes them). */
-#define GM_MIN_TOK 4
+/* Install the gemm_many kernels, from GM_MIN_TOK tokens on: the unpacking
+ * of the weights is paid once per call, which 2-4 sequences decoding
+ * together would not repay (the gemm tiles serve them). */
+#define GM_MIN_TOK 8
 static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
 {
     t->types[GGML_TYPE_Q4_0].gemm_many = NEON_FN(gemm_many_q4_0);
     t->types[GGML_TYPE_Q5_0].gemm_many = NEON_FN(gemm_many_q5_0);
+    /* Q4_0 weights repacked at load into the x4 layout (repack.h; the cache
+     * file is per variant); rows after the last group of four stay as they
+     * were, so vec_dot is Q4_0's */
+    t->types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
+    t->types[INFER_TYPE_Q4_0_X4].vec_dot = NEON_FN(vec_dot_q4_0_q8_0);
+    t->types[INFER_TYPE_Q4_0_X4].gemm = NEON_FN(gemm_q4_0x4);
+    t->types[INFER_TYPE_Q4_0_X4].gemm_many = NEON_FN(gemm_many_q4_0x4);
     t->types[GGML_TYPE_Q8_0].gemm_many = NEON_FN(gemm_many_q8_0);
     t->types[GGML_TYPE_Q4_K].gemm_many = NEON_FN(gemm_many_q4_K);
     t->types[GGML_TYPE_Q6_K].gemm_many = NEON_FN(gemm_many_q6_K);
