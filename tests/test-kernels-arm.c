@@ -9,6 +9,8 @@
  *                       from the reference quantizer and raw ones with -128;
  *   gemm tiles          the bits of the variant's vec_dot, for every output
  *                       of 1..GEMM_TOKS tokens, nothing written outside;
+ *   gemm_many           the reference's bits on odd row and token counts
+ *                       and at the int16 extremes (test_gemm_many);
  *   activation and F16  the reference's bytes, including rounding ties, zero
  *   quantizers          blocks and Q8_K's first-of-+-max sign rule;
  *   F16 dequantization  bit-exact over every non-NaN half;
@@ -496,6 +498,107 @@ static void test_ops(void **state)
     assert_true(gg_diff * 100 <= gg_total); /* rare */
 }
 
+/* ------------------------------ gemm_many ------------------------------ */
+
+/* gemm_many of rows x toks against the reference's vec_dot, bit for bit,
+ * and nothing written outside the rows x toks outputs (stride rows + 3). */
+static void check_many(const struct kernel_table *t, uint32_t type, const uint8_t *w, size_t w_row, int64_t rows,
+                       const uint8_t *a, size_t a_row, int64_t toks, int64_t n, const char *what)
+{
+    const size_t ys = (size_t)rows + 3;
+    float *y = malloc((size_t)toks * ys * sizeof(float));
+    for (size_t i = 0; i < (size_t)toks * ys; i++)
+        y[i] = -1234.5f;
+    assert_int_equal(t->types[type].gemm_many(n, w, w_row, rows, a, a_row, toks, y, ys), 0);
+    for (int64_t k = 0; k < toks; k++) {
+        for (size_t r = 0; r < ys; r++) {
+            const float got = y[(size_t)k * ys + r];
+            if (r >= (size_t)rows) {
+                if (got != -1234.5f)
+                    fail_msg("%s gemm_many %s rows = %lld toks = %lld wrote outside", t->name, tname(type),
+                             (long long)rows, (long long)toks);
+                continue;
+            }
+            const float want = ref()->types[type].vec_dot(n, w + r * w_row, a + (size_t)k * a_row);
+            if (memcmp(&got, &want, sizeof(float)) != 0)
+                fail_msg("%s gemm_many %s (%s) n = %lld rows = %lld toks = %lld [%zu,%lld]: %.9g, reference %.9g",
+                         t->name, tname(type), what, (long long)n, (long long)rows, (long long)toks, r,
+                         (long long)k, (double)got, (double)want);
+        }
+    }
+    free(y);
+}
+
+/* The many-token kernels (gemm_neon_body.h) on odd sizes: row counts that
+ * end inside a group of 4 and cross the 16-row chunks, token counts that
+ * end inside a group of 4 and cross the 64-token passes, 1..13 blocks; on
+ * quantized and raw activations (-128 included), and on the extremes where
+ * an int16 partial sum would overflow if a lane held too many products. */
+static void test_gemm_many(void **state)
+{
+    const struct kernel_table *t = variant_table(state);
+    static const int64_t n_blocks[] = {1, 3, 13}, n_rows[] = {1, 4, 7, 16, 21, 37}, n_toks[] = {1, 3, 4, 5, 16, 19, 35, 67};
+    int n_types = 0;
+    for (size_t k = 0; k < N_QUANT_TYPES; k++) {
+        const uint32_t type = quant_types[k], at = ref()->types[type].vec_dot_type;
+        if (!t->types[type].gemm_many)
+            continue;
+        n_types++;
+        const int64_t bs = ggml_type_traits_get(type)->block_size;
+        for (size_t s = 0; s < sizeof(n_blocks) / sizeof(n_blocks[0]); s++) {
+            const int64_t n = bs * n_blocks[s], max_rows = 37, max_toks = 67;
+            const size_t w_row = ggml_row_size(type, n), a_row = ggml_row_size(at, n);
+            uint8_t *w = malloc(max_rows * w_row), *a = malloc(max_toks * a_row);
+            float *x = malloc(n * sizeof(float));
+            random_blocks(type, w, max_rows * n);
+            for (int64_t k2 = 0; k2 < max_toks; k2++) {
+                random_floats(x, n);
+                ref()->types[at].from_float(x, a + k2 * a_row, n);
+            }
+            for (size_t i = 0; i < sizeof(n_rows) / sizeof(n_rows[0]); i++)
+                for (size_t j = 0; j < sizeof(n_toks) / sizeof(n_toks[0]); j++)
+                    check_many(t, type, w, w_row, n_rows[i], a, a_row, n_toks[j], n, "quantized activations");
+            if (at != GGML_TYPE_Q8_K) {
+                random_blocks(at, a, max_toks * n);
+                check_many(t, type, w, w_row, 21, a, a_row, 19, n, "random activation blocks");
+            }
+            /* extremes: every quant at its most negative (Q4_0 nibble 0 = -8,
+             * Q5_0 0 = -16, Q8_0 -128, Q6_K 0 = -32) or largest (Q4_K 15,
+             * scales 63),
+             * every activation -128 (bsums to match), scales 1.0 */
+            memset(w, type == GGML_TYPE_Q4_K ? 0xff : type == GGML_TYPE_Q8_0 ? 0x80 : 0x00, max_rows * w_row);
+            int off[2];
+            half_fields(type, off);
+            const size_t ts = ggml_type_traits_get(type)->type_size;
+            for (int64_t b = 0; b < max_rows * n / bs; b++) {
+                for (int f = 0; f < 2 && off[f] >= 0; f++)
+                    memcpy(w + b * ts + off[f], &(uint16_t){0x3c00}, 2);
+                if (type == GGML_TYPE_Q6_K)
+                    memset(w + b * ts + offsetof(block_q6_K, scales), 127, QK_K / 16);
+            }
+            for (int64_t b = 0; b < max_toks * n / bs; b++) {
+                if (at == GGML_TYPE_Q8_K) {
+                    block_q8_K *yb = (block_q8_K *)a + b;
+                    yb->d = 1.0f;
+                    memset(yb->qs, 0x80, sizeof(yb->qs));
+                    for (int g = 0; g < QK_K / 16; g++)
+                        yb->bsums[g] = 16 * -128;
+                } else {
+                    block_q8_0 *yb = (block_q8_0 *)a + b;
+                    yb->d = 0x3c00;
+                    memset(yb->qs, 0x80, sizeof(yb->qs));
+                }
+            }
+            check_many(t, type, w, w_row, 21, a, a_row, 19, n, "extremes");
+            free(w);
+            free(a);
+            free(x);
+        }
+    }
+    printf("  %s: gemm_many checked for %d types\n", t->name, n_types);
+    assert_true(n_types >= 5); /* Q4_0, Q5_0, Q8_0, Q4_K, Q6_K */
+}
+
 /* Every entry the reference has, the variant has, with the same formats. */
 static void test_table(void **state)
 {
@@ -519,7 +622,8 @@ static void test_table(void **state)
     cmocka_unit_test_prestate(test_table, &(v)), cmocka_unit_test_prestate(test_quant_dots, &(v)), \
         cmocka_unit_test_prestate(test_quant_dots_extremes, &(v)),                 \
         cmocka_unit_test_prestate(test_quantizers, &(v)), cmocka_unit_test_prestate(test_f16_dequant, &(v)), \
-        cmocka_unit_test_prestate(test_float_dots, &(v)), cmocka_unit_test_prestate(test_ops, &(v))
+        cmocka_unit_test_prestate(test_float_dots, &(v)), cmocka_unit_test_prestate(test_ops, &(v)), \
+        cmocka_unit_test_prestate(test_gemm_many, &(v))
 
 int main(void)
 {

@@ -20,6 +20,7 @@
 #define DOT_SMALL(acc, a, b) vdotq_s32((acc), (a), (b))
 #define DOT_WIDE(acc, a, b) vdotq_s32((acc), (a), (b))
 
+#define GEMM_SDOT 1
 #include "quants_neon_body.h"
 
 void kernels_fill_dotprod(struct kernel_table *t)

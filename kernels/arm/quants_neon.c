@@ -34,6 +34,7 @@ static inline int32x4_t dot_wide_neon(int32x4_t acc, int8x16_t a, int8x16_t b)
 #define DOT_SMALL(acc, a, b) dot_small_neon((acc), (a), (b))
 #define DOT_WIDE(acc, a, b) dot_wide_neon((acc), (a), (b))
 
+#define GEMM_SDOT 0
 #include "quants_neon_body.h"
 
 /* fp32 -> fp16 with FCVT (round to nearest even, as fp32_to_fp16 for every

@@ -9,6 +9,7 @@
  *                          values must lie in -64..64 (weights of 6 bits or
  *                          fewer), b's are any int8
  *   DOT_WIDE(acc, a, b)    the same for any int8 a and b
+ *   GEMM_SDOT              1 when the variant has SDOT (gemm_neon_body.h)
  * and this file defines the kernels plus NEON_FN(fill_int_dots), which puts
  * them into a table.
  *
@@ -691,7 +692,9 @@ NEON_INLINE int8x16_t NEON_FN(qv_iq4)(const uint8_t *qs, int c)
 #define QV_HSUM4(v, out) neon_hsum4(v, out)
 #include "../lowbit_body.h"
 
-/* Install this variant's integer dot products and gemm tiles. */
+#include "gemm_neon_body.h"
+
+/* Install this variant's integer dot products, gemm tiles and gemm_many. */
 static void NEON_FN(fill_int_dots)(struct kernel_table *t)
 {
 #define SET(TYPE, T, DOT)                                   \
@@ -714,4 +717,5 @@ static void NEON_FN(fill_int_dots)(struct kernel_table *t)
     t->types[GGML_TYPE_Q5_0].gemm = NEON_FN(gemm1_q5_0);
     t->types[GGML_TYPE_Q8_0].gemm = NEON_FN(gemm1_q8_0);
     t->types[GGML_TYPE_IQ4_NL].gemm = NEON_FN(gemm1_iq4_nl);
+    NEON_FN(fill_gemm_many)(t);
 }

@@ -1,0 +1,646 @@
+/*
+ * gemm_neon_body.h - gemm_many (dispatch.h) of the aarch64 variants for
+ * Q4_0, Q5_0, Q8_0, Q4_K and Q6_K: prefill's many-token matmul, with vector lanes
+ * holding weight rows, so that a block's integer sums of four rows come out
+ * in the four lanes of one vector and the reference's float steps run on
+ * four outputs at a time.
+ *
+ * Included by quants_neon_body.h (after its tiles), so NEON_FN, the variant
+ * and the helpers there are known; GEMM_SDOT is 1 for the variants with
+ * SDOT (dotprod, i8mm), 0 for plain NEON.
+ *
+ * Plan of one call (rows [0, n_rows), tokens [0, n_tok)):
+ *   - tokens are taken GM_TOKS at a time; for Q4_0 / Q5_0 / Q8_0 their activations
+ *     are packed by quads (per block the four tokens' quants side by side,
+ *     then their d as float: two loads per block instead of eight);
+ *   - rows then pass GM_CHUNK at a time; each group of four rows is
+ *     unpacked into the thread's scratch ("packed"): per block the signed
+ *     int8 quants of the four rows, their scales as float (and the K-quants'
+ *     sub-block scales and mins as integer lanes);
+ *   - per group, four tokens at a time: per block, the group's packed
+ *     weights are loaded once and dotted with each token's activations.
+ * Up to GM_TOKS tokens the unpacking costs the same whatever the token
+ * count, so a short prompt's marginal cost per token is the dot products
+ * and float steps alone (a long one adds the unpacking once per GM_TOKS).
+ *
+ * Integer sums per block, lanes = rows:
+ *   GEMM_SDOT: the packed quants of 32 elements are 8 vectors, vector k
+ *     holding elements 4k..4k+3 of rows 0-3 (a 4 x 4 transpose of 32-bit
+ *     words); SDOT by element k % 4 of the token's vector k / 4 adds row r's
+ *     four products into lane r: 8 SDOTs per 4 rows x 32 elements, no
+ *     horizontal sums.
+ *   NEON: the quants stay in rows (row r's elements 0-15, 16-31); SMULL +
+ *     SMLAL2 + SMLAL + SMLAL2 give eight int16 lanes of four products per
+ *     row, and pairwise adds over the rows reduce them to [r0 r1 r2 r3].
+ *     The int16 steps are exact while a lane sums at most 32767 / max|w a|
+ *     products: 16 for Q4_0 (|w| <= 8, |a| <= 128: 1024 each) and Q4_K
+ *     (0..15: 1920), 8 for Q5_0 (-16..15: 2048), 4 for Q6_K (q - 32 in
+ *     -32..31: 4096); Q8_0 widens every product (SMULL + SADALP).
+ * Every block's integer sum is exact, so it equals the reference's; the
+ * float steps are the reference's, in its order, lane by lane: every output
+ * has exactly the bits of vec_dot.
+ */
+
+#ifndef GEMM_SDOT
+#error "define GEMM_SDOT before including gemm_neon_body.h"
+#endif
+
+/* Tokens per pass (their activations packed once for Q4_0 / Q5_0 / Q8_0), rows
+ * unpacked per pass over them (four groups): the unpacking of a row is
+ * repeated once per GM_TOKS tokens. */
+#define GM_TOKS 64
+#define GM_CHUNK 16
+
+/* --------------------------- packing helpers --------------------------- */
+
+/* Store the 32 elements of four rows (lo[r]: elements 0-15, hi[r]: 16-31)
+ * as the integer core below reads them: 8 vectors at out. */
+NEON_INLINE void NEON_FN(gm_put32)(int8_t *out, const int8x16_t lo[4], const int8x16_t hi[4])
+{
+#if GEMM_SDOT
+    for (int h = 0; h < 2; h++) {
+        const int8x16_t *v = h ? hi : lo;
+        const int32x4_t t0 = vtrn1q_s32(vreinterpretq_s32_s8(v[0]), vreinterpretq_s32_s8(v[1]));
+        const int32x4_t t1 = vtrn2q_s32(vreinterpretq_s32_s8(v[0]), vreinterpretq_s32_s8(v[1]));
+        const int32x4_t t2 = vtrn1q_s32(vreinterpretq_s32_s8(v[2]), vreinterpretq_s32_s8(v[3]));
+        const int32x4_t t3 = vtrn2q_s32(vreinterpretq_s32_s8(v[2]), vreinterpretq_s32_s8(v[3]));
+        int8_t *o = out + 64 * h;
+        vst1q_s8(o, vreinterpretq_s8_s64(vtrn1q_s64(vreinterpretq_s64_s32(t0), vreinterpretq_s64_s32(t2))));
+        vst1q_s8(o + 16, vreinterpretq_s8_s64(vtrn1q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3))));
+        vst1q_s8(o + 32, vreinterpretq_s8_s64(vtrn2q_s64(vreinterpretq_s64_s32(t0), vreinterpretq_s64_s32(t2))));
+        vst1q_s8(o + 48, vreinterpretq_s8_s64(vtrn2q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3))));
+    }
+#else
+    for (int r = 0; r < 4; r++) {
+        vst1q_s8(out + 32 * r, lo[r]);
+        vst1q_s8(out + 32 * r + 16, hi[r]);
+    }
+#endif
+}
+
+/* The same for 16 elements of four rows: 4 vectors at out. */
+NEON_INLINE void NEON_FN(gm_put16)(int8_t *out, const int8x16_t v[4])
+{
+#if GEMM_SDOT
+    const int32x4_t t0 = vtrn1q_s32(vreinterpretq_s32_s8(v[0]), vreinterpretq_s32_s8(v[1]));
+    const int32x4_t t1 = vtrn2q_s32(vreinterpretq_s32_s8(v[0]), vreinterpretq_s32_s8(v[1]));
+    const int32x4_t t2 = vtrn1q_s32(vreinterpretq_s32_s8(v[2]), vreinterpretq_s32_s8(v[3]));
+    const int32x4_t t3 = vtrn2q_s32(vreinterpretq_s32_s8(v[2]), vreinterpretq_s32_s8(v[3]));
+    vst1q_s8(out, vreinterpretq_s8_s64(vtrn1q_s64(vreinterpretq_s64_s32(t0), vreinterpretq_s64_s32(t2))));
+    vst1q_s8(out + 16, vreinterpretq_s8_s64(vtrn1q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3))));
+    vst1q_s8(out + 32, vreinterpretq_s8_s64(vtrn2q_s64(vreinterpretq_s64_s32(t0), vreinterpretq_s64_s32(t2))));
+    vst1q_s8(out + 48, vreinterpretq_s8_s64(vtrn2q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3))));
+#else
+    for (int r = 0; r < 4; r++)
+        vst1q_s8(out + 16 * r, v[r]);
+#endif
+}
+
+/* ---------------------------- integer cores ---------------------------- */
+
+/* Lane r: sum over 32 elements of row r's packed quants w (8 vectors) times
+ * the token's a0 (elements 0-15), a1 (16-31).  wide (NEON only): 0 when 16
+ * products may share an int16 lane (|w| <= 15), 1 when 8 may (Q5_0, |w| <=
+ * 16), 2 when the quants may be any int8 (Q8_0: every product widened). */
+NEON_INLINE int32x4_t NEON_FN(gm_dot32)(const int8x16_t w[8], int8x16_t a0, int8x16_t a1, const int wide)
+{
+#if GEMM_SDOT
+    (void)wide;
+    int32x4_t s = vdupq_n_s32(0);
+    s = vdotq_laneq_s32(s, w[0], a0, 0);
+    s = vdotq_laneq_s32(s, w[1], a0, 1);
+    s = vdotq_laneq_s32(s, w[2], a0, 2);
+    s = vdotq_laneq_s32(s, w[3], a0, 3);
+    s = vdotq_laneq_s32(s, w[4], a1, 0);
+    s = vdotq_laneq_s32(s, w[5], a1, 1);
+    s = vdotq_laneq_s32(s, w[6], a1, 2);
+    s = vdotq_laneq_s32(s, w[7], a1, 3);
+    return s;
+#else
+    if (wide == 2) {
+        int32x4_t r4[4];
+        for (int r = 0; r < 4; r++) {
+            int32x4_t s = vpaddlq_s16(vmull_s8(vget_low_s8(w[2 * r]), vget_low_s8(a0)));
+            s = vpadalq_s16(s, vmull_high_s8(w[2 * r], a0));
+            s = vpadalq_s16(s, vmull_s8(vget_low_s8(w[2 * r + 1]), vget_low_s8(a1)));
+            r4[r] = vpadalq_s16(s, vmull_high_s8(w[2 * r + 1], a1));
+        }
+        return vpaddq_s32(vpaddq_s32(r4[0], r4[1]), vpaddq_s32(r4[2], r4[3]));
+    }
+    int16x8_t p[4];
+    for (int r = 0; r < 4; r++) {
+        int16x8_t q = vmull_s8(vget_low_s8(w[2 * r]), vget_low_s8(a0));
+        q = vmlal_high_s8(q, w[2 * r], a0);
+        q = vmlal_s8(q, vget_low_s8(w[2 * r + 1]), vget_low_s8(a1));
+        p[r] = vmlal_high_s8(q, w[2 * r + 1], a1);
+    }
+    if (wide == 1) /* 4 -> 8 products per lane, then widened: [r0 r0 r1 r1], [r2 r2 r3 r3] */
+        return vpaddq_s32(vpaddlq_s16(vpaddq_s16(p[0], p[1])), vpaddlq_s16(vpaddq_s16(p[2], p[3])));
+    /* 4 -> 8 -> 16 products per lane: [r0 r0 r1 r1 r2 r2 r3 r3] */
+    return vpaddlq_s16(vpaddq_s16(vpaddq_s16(p[0], p[1]), vpaddq_s16(p[2], p[3])));
+#endif
+}
+
+/* Lane r: sum over 16 elements (4 packed vectors w) times a; |w| <= 32. */
+NEON_INLINE int32x4_t NEON_FN(gm_dot16)(const int8x16_t w[4], int8x16_t a)
+{
+#if GEMM_SDOT
+    int32x4_t s = vdotq_laneq_s32(vdupq_n_s32(0), w[0], a, 0);
+    s = vdotq_laneq_s32(s, w[1], a, 1);
+    s = vdotq_laneq_s32(s, w[2], a, 2);
+    return vdotq_laneq_s32(s, w[3], a, 3);
+#else
+    int16x8_t p[4];
+    for (int r = 0; r < 4; r++)
+        p[r] = vmlal_high_s8(vmull_s8(vget_low_s8(w[r]), vget_low_s8(a)), w[r], a);
+    /* 2 -> 4 products per int16 lane, then widened: [r0 r0 r1 r1], [r2 r2 r3 r3] */
+    return vpaddq_s32(vpaddlq_s16(vpaddq_s16(p[0], p[1])), vpaddlq_s16(vpaddq_s16(p[2], p[3])));
+#endif
+}
+
+/* Store acc[t] (lane r: row r) of NT tokens to y. */
+NEON_INLINE void NEON_FN(gm_store)(const int NT, const float32x4_t acc[4], float *y, size_t ys)
+{
+    for (int t = 0; t < NT; t++)
+        vst1q_f32(y + (size_t)t * ys, acc[t]);
+}
+
+/* ========================= Q4_0 / Q5_0 / Q8_0 ========================= */
+
+/* Per block of a group: 128 bytes of quants, then the four rows' d as float. */
+#define GM32_BYTES 144
+
+/* Block b of row r (0-3) of a Q4_0 x4 group at g (repack.h): its quants
+ * and its scale. */
+NEON_INLINE const uint8_t *NEON_FN(x4_qs)(const char *g, int r, int64_t b, int64_t nb)
+{
+    if (b < nb / 4 * 4)
+        return (const uint8_t *)g + repack_x4_qs(GGML_TYPE_Q4_0, r, b, sizeof(block_q4_0));
+    return (const uint8_t *)g + repack_x4_whole(r, b, nb, sizeof(block_q4_0)) + offsetof(block_q4_0, qs);
+}
+NEON_INLINE float NEON_FN(x4_d)(const char *g, int r, int64_t b, int64_t nb)
+{
+    ggml_half d;
+    memcpy(&d,
+           g + (b < nb / 4 * 4 ? repack_x4_d(r, b, sizeof(block_q4_0)) : repack_x4_whole(r, b, nb, sizeof(block_q4_0))),
+           sizeof(d));
+    return neon_h2f(d);
+}
+
+/* type: Q4_0, Q5_0, Q8_0, or INFER_TYPE_Q4_0_X4 (w then points at a group
+ * of the x4 layout). */
+NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, size_t w_row, int8_t *pk)
+{
+    for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES) {
+        int8x16_t lo[4], hi[4];
+        float d[4];
+        for (int r = 0; r < 4; r++) {
+            if (type == GGML_TYPE_Q8_0) {
+                const block_q8_0 *x = (const block_q8_0 *)(w + r * w_row) + b;
+                lo[r] = vld1q_s8(x->qs);
+                hi[r] = vld1q_s8(x->qs + 16);
+                d[r] = neon_h2f(x->d);
+            } else if (type == GGML_TYPE_Q5_0) { /* as tile_q5_0 */
+                const block_q5_0 *x = (const block_q5_0 *)(w + r * w_row) + b;
+                const uint8x16_t m4 = vdupq_n_u8(0x0F), v16 = vdupq_n_u8(16);
+                uint8x16_t set_lo, set_hi;
+                neon_q5_bits(x->qh, &set_lo, &set_hi);
+                const uint8x16_t q = vld1q_u8(x->qs);
+                lo[r] = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
+                hi[r] = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
+                d[r] = neon_h2f(x->d);
+            } else if (type == INFER_TYPE_Q4_0_X4) {
+                const uint8x16_t q = vld1q_u8(NEON_FN(x4_qs)(w, r, b, nb));
+                lo[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+                hi[r] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+                d[r] = NEON_FN(x4_d)(w, r, b, nb);
+            } else {
+                const block_q4_0 *x = (const block_q4_0 *)(w + r * w_row) + b;
+                const uint8x16_t q = vld1q_u8(x->qs);
+                lo[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+                hi[r] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+                d[r] = neon_h2f(x->d);
+            }
+        }
+        NEON_FN(gm_put32)(pk, lo, hi);
+        memcpy(pk + 128, d, sizeof(d));
+    }
+}
+
+/* The activations of four tokens (Q8_0 rows; the missing ones of a short
+ * quad as zeros), per block: their 4 x 32 quants, then their d as float. */
+NEON_INLINE void NEON_FN(gm32_pack_act)(int64_t nb, const char *a, size_t a_row, int nt, int8_t *pa)
+{
+    for (int64_t b = 0; b < nb; b++, pa += GM32_BYTES) {
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int t = 0; t < 4; t++) {
+            if (t < nt) {
+                const block_q8_0 *yb = (const block_q8_0 *)(a + t * a_row) + b;
+                vst1q_s8_x2(pa + 32 * t, vld1q_s8_x2(yb->qs));
+                d[t] = neon_h2f(yb->d);
+            } else {
+                memset(pa + 32 * t, 0, 32);
+            }
+        }
+        memcpy(pa + 128, d, sizeof(d));
+    }
+}
+
+/* Four tokens (packed at pa) of a group (packed at pk); the first NT
+ * outputs of each row go to y. */
+NEON_INLINE void NEON_FN(gm32_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
+                                   float *y, size_t ys)
+{
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES, pa += GM32_BYTES) {
+        const int8x16x4_t w0 = vld1q_s8_x4(pk), w1 = vld1q_s8_x4(pk + 64);
+        const int8x16_t w[8] = {w0.val[0], w0.val[1], w0.val[2], w0.val[3], w1.val[0], w1.val[1], w1.val[2], w1.val[3]};
+        const float32x4_t dx = vld1q_f32((const float *)(pk + 128));
+        const int8x16x4_t a01 = vld1q_s8_x4(pa), a23 = vld1q_s8_x4(pa + 64);
+        const float32x4_t dy = vld1q_f32((const float *)(pa + 128));
+        const int wide = type == GGML_TYPE_Q8_0 ? 2 : type == GGML_TYPE_Q5_0 ? 1 : 0;
+        int32x4_t s[4];
+        s[0] = NEON_FN(gm_dot32)(w, a01.val[0], a01.val[1], wide);
+        s[1] = NEON_FN(gm_dot32)(w, a01.val[2], a01.val[3], wide);
+        s[2] = NEON_FN(gm_dot32)(w, a23.val[0], a23.val[1], wide);
+        s[3] = NEON_FN(gm_dot32)(w, a23.val[2], a23.val[3], wide);
+#define GM32_STEP(t)                                                                                  \
+    do {                                                                                              \
+        const float32x4_t f = vcvtq_f32_s32(s[t]);                                                    \
+        if (type == GGML_TYPE_Q8_0) /* (float)sumi * (dx * dy) */                                     \
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(f, vmulq_laneq_f32(dx, dy, t)));                     \
+        else if (type == GGML_TYPE_Q5_0) /* (dx * dy) * (float)sumi */                                \
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_laneq_f32(dx, dy, t), f));                     \
+        else /* (float)sumi * dx * dy */                                                              \
+            acc[t] = vaddq_f32(acc[t], vmulq_laneq_f32(vmulq_f32(f, dx), dy, t));                     \
+    } while (0)
+        GM32_STEP(0);
+        GM32_STEP(1);
+        GM32_STEP(2);
+        GM32_STEP(3);
+#undef GM32_STEP
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+/* ================================ Q4_K ================================ */
+
+/* Per block of a group: 1024 bytes of quants (sub-block j at 128 j), the
+ * scales as int32 lanes [j][r] (128 bytes), the mins as int16 lanes [j][r]
+ * (64), d and dmin as float (32). */
+#define GMK4_BYTES 1248
+
+NEON_INLINE void NEON_FN(gmk4_pack)(int64_t nb, const char *w, size_t w_row, int8_t *pk)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    for (int64_t b = 0; b < nb; b++, pk += GMK4_BYTES) {
+        int32_t sc32[8][4];
+        int16_t mn16[8][4];
+        float d[4], dmin[4];
+        for (int c = 0; c < 4; c++) {
+            int8x16_t lo[2][4], hi[2][4];
+            for (int r = 0; r < 4; r++) {
+                const block_q4_K *x = (const block_q4_K *)(w + r * w_row) + b;
+                const uint8x16_t q0 = vld1q_u8(x->qs + 32 * c), q1 = vld1q_u8(x->qs + 32 * c + 16);
+                lo[0][r] = vreinterpretq_s8_u8(vandq_u8(q0, m4));
+                hi[0][r] = vreinterpretq_s8_u8(vandq_u8(q1, m4));
+                lo[1][r] = vreinterpretq_s8_u8(vshrq_n_u8(q0, 4));
+                hi[1][r] = vreinterpretq_s8_u8(vshrq_n_u8(q1, 4));
+            }
+            NEON_FN(gm_put32)(pk + 128 * (2 * c), lo[0], hi[0]);
+            NEON_FN(gm_put32)(pk + 128 * (2 * c + 1), lo[1], hi[1]);
+        }
+        for (int r = 0; r < 4; r++) {
+            const block_q4_K *x = (const block_q4_K *)(w + r * w_row) + b;
+            uint8_t sc[8], m[8];
+            neon_k_scales(x->scales, sc, m);
+            for (int j = 0; j < 8; j++) {
+                sc32[j][r] = sc[j];
+                mn16[j][r] = m[j];
+            }
+            d[r] = neon_h2f(x->d);
+            dmin[r] = neon_h2f(x->dmin);
+        }
+        memcpy(pk + 1024, sc32, sizeof(sc32));
+        memcpy(pk + 1152, mn16, sizeof(mn16));
+        memcpy(pk + 1216, d, sizeof(d));
+        memcpy(pk + 1232, dmin, sizeof(dmin));
+    }
+}
+
+NEON_INLINE void NEON_FN(gmk4_run)(const int NT, int64_t nb, const int8_t *pk, const char *a, size_t a_row, float *y,
+                                   size_t ys)
+{
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < nb; b++, pk += GMK4_BYTES) {
+        const block_q8_K *yb[4];
+        int32x4_t isum[4];
+        for (int t = 0; t < NT; t++) {
+            yb[t] = (const block_q8_K *)(a + t * a_row) + b;
+            isum[t] = vdupq_n_s32(0);
+        }
+        for (int j = 0; j < 8; j++) {
+            const int8x16x4_t w0 = vld1q_s8_x4(pk + 128 * j), w1 = vld1q_s8_x4(pk + 128 * j + 64);
+            const int8x16_t wv[8] = {w0.val[0], w0.val[1], w0.val[2], w0.val[3],
+                                     w1.val[0], w1.val[1], w1.val[2], w1.val[3]};
+            const int32x4_t sc = vld1q_s32((const int32_t *)(pk + 1024) + 4 * j);
+            for (int t = 0; t < NT; t++) {
+                const int8x16x2_t av = vld1q_s8_x2(yb[t]->qs + 32 * j);
+                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot32)(wv, av.val[0], av.val[1], 0), sc);
+            }
+        }
+        const int16_t *mp = (const int16_t *)(pk + 1152);
+        const int16x8_t m01 = vld1q_s16(mp), m23 = vld1q_s16(mp + 8), m45 = vld1q_s16(mp + 16), m67 = vld1q_s16(mp + 24);
+        const float32x4_t d = vld1q_f32((const float *)(pk + 1216)), dmin = vld1q_f32((const float *)(pk + 1232));
+        for (int t = 0; t < NT; t++) {
+            /* sub-block sums of the activations, then sum_j m[j][r] * s[j] */
+            const int16x8_t s = vpaddq_s16(vld1q_s16(yb[t]->bsums), vld1q_s16(yb[t]->bsums + 8));
+            int32x4_t summ = vmull_laneq_s16(vget_low_s16(m01), s, 0);
+            summ = vmlal_high_laneq_s16(summ, m01, s, 1);
+            summ = vmlal_laneq_s16(summ, vget_low_s16(m23), s, 2);
+            summ = vmlal_high_laneq_s16(summ, m23, s, 3);
+            summ = vmlal_laneq_s16(summ, vget_low_s16(m45), s, 4);
+            summ = vmlal_high_laneq_s16(summ, m45, s, 5);
+            summ = vmlal_laneq_s16(summ, vget_low_s16(m67), s, 6);
+            summ = vmlal_high_laneq_s16(summ, m67, s, 7);
+            const float yd = yb[t]->d;
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yd), vcvtq_f32_s32(isum[t])));
+            acc[t] = vsubq_f32(acc[t], vmulq_f32(vmulq_n_f32(dmin, yd), vcvtq_f32_s32(summ)));
+        }
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+/* ================================ Q6_K ================================ */
+
+/* Per block of a group: 1024 bytes of quants q - 32 (group g of 16
+ * elements at 64 g), the 16 scales as int32 lanes [g][r] (256), d as float
+ * (16).  With q - 32 in the weights the reference's isum needs no bsums
+ * correction (the same exact integer). */
+#define GMK6_BYTES 1296
+
+NEON_INLINE void NEON_FN(gmk6_pack)(int64_t nb, const char *w, size_t w_row, int8_t *pk)
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03), m30 = vdupq_n_u8(0x30);
+    const uint8x16_t mc = vdupq_n_u8(0x0C), mc0 = vdupq_n_u8(0xC0);
+    const int8x16_t s32 = vdupq_n_s8(32);
+    for (int64_t b = 0; b < nb; b++, pk += GMK6_BYTES) {
+        int8x16_t v[4][16];
+        int32_t sc32[16][4];
+        float d[4];
+        for (int r = 0; r < 4; r++) {
+            const block_q6_K *x = (const block_q6_K *)(w + r * w_row) + b;
+            for (int h = 0; h < 2; h++) { /* as tile_q6_K: v[8h + g] holds elements 128h + 16g .. +15 */
+                const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+                const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
+                const uint8x16_t l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
+                const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
+                int8x16_t *o = v[r] + 8 * h;
+                o[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h0, m3), 4)));
+                o[1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(h1, m3), 4)));
+                o[2] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(h0, mc), 2)));
+                o[3] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l3, m4), vshlq_n_u8(vandq_u8(h1, mc), 2)));
+                o[4] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30)));
+                o[5] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30)));
+                o[6] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l2, 4), vshrq_n_u8(vandq_u8(h0, mc0), 2)));
+                o[7] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l3, 4), vshrq_n_u8(vandq_u8(h1, mc0), 2)));
+            }
+            for (int g = 0; g < 16; g++) {
+                v[r][g] = vsubq_s8(v[r][g], s32);
+                sc32[g][r] = x->scales[g];
+            }
+            d[r] = neon_h2f(x->d);
+        }
+        for (int g = 0; g < 16; g++) {
+            const int8x16_t rows[4] = {v[0][g], v[1][g], v[2][g], v[3][g]};
+            NEON_FN(gm_put16)(pk + 64 * g, rows);
+        }
+        memcpy(pk + 1024, sc32, sizeof(sc32));
+        memcpy(pk + 1280, d, sizeof(d));
+    }
+}
+
+NEON_INLINE void NEON_FN(gmk6_run)(const int NT, int64_t nb, const int8_t *pk, const char *a, size_t a_row, float *y,
+                                   size_t ys)
+{
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < nb; b++, pk += GMK6_BYTES) {
+        const block_q8_K *yb[4];
+        int32x4_t isum[4];
+        for (int t = 0; t < NT; t++) {
+            yb[t] = (const block_q8_K *)(a + t * a_row) + b;
+            isum[t] = vdupq_n_s32(0);
+        }
+        for (int g = 0; g < 16; g += 2) {
+            const int8x16x4_t w0 = vld1q_s8_x4(pk + 64 * g), w1 = vld1q_s8_x4(pk + 64 * g + 64);
+            const int32x4_t sc0 = vld1q_s32((const int32_t *)(pk + 1024) + 4 * g);
+            const int32x4_t sc1 = vld1q_s32((const int32_t *)(pk + 1024) + 4 * g + 4);
+            for (int t = 0; t < NT; t++) {
+                const int8x16x2_t av = vld1q_s8_x2(yb[t]->qs + 16 * g);
+                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(w0.val, av.val[0]), sc0);
+                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(w1.val, av.val[1]), sc1);
+            }
+        }
+        const float32x4_t d = vld1q_f32((const float *)(pk + 1280));
+        for (int t = 0; t < NT; t++)
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yb[t]->d), vcvtq_f32_s32(isum[t])));
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+/* ======================== Q4_0 in the x4 layout ======================== */
+
+/*
+ * Decode's GEMV (and the 2-4 token tiles) on the x4 layout of repack.h: a
+ * tile of four blocks brings the four rows' sixteen scales in one 32-byte
+ * load (LD4 deinterleaves them into one vector per block, lanes = rows) and
+ * each block's four rows of quants in one 64-byte load.  Per block and
+ * token the four rows' sums are reduced together (pairwise adds, exact);
+ * the nibbles enter unsigned, their offset of 8 as one more dot product
+ * per token (-8 times the activations, the accumulators' start), so the
+ * sums are the reference's exact integers; the float steps of
+ * vec_dot_q4_0 run in the lanes, in its order:
+ * ((float)sumi * dx) * dy, added block by block.  Past the tiles the blocks
+ * are GGUF's, four rows side by side.
+ */
+NEON_INLINE void NEON_FN(x4_block)(const int NT, const int8x16_t lo[4], const int8x16_t hi[4], float32x4_t dx,
+                                   int64_t b, const char *a, size_t a_row, float32x4_t acc[4])
+{
+    const int8x16_t m8 = vdupq_n_s8(-8);
+    for (int t = 0; t < NT; t++) {
+        const block_q8_0 *yb = (const block_q8_0 *)(a + t * a_row) + b;
+        const int8x16x2_t av = vld1q_s8_x2(yb->qs);
+        /* the nibbles' offset: lanes summing to -8 * (sum of the activations) */
+        const int32x4_t c = DOT_SMALL(DOT_SMALL(vdupq_n_s32(0), m8, av.val[0]), m8, av.val[1]);
+        int32x4_t v[4];
+        for (int r = 0; r < 4; r++)
+            v[r] = DOT_SMALL(DOT_SMALL(c, lo[r], av.val[0]), hi[r], av.val[1]);
+        const float32x4_t f = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3])));
+        acc[t] = vaddq_f32(acc[t], vmulq_n_f32(vmulq_f32(f, dx), neon_h2f(yb->d)));
+    }
+}
+
+/* The unsigned nibbles (0..15) of four rows' 16 quant bytes q. */
+NEON_INLINE void NEON_FN(x4_nibbles)(const uint8x16_t q[4], int8x16_t lo[4], int8x16_t hi[4])
+{
+    for (int r = 0; r < 4; r++) {
+        lo[r] = vreinterpretq_s8_u8(vandq_u8(q[r], vdupq_n_u8(0x0F)));
+        hi[r] = vreinterpretq_s8_u8(vshrq_n_u8(q[r], 4));
+    }
+}
+
+NEON_INLINE void NEON_FN(x4_tile)(const int NT, int64_t n, const char *w, const char *a, size_t a_row, float *y,
+                                  size_t ys)
+{
+    const int64_t nb = n / QK8_0, nb4 = nb / 4 * 4;
+    const size_t bs = sizeof(block_q4_0);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    int8x16_t lo[4], hi[4];
+    for (int64_t j = 0; j < nb4; j += 4) {
+        const uint16x4x4_t dh = vld4_u16((const uint16_t *)(w + repack_x4_tile(j, bs))); /* val[k] lane r: row r, block j + k */
+        const uint8_t *qs = (const uint8_t *)w + repack_x4_qs(GGML_TYPE_Q4_0, 0, j, bs); /* block j + k at 64 k */
+#define X4_STEP(k)                                                                                            \
+    do {                                                                                                      \
+        const uint8x16x4_t q = vld1q_u8_x4(qs + 64 * (k));                                                    \
+        NEON_FN(x4_nibbles)(q.val, lo, hi);                                                                   \
+        NEON_FN(x4_block)(NT, lo, hi, vcvt_f32_f16(vreinterpret_f16_u16(dh.val[k])), j + (k), a, a_row, acc); \
+    } while (0)
+        X4_STEP(0);
+        X4_STEP(1);
+        X4_STEP(2);
+        X4_STEP(3);
+#undef X4_STEP
+    }
+    for (int64_t b = nb4; b < nb; b++) {
+        uint8x16_t q[4];
+        float d[4];
+        for (int r = 0; r < 4; r++) {
+            q[r] = vld1q_u8(NEON_FN(x4_qs)(w, r, b, nb));
+            d[r] = NEON_FN(x4_d)(w, r, b, nb);
+        }
+        NEON_FN(x4_nibbles)(q, lo, hi);
+        NEON_FN(x4_block)(NT, lo, hi, vld1q_f32(d), b, a, a_row, acc);
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+static void NEON_FN(gemm_q4_0x4)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,
+                                 size_t ys, int nt)
+{
+    (void)w_row;
+    switch (nt) {
+    case 1: NEON_FN(x4_tile)(1, n, w, a, a_row, y, ys); break;
+    case 2: NEON_FN(x4_tile)(2, n, w, a, a_row, y, ys); break;
+    case 3: NEON_FN(x4_tile)(3, n, w, a, a_row, y, ys); break;
+    default: NEON_FN(x4_tile)(4, n, w, a, a_row, y, ys); break;
+    }
+}
+
+/* ============================== the driver ============================== */
+
+/* Bytes per block of a group, and the packing and running of one group. */
+NEON_INLINE size_t NEON_FN(gm_bytes)(const int type)
+{
+    return type == GGML_TYPE_Q4_K ? GMK4_BYTES : type == GGML_TYPE_Q6_K ? GMK6_BYTES : GM32_BYTES;
+}
+
+NEON_INLINE void NEON_FN(gm_pack)(const int type, int64_t nb, const char *w, size_t w_row, int8_t *pk)
+{
+    if (type == GGML_TYPE_Q4_K)
+        NEON_FN(gmk4_pack)(nb, w, w_row, pk);
+    else if (type == GGML_TYPE_Q6_K)
+        NEON_FN(gmk6_pack)(nb, w, w_row, pk);
+    else
+        NEON_FN(gm32_pack)(type, nb, w, w_row, pk);
+}
+
+/* NT (1-4) tokens of a group packed at pk: at a (rows a_row apart) for the
+ * K-quants, packed at pa (a quad, gm32_pack_act) for Q4_0 / Q5_0 / Q8_0. */
+NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const char *a, size_t a_row,
+                                 const int8_t *pa, float *y, size_t ys)
+{
+    if (type == GGML_TYPE_Q4_K)
+        NEON_FN(gmk4_run)(NT, nb, pk, a, a_row, y, ys);
+    else if (type == GGML_TYPE_Q6_K)
+        NEON_FN(gmk6_run)(NT, nb, pk, a, a_row, y, ys);
+    else
+        NEON_FN(gm32_run)(type, NT, nb, pk, pa, y, ys);
+}
+
+NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, const char *w, size_t w_row, int64_t n_rows,
+                                 const char *a, size_t a_row, int64_t n_tok, float *y, size_t ys)
+{
+    const bool k_quant = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
+    const int64_t nb = n / (k_quant ? QK_K : QK8_0);
+    const size_t gbytes = (size_t)nb * NEON_FN(gm_bytes)(type);
+    const size_t qbytes = k_quant ? 0 : (size_t)nb * GM32_BYTES; /* a packed token quad */
+    int8_t *pk = kernels_scratch(gbytes * (GM_CHUNK / 4) + qbytes * (GM_TOKS / 4));
+    if (!pk)
+        return -1;
+    int8_t *pa = pk + gbytes * (GM_CHUNK / 4);
+    const int64_t full = n_rows / 4 * 4;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GM_TOKS) {
+        const int64_t t1 = t0 + GM_TOKS < n_tok ? t0 + GM_TOKS : n_tok;
+        if (!k_quant)
+            for (int64_t t = t0; t < t1; t += 4)
+                NEON_FN(gm32_pack_act)(nb, a + (size_t)t * a_row, a_row, (int)(t1 - t < 4 ? t1 - t : 4),
+                                       pa + (size_t)(t - t0) / 4 * qbytes);
+        for (int64_t r0 = 0; r0 < full; r0 += GM_CHUNK) {
+            const int ng = (int)((full - r0 < GM_CHUNK ? full - r0 : GM_CHUNK) / 4);
+            for (int g = 0; g < ng; g++)
+                NEON_FN(gm_pack)(type, nb, w + (size_t)(r0 + 4 * g) * w_row, w_row, pk + (size_t)g * gbytes);
+            for (int g = 0; g < ng; g++) {
+                const int8_t *gp = pk + (size_t)g * gbytes;
+                for (int64_t t = t0; t < t1; t += 4) {
+                    const char *at = a + (size_t)t * a_row;
+                    const int8_t *pt = pa + (size_t)(t - t0) / 4 * qbytes;
+                    float *yt = y + (size_t)t * ys + (size_t)(r0 + 4 * g);
+                    switch (t1 - t) {
+                    case 1: NEON_FN(gm_run)(type, 1, nb, gp, at, a_row, pt, yt, ys); break;
+                    case 2: NEON_FN(gm_run)(type, 2, nb, gp, at, a_row, pt, yt, ys); break;
+                    case 3: NEON_FN(gm_run)(type, 3, nb, gp, at, a_row, pt, yt, ys); break;
+                    default: NEON_FN(gm_run)(type, 4, nb, gp, at, a_row, pt, yt, ys); break;
+                    }
+                }
+            }
+        }
+    }
+    for (int64_t r = full; r < n_rows; r++) /* the rows after the last group */
+        for (int64_t t = 0; t < n_tok; t++)
+            y[(size_t)t * ys + (size_t)r] = dot(n, w + (size_t)r * w_row, a + (size_t)t * a_row);
+    return 0;
+}
+
+#define NEON_GEMM_MANY(T, TYPE, DOT)                                                                         \
+    static int NEON_FN(gemm_many_##T)(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a,  \
+                                      size_t a_row, int64_t n_tok, float *y, size_t ys)                       \
+    {                                                                                                        \
+        return NEON_FN(gm_many)(TYPE, NEON_FN(DOT), n, w, w_row, n_rows, a, a_row, n_tok, y, ys);            \
+    }
+NEON_GEMM_MANY(q4_0, GGML_TYPE_Q4_0, vec_dot_q4_0_q8_0)
+NEON_GEMM_MANY(q4_0x4, INFER_TYPE_Q4_0_X4, vec_dot_q4_0_q8_0)
+NEON_GEMM_MANY(q5_0, GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0)
+NEON_GEMM_MANY(q8_0, GGML_TYPE_Q8_0, vec_dot_q8_0_q8_0)
+NEON_GEMM_MANY(q4_K, GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K)
+NEON_GEMM_MANY(q6_K, GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K)
+
+/* Install the gemm_many kernels, from GM_MIN_TOK tokens on: the unpacking
+ * of the weights is paid once per call, which 2-4 sequences decoding
+ * together would not repay (the gemm tiles serve them). */
+#define GM_MIN_TOK 8
+static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
+{
+    t->types[GGML_TYPE_Q4_0].gemm_many = NEON_FN(gemm_many_q4_0);
+    t->types[GGML_TYPE_Q5_0].gemm_many = NEON_FN(gemm_many_q5_0);
+    /* Q4_0 weights repacked at load into the x4 layout (repack.h; the cache
+     * file is per variant); rows after the last group of four stay as they
+     * were, so vec_dot is Q4_0's */
+    t->types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
+    t->types[INFER_TYPE_Q4_0_X4].vec_dot = NEON_FN(vec_dot_q4_0_q8_0);
+    t->types[INFER_TYPE_Q4_0_X4].gemm = NEON_FN(gemm_q4_0x4);
+    t->types[INFER_TYPE_Q4_0_X4].gemm_many = NEON_FN(gemm_many_q4_0x4);
+    t->types[GGML_TYPE_Q8_0].gemm_many = NEON_FN(gemm_many_q8_0);
+    t->types[GGML_TYPE_Q4_K].gemm_many = NEON_FN(gemm_many_q4_K);
+    t->types[GGML_TYPE_Q6_K].gemm_many = NEON_FN(gemm_many_q6_K);
+    t->many_min_tok = GM_MIN_TOK;
+}
