@@ -30,6 +30,7 @@
  *                      [-H (cold set in huge pages)] [-b (best of -r, not median)]
  *                      [-G (GEMM only: no GEMV, no read-bandwidth probe)]
  *                      [-A LIB (A/B: GEMM of this build against another libinfer.so)]
+ *                      [-P (the int8 dot-product peak of one core, per x86 variant)]
  *
  * -A: a second build of the library (e.g. a copy of the previous commit's
  * build/.libs/libinfer.so.0.0.0) is loaded with dlopen and its matmul timed
@@ -348,6 +349,84 @@ static void bench_attention(const struct opts *o)
     free(out);
 }
 
+/* ---------------- -P: the int8 multiply-add peak of this core ---------------- */
+/* Independent chains of the int8 dot-product instruction each x86 variant's
+ * tiles are built on, timed in CPU seconds of one thread: the ceiling the
+ * GEMM figures are compared with (README, issue 19).  NCH chains hide the
+ * instruction's latency; the result is summed so nothing is optimised away. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define NCH 12
+#define PEAK_BODY(VEC, SET1, STEP, ADD, STORE, LANES)                                                         \
+    VEC acc[NCH];                                                                                             \
+    const VEC a = SET1(0x01020304), b = SET1(0x05060708);                                                     \
+    _Pragma("GCC unroll 16") for (int c = 0; c < NCH; c++) acc[c] = SET1(c);                                 \
+    for (long i = 0; i < iters; i++) {                                                                        \
+        _Pragma("GCC unroll 16") for (int c = 0; c < NCH; c++) acc[c] = STEP(acc[c], a, b);                   \
+    }                                                                                                         \
+    VEC t = acc[0];                                                                                           \
+    _Pragma("GCC unroll 16") for (int c = 1; c < NCH; c++) t = ADD(t, acc[c]);                                \
+    int32_t out[LANES];                                                                                       \
+    STORE((void *)out, t);                                                                                    \
+    return out[0];
+
+__attribute__((target("avx512f,avx512vnni"))) static int32_t peak_avx512(long iters)
+{
+    PEAK_BODY(__m512i, _mm512_set1_epi32, _mm512_dpbusd_epi32, _mm512_add_epi32, _mm512_storeu_si512, 16)
+}
+__attribute__((target("avx2,avxvnni"))) static int32_t peak_avxvnni(long iters)
+{
+    PEAK_BODY(__m256i, _mm256_set1_epi32, _mm256_dpbusd_avx_epi32, _mm256_add_epi32, _mm256_storeu_si256, 8)
+}
+/* avx2 has no int8 dot product: u8 x s8 pairs to int16 (vpmaddubsw), pairs of
+ * those to int32 (vpmaddwd by ones), accumulated (vpaddd): three instructions
+ * per 32 multiply-adds, as the avx2 tiles do. */
+__attribute__((target("avx2"))) static inline __m256i avx2_step(__m256i acc, __m256i a, __m256i b)
+{
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
+}
+__attribute__((target("avx2"))) static int32_t peak_avx2(long iters)
+{
+    PEAK_BODY(__m256i, _mm256_set1_epi32, avx2_step, _mm256_add_epi32, _mm256_storeu_si256, 8)
+}
+
+static void peak_run(const char *name, int32_t (*fn)(long), double macs_per_step)
+{
+    const long iters = 20000000;
+    double best = 1e30;
+    int32_t sink = 0;
+    for (int r = 0; r < 5; r++) {
+        const double t0 = cpu_now();
+        sink += fn(iters);
+        const double dt = cpu_now() - t0;
+        if (dt < best)
+            best = dt;
+    }
+    const double steps = (double)iters * NCH;
+    printf("%-8s %6.2f G instructions/s x %3.0f MACs = %6.1f GMAC/s per core (best of 5, CPU time; %d)\n", name,
+           steps / best * 1e-9, macs_per_step, steps * macs_per_step / best * 1e-9, (int)(sink & 1));
+}
+
+static int peak(void)
+{
+    printf("int8 dot-product peak of one core: %d independent chains, one thread\n", NCH);
+    if (__builtin_cpu_supports("avx512vnni"))
+        peak_run("avx512", peak_avx512, 64);
+    if (__builtin_cpu_supports("avxvnni"))
+        peak_run("avxvnni", peak_avxvnni, 32);
+    if (__builtin_cpu_supports("avx2"))
+        peak_run("avx2", peak_avx2, 32.0 / 3.0);
+    printf("(avx2: per instruction of its three-instruction step; 32 multiply-adds per step)\n");
+    return 0;
+}
+#else
+static int peak(void)
+{
+    fprintf(stderr, "-P: x86-64 only\n");
+    return 2;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     struct opts o = {.reps = 7, .n_tok = 512, .quick = 0, .cold_bytes = (size_t)512 << 20};
@@ -378,6 +457,8 @@ int main(int argc, char **argv)
             o.other = v, i++;
         } else if (!strcmp(a, "-G")) {
             o.gemm_only = 1;
+        } else if (!strcmp(a, "-P")) {
+            return peak();
         } else if (!strcmp(a, "-H")) {
             o.huge = 1;
         } else if (!strcmp(a, "-s") && v) {
@@ -385,7 +466,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [-t threads] [-r reps] [-n n_tok] [-m MiB] [-v variants] [-T types] [-q] [-c]"
-                    " [-s NOUTxNIN] [-H] [-b] [-G] [-A LIB]\n",
+                    " [-s NOUTxNIN] [-H] [-b] [-G] [-A LIB] [-P]\n",
                     argv[0]);
             return 2;
         }
