@@ -103,6 +103,18 @@ struct kernel_table {
 
 extern struct kernel_table kern;
 
+/* A variant's gemm tile for the x4 layout of `base` (repack.h): the loader
+ * then repacks `base` weights for it, and the rows after a matrix's last
+ * group of four (kept as stored) use base's vec_dot, which must already be
+ * in the table. */
+static inline void kernels_use_x4(struct kernel_table *t, uint32_t base, gemm_fn gemm)
+{
+    const uint32_t x4 = repack_x4_of(base);
+    t->types[base].repack_type = x4;
+    t->types[x4].vec_dot = t->types[base].vec_dot;
+    t->types[x4].gemm = gemm;
+}
+
 /* Select the variant; idempotent.  Returns 0, or -1 if INFER_KERNELS names a
  * variant that is not built in or that this CPU cannot run (message in buf). */
 int kernels_init(char *err, size_t n);

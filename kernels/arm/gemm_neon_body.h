@@ -635,9 +635,7 @@ static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
     /* Q4_0 weights repacked at load into the x4 layout (repack.h; the cache
      * file is per variant); rows after the last group of four stay as they
      * were, so vec_dot is Q4_0's */
-    t->types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
-    t->types[INFER_TYPE_Q4_0_X4].vec_dot = NEON_FN(vec_dot_q4_0_q8_0);
-    t->types[INFER_TYPE_Q4_0_X4].gemm = NEON_FN(gemm_q4_0x4);
+    kernels_use_x4(t, GGML_TYPE_Q4_0, NEON_FN(gemm_q4_0x4));
     t->types[INFER_TYPE_Q4_0_X4].gemm_many = NEON_FN(gemm_many_q4_0x4);
     t->types[GGML_TYPE_Q8_0].gemm_many = NEON_FN(gemm_many_q8_0);
     t->types[GGML_TYPE_Q4_K].gemm_many = NEON_FN(gemm_many_q4_K);

@@ -93,10 +93,7 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     t->types[GGML_TYPE_Q6_K].gemm = gemm_q6_K;
     t->types[GGML_TYPE_Q6_K].vec_dot = gemm_q6_K_dot;
     lowbit_fill(t);
-    t->types[INFER_TYPE_Q4_0_X4].vec_dot = gemm_q4_0_dot;
-    t->types[INFER_TYPE_Q4_0_X4].gemm = gemm_q4_0x4;
-    t->types[INFER_TYPE_Q5_0_X4].vec_dot = gemm_q5_0_dot;
-    t->types[INFER_TYPE_Q5_0_X4].gemm = gemm_q5_0x4;
-    t->types[INFER_TYPE_Q4_K_X4].vec_dot = gemm_q4_K_dot;
-    t->types[INFER_TYPE_Q4_K_X4].gemm = gemm_q4_Kx4;
+    kernels_use_x4(t, GGML_TYPE_Q4_0, gemm_q4_0x4);
+    kernels_use_x4(t, GGML_TYPE_Q5_0, gemm_q5_0x4);
+    kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
 }

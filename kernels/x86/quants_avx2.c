@@ -371,15 +371,9 @@ void kernels_fill_avx2(struct kernel_table *t)
     lowbit_fill(t);
     /* the x4 layouts (repack.h): 1-4 tokens in gemm32_x4p; the leftover
      * rows of a matrix (n_out % 4, not repacked) through vec_dot */
-    t->types[INFER_TYPE_Q4_0_X4].vec_dot = vec_dot_q4_0;
-    t->types[INFER_TYPE_Q4_0_X4].gemm = gemm_q4_0x4;
-    t->types[INFER_TYPE_Q5_0_X4].vec_dot = vec_dot_q5_0;
-    t->types[INFER_TYPE_Q5_0_X4].gemm = gemm_q5_0x4;
-    t->types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
-    t->types[GGML_TYPE_Q5_0].repack_type = INFER_TYPE_Q5_0_X4;
-    t->types[INFER_TYPE_Q4_K_X4].vec_dot = vec_dot_q4_K;
-    t->types[INFER_TYPE_Q4_K_X4].gemm = gemm_q4_Kx4;
-    t->types[GGML_TYPE_Q4_K].repack_type = INFER_TYPE_Q4_K_X4;
+    kernels_use_x4(t, GGML_TYPE_Q4_0, gemm_q4_0x4);
+    kernels_use_x4(t, GGML_TYPE_Q5_0, gemm_q5_0x4);
+    kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     t->types[GGML_TYPE_Q8_0].from_float = quantize_q8_0;
     t->types[GGML_TYPE_Q8_K].from_float = quantize_q8_K;
     t->types[GGML_TYPE_F16].from_float = quantize_f16;

@@ -947,15 +947,9 @@ void kernels_fill_avx512(struct kernel_table *t)
     lowbit_fill(t);
     /* the x4 layouts: gemm tiles of their own, vec_dot of the base type
      * for the rows after the last group (repack.h) */
-    t->types[INFER_TYPE_Q4_0_X4].vec_dot = vec_dot_q4_0;
-    t->types[INFER_TYPE_Q4_0_X4].gemm = gemm_q4_0x4;
-    t->types[INFER_TYPE_Q5_0_X4].vec_dot = vec_dot_q5_0;
-    t->types[INFER_TYPE_Q5_0_X4].gemm = gemm_q5_0x4;
-    t->types[GGML_TYPE_Q4_0].repack_type = INFER_TYPE_Q4_0_X4;
-    t->types[GGML_TYPE_Q5_0].repack_type = INFER_TYPE_Q5_0_X4;
-    t->types[INFER_TYPE_Q4_K_X4].vec_dot = vec_dot_q4_K;
-    t->types[INFER_TYPE_Q4_K_X4].gemm = gemm_q4_Kx4;
-    t->types[GGML_TYPE_Q4_K].repack_type = INFER_TYPE_Q4_K_X4;
+    kernels_use_x4(t, GGML_TYPE_Q4_0, gemm_q4_0x4);
+    kernels_use_x4(t, GGML_TYPE_Q5_0, gemm_q5_0x4);
+    kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     kernels_fill_gemm_avx512(t);
     kernels_fill_ops_avx512(t);
     kernels_fill_attention_avx512(t);
