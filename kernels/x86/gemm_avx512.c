@@ -364,73 +364,135 @@ INLINE void run32(const int type, int64_t n, const uint32_t *wi, const struct ti
                     facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(dx, dy), f));
             }
         }
-        facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
+        facc_done(facc, F, g, false, n_tok, nr, y, ys); /* many() stores the outputs from F */
     }
 }
 
+/* acc + vpdpbusd(a, w), w already broadcast (kept in a register: GCC would
+ * fold a broadcast it can see into each instruction's memory operand, one
+ * load per use where one per NG uses is the point). */
+INLINE __m512i dp_reg(__m512i acc, __m512i a, __m512i w)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(w));
+    return acc;
+}
+
+/* Super-blocks [b0, b1) of NG token groups (g, g + NG - 1) and NR = LR / NG
+ * rows (r0 .. r0 + NR - 1) of a tile, their float accumulators in F.  Two
+ * sub-blocks go at once, so NG x NR x 2 = 16 vpdpbusd chains are in flight
+ * (vpdpbusd's latency needs more than the eight of one sub-block: 8 chains
+ * ran at ~78% of the peak, 16 at ~88%), and with NG = 2 each broadcast
+ * weight dword serves both groups (one load per two vpdpbusd instead of one
+ * per vpdpbusd).  The integer sums are exact in any grouping; the float
+ * steps per (row, token) are the reference's, block after block. */
+INLINE void runK_part(const int type, const int NG, int64_t nb, const uint32_t *wi, const struct tileK *tm,
+                      const struct actK *A, int64_t g, int r0, float *F, int64_t b)
+{
+    const int NR = LR / NG;
+    const int n_sub = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS ? 8 : 16;
+    const int per_sub = 64 / n_sub; /* dwords per sub-block */
+    const struct tileK *mt = tm + b;
+    const struct actK *ag[2] = {A + g * nb + b, A + (g + NG - 1) * nb + b};
+    __m512i isum[2][LR];
+    UNROLL
+    for (int q = 0; q < NG; q++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            isum[q][r] = _mm512_set1_epi32(mt->corr[r0 + r]);
+    for (int j = 0; j < n_sub; j += 2) {
+        const uint32_t *wj = wi + ((size_t)b * 64 + (size_t)(per_sub * j)) * LR + r0;
+        __m512i acc[2][2][LR]; /* [group][sub-block j + h][row] */
+        UNROLL
+        for (int q = 0; q < NG; q++)
+            UNROLL
+            for (int r = 0; r < NR; r++)
+                acc[q][0][r] = acc[q][1][r] = _mm512_setzero_si512();
+        UNROLL
+        for (int k = 0; k < per_sub; k++) {
+            __m512i av[2][2];
+            UNROLL
+            for (int h = 0; h < 2; h++)
+                UNROLL
+                for (int q = 0; q < NG; q++)
+                    av[q][h] = _mm512_load_si512((const void *)ag[q]->q[per_sub * (j + h) + k]);
+            UNROLL
+            for (int h = 0; h < 2; h++)
+                UNROLL
+                for (int r = 0; r < NR; r++) {
+                    const uint32_t *p = wj + (per_sub * h + k) * LR + r;
+                    if (NG == 1) {
+                        acc[0][h][r] = dp_bcast(acc[0][h][r], av[0][h], p);
+                        continue;
+                    }
+                    const __m512i w = _mm512_set1_epi32((int)*p);
+                    UNROLL
+                    for (int q = 0; q < NG; q++)
+                        acc[q][h][r] = dp_reg(acc[q][h][r], av[q][h], w);
+                }
+        }
+        UNROLL
+        for (int q = 0; q < NG; q++)
+            UNROLL
+            for (int r = 0; r < NR; r++)
+                isum[q][r] = _mm512_add_epi32(
+                    isum[q][r],
+                    _mm512_add_epi32(_mm512_mullo_epi32(acc[q][0][r], _mm512_set1_epi32(mt->sc[r0 + r][j])),
+                                     _mm512_mullo_epi32(acc[q][1][r], _mm512_set1_epi32(mt->sc[r0 + r][j + 1]))));
+    }
+    UNROLL
+    for (int q = 0; q < NG; q++) {
+        const __m512 dy = _mm512_load_ps(ag[q]->d);
+        __m512i bs[4], bs16[8]; /* the activation sums the minimums need */
+        UNROLL
+        for (int k = 0; k < 4; k++)
+            bs[k] = type == GGML_TYPE_Q2_K ? _mm512_setzero_si512() : _mm512_load_si512((const void *)ag[q]->bs[k]);
+        UNROLL
+        for (int k = 0; k < 8; k++)
+            bs16[k] = type == GGML_TYPE_Q2_K ? _mm512_load_si512((const void *)ag[q]->bs16[k]) : _mm512_setzero_si512();
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            float *fp = F + (size_t)((g + q) * LR + r0 + r) * LT;
+            __m512 f = _mm512_load_ps(fp);
+            const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(mt->d[r0 + r]), dy);
+            f = _mm512_add_ps(f, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum[q][r])));
+            if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K) {
+                __m512i summ = _mm512_setzero_si512();
+                if (type == GGML_TYPE_Q2_K) {
+                    UNROLL
+                    for (int k = 0; k < 8; k++)
+                        summ = dpw_bcast(summ, bs16[k], &mt->mp16[k][r0 + r]);
+                } else {
+                    UNROLL
+                    for (int k = 0; k < 4; k++)
+                        summ = dpw_bcast(summ, bs[k], &mt->mp[k][r0 + r]);
+                }
+                f = _mm512_sub_ps(f, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->dmin[r0 + r]), dy),
+                                                   _mm512_cvtepi32_ps(summ)));
+            }
+            _mm512_store_ps(fp, f);
+        }
+    }
+}
+
+/* A tile of LR interleaved rows against all token groups, blocks [b0, b1)
+ * (one pass; F: the tile's float accumulators, kept there between blocks):
+ * pairs of groups by halves of the tile, then a last odd group whole. */
 INLINE void runK(const int type, int64_t n, const uint32_t *wi, const struct tileK *tm, const struct actK *A,
                  int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
     const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
-    const int n_sub = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS ? 8 : 16;
-    const int per_sub = 64 / n_sub; /* dwords per sub-block */
-    for (int64_t g = 0; g < ng; g++) {
-        __m512 facc[LR];
-        facc_load(facc, F, g, b0 == 0);
+    if (b0 == 0)
+        memset(F, 0, (size_t)ng * LR * LT * sizeof(float));
+    int64_t g = 0;
+    for (; g + 2 <= ng; g += 2)
         for (int64_t b = b0; b < b1; b++) {
-            const struct actK *ag = A + g * nb + b;
-            const struct tileK *mt = tm + b;
-            __m512i isum[LR];
-            UNROLL
-            for (int r = 0; r < LR; r++)
-                isum[r] = _mm512_set1_epi32(mt->corr[r]);
-            for (int j = 0; j < n_sub; j++) {
-                const uint32_t *wj = wi + ((size_t)b * 64 + (size_t)(per_sub * j)) * LR;
-                __m512i acc[LR];
-                UNROLL
-                for (int r = 0; r < LR; r++)
-                    acc[r] = _mm512_setzero_si512();
-                UNROLL
-                for (int k = 0; k < per_sub; k++) {
-                    const __m512i av = _mm512_load_si512((const void *)ag->q[per_sub * j + k]);
-                    UNROLL
-                    for (int r = 0; r < LR; r++)
-                        acc[r] = dp_bcast(acc[r], av, wj + k * LR + r);
-                }
-                UNROLL
-                for (int r = 0; r < LR; r++)
-                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(acc[r], _mm512_set1_epi32(mt->sc[r][j])));
-            }
-            const __m512 dy = _mm512_load_ps(ag->d);
-            __m512i bs[4], bs16[8]; /* the activation sums the minimums need */
-            UNROLL
-            for (int k = 0; k < 4; k++)
-                bs[k] = type == GGML_TYPE_Q2_K ? _mm512_setzero_si512() : _mm512_load_si512((const void *)ag->bs[k]);
-            UNROLL
-            for (int k = 0; k < 8; k++)
-                bs16[k] = type == GGML_TYPE_Q2_K ? _mm512_load_si512((const void *)ag->bs16[k]) : _mm512_setzero_si512();
-            UNROLL
-            for (int r = 0; r < LR; r++) {
-                const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(mt->d[r]), dy);
-                facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum[r])));
-                if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K) {
-                    __m512i summ = _mm512_setzero_si512();
-                    if (type == GGML_TYPE_Q2_K) {
-                        UNROLL
-                        for (int k = 0; k < 8; k++)
-                            summ = dpw_bcast(summ, bs16[k], &mt->mp16[k][r]);
-                    } else {
-                        UNROLL
-                        for (int k = 0; k < 4; k++)
-                            summ = dpw_bcast(summ, bs[k], &mt->mp[k][r]);
-                    }
-                    facc[r] = _mm512_sub_ps(facc[r], _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(mt->dmin[r]), dy),
-                                                                   _mm512_cvtepi32_ps(summ)));
-                }
-            }
+            runK_part(type, 2, nb, wi, tm, A, g, 0, F, b);
+            runK_part(type, 2, nb, wi, tm, A, g, LR / 2, F, b);
         }
-        facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
-    }
+    if (g < ng)
+        for (int64_t b = b0; b < b1; b++)
+            runK_part(type, 1, nb, wi, tm, A, g, 0, F, b);
+    (void)n_tok, (void)nr, (void)y, (void)ys; /* many() stores the outputs from F */
 }
 
 /* Round up to a multiple of 64 bytes. */
@@ -497,7 +559,7 @@ INLINE __m256i reduce8(const __m256i *v)
  * block keeps the eight rows' block in L1 for interleave_tile (row by row,
  * then interleaving, plus a copy of the metadata into the tile, took 12% of a
  * llama1b Q4_K_M prefill; now ~5%). */
-INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, uint8_t *wb, struct tileK *tm, int r)
+INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, int xr, uint8_t *wb, struct tileK *tm, int r)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i acc = _mm256_setzero_si256();
@@ -588,8 +650,15 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, uint8_t *wb, st
         tm->d[r] = h2f(ld16(&x->d));
         return _mm256_add_epi32(acc, _mm256_setr_epi32(-512 * ssum, 0, 0, 0, 0, 0, 0, 0));
     }
-    uint8_t sc[8], m[8];
-    const uint8_t *scales = blk + 4;
+    uint8_t sc[8], m[8], sw[12];
+    const uint8_t *scales = blk + 4, *dp = blk, *dmp = blk + 2;
+    if (xr >= 0) { /* Q4_K x4 (repack.h): blk is the tile of four rows' super-blocks, this is row xr */
+        for (int i = 0; i < 3; i++)
+            memcpy(sw + 4 * i, blk + repack_x4k_sw(xr, i), 4);
+        scales = sw;
+        dp = blk + repack_x4k_d(xr);
+        dmp = blk + repack_x4k_dmin(xr);
+    }
     for (int j = 0; j < 8; j++)
         k_scale_min(j, scales, &sc[j], &m[j]);
     const uint8_t *qs = type == GGML_TYPE_Q4_K ? ((const block_q4_K *)blk)->qs : ((const block_q5_K *)blk)->qs;
@@ -598,7 +667,7 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, uint8_t *wb, st
         qh = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)blk)->qh);
     UNROLL
     for (int c = 0; c < 4; c++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(xr >= 0 ? blk + repack_x4k_qs(xr, c) : qs + 32 * c));
         __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         if (type == GGML_TYPE_Q5_K) {
             const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c)));
@@ -615,8 +684,8 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, uint8_t *wb, st
         tm->sc[r][j] = sc[j];
     for (int k = 0; k < 4; k++)
         tm->mp[k][r] = (uint32_t)m[2 * k] | (uint32_t)m[2 * k + 1] << 16;
-    tm->d[r] = h2f(ld16(blk));
-    tm->dmin[r] = h2f(ld16(blk + 2));
+    tm->d[r] = h2f(ld16(dp));
+    tm->dmin[r] = h2f(ld16(dmp));
     return acc;
 }
 
@@ -636,9 +705,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const size_t wi_bytes = up64((size_t)rb * LR * (size_t)n), tile_bytes = up64((size_t)(rb * nb) * tsz);
     const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
     const size_t u_bytes = up64((size_t)LR * (size_t)n), meta_bytes = up64((size_t)nb * msz);
-    /* x4 K-quants (repack.h): the current group of four rows in GGUF's layout */
-    const size_t g_bytes = x4 && k ? up64((size_t)LR * w_row) : 0; /* a tile's two x4 groups in GGUF's order */
-    uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + u_bytes + meta_bytes + g_bytes);
+    uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + u_bytes + meta_bytes);
     if (!scratch)
         return -1;
     void *act = scratch;
@@ -647,7 +714,6 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     float *F = (float *)(scratch + act_bytes + wi_bytes + tile_bytes);
     uint8_t *u = scratch + act_bytes + wi_bytes + tile_bytes + f_bytes; /* one tile's rows, unpacked */
     void *meta = u + u_bytes;
-    uint8_t *group = (uint8_t *)meta + meta_bytes;
     const uint8_t *wb = wv;
     const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (k)
@@ -662,15 +728,19 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
             uint8_t *tm = tile + (size_t)((t - t0) * nb) * tsz;
             if (k) { /* block by block: the eight rows' block unpacked in L1, then interleaved */
                 uint32_t *wt = wi + (size_t)(t - t0) * LR * (size_t)(n / 4);
-                const uint8_t *rowp[LR]; /* row r's blocks in GGUF's order */
+                /* row r's blocks: at rowp[r] + b bstep[r], in GGUF's layout
+                 * (xr[r] = -1) or row xr[r] of an x4 group's tiles (Q4_K:
+                 * read in place; only a matrix's last n_rows % 4 rows are
+                 * not in a group) */
+                const uint8_t *rowp[LR];
+                size_t bstep[LR];
+                int xr[LR];
                 for (int r = 0; r < nr; r++) {
                     const int64_t row_i = r0 + r;
-                    rowp[r] = wb + (size_t)row_i * w_row;
-                    if (x4 && row_i < n_rows / 4 * 4) { /* a full group: put back in GGUF's order first */
-                        if (r % 4 == 0)
-                            repack_x4_unpack_group(type, rowp[r], nb, group + (size_t)r * w_row);
-                        rowp[r] = group + (size_t)r * w_row;
-                    }
+                    const bool grouped = x4 && row_i < n_rows / 4 * 4;
+                    rowp[r] = wb + (size_t)(grouped ? row_i / 4 * 4 : row_i) * w_row;
+                    bstep[r] = grouped ? REPACK_X4K_TILE : kbytes(type);
+                    xr[r] = grouped ? (int)(row_i % 4) : -1;
                 }
                 for (int64_t b = 0; b < nb; b++) {
                     struct tileK *tb = (struct tileK *)tm + b;
@@ -679,7 +749,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     for (int r = 0; r < LR; r++) {
                         uint8_t *ub = u + 256 * r;
                         if (r < nr) {
-                            cs[r] = unpack_blockK(type, rowp[r] + (size_t)b * kbytes(type), ub, tb, r);
+                            cs[r] = unpack_blockK(type, rowp[r] + (size_t)b * bstep[r], xr[r], ub, tb, r);
                             continue;
                         }
                         memset(ub, 0, 256); /* padding rows: zero weights, scales and corrections */
@@ -728,6 +798,18 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     run32(type, n, wt, tm, act, n_tok, nr, y + r0, ys, Ft, b0, b1);
             }
         }
+        /* The outputs of the block's tiles, group by group: a token's rows
+         * from consecutive tiles are neighbours in y, so each token row is
+         * written as one run of the block's rows (tile by tile, with long y
+         * rows, each of a tile's 16 token rows was another line and page). */
+        for (int64_t g = 0; g < ng; g++)
+            for (int64_t t = t0; t < t1; t++) {
+                const int64_t r0 = t * LR;
+                const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+                __m512 facc[LR];
+                facc_load(facc, F + (size_t)(t - t0) * f_tile, g, false);
+                facc_done(facc, NULL, g, true, n_tok, nr, y + r0, ys);
+            }
     }
     return 0;
 }
