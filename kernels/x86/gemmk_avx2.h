@@ -210,90 +210,20 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
     store_rows_tokens(y, ys, acc, NR, NT);
 }
 
-/* Prefetch distance in the x4 stream of tiles (bytes; see quants_avx512.c's
- * X4_PF). */
-#ifndef X4_PF
-#define X4_PF 8192
-#endif
-
-/* Q4_K x4 (repack.h): the super-blocks of a tile's four rows as kblocks
- * (x4k_scales unpacks their scales at once), d and dmin four at a time. */
-INLINE void x4k_load(const uint8_t *tile, struct kblock k[4], __m128 *d, __m128 *dmin)
+/* Q4_K x4 (repack.h): row r's super-block of a tile as a kblock, from
+ * x4k_scales' s16[r] and the row's first chunk q0 (the others 128 bytes
+ * apart). */
+INLINE void kblock_x4(struct kblock *k, __m256i s16, const uint8_t *q0)
 {
-    __m256i s16[4];
-    x4k_scales(tile, s16, d, dmin);
-    UNROLL
-    for (int r = 0; r < 4; r++) {
-        k[r].sc = _mm256_permute4x64_epi64(s16[r], 0x44);
-        k[r].mdup = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(s16[r], 0xEE), lmask(mask_mdup));
-        k[r].ql = tile + repack_x4k_qs(r, 0);
-        k[r].cstride = repack_x4k_qs(0, 1) - repack_x4k_qs(0, 0);
-    }
+    k->sc = _mm256_permute4x64_epi64(s16, 0x44);
+    k->mdup = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(s16, 0xEE), lmask(mask_mdup));
+    k->ql = q0;
+    k->cstride = repack_x4k_qs(0, 1) - repack_x4k_qs(0, 0);
 }
 
-/* 1-4 tokens against a group of four Q4_K rows in the x4 layout: gemmK's
- * arithmetic (same lanes, same float steps) on one stream of tiles. */
-INLINE void gemmK_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
-{
-    const int type = GGML_TYPE_Q4_K;
-    const int64_t nb = n / QK_K;
-    const __m256i zero = _mm256_setzero_si256();
-    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *tile = w + (size_t)b * REPACK_X4K_TILE;
-        for (size_t o = 0; o < REPACK_X4K_TILE; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
-        struct kblock k[4];
-        __m128 d, dmin;
-        x4k_load(tile, k, &d, &dmin);
-        const block_q8_K *yb[4];
-        float dy[4] = {0, 0, 0, 0};
-        UNROLL
-        for (int t = 0; t < NT; t++) {
-            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
-            dy[t] = yb[t]->d;
-        }
-        if (NT == 1) { /* lanes are rows */
-            __m256i v[4], m[4];
-            UNROLL
-            for (int r = 0; r < 4; r++)
-                v[r] = kdot(type, &k[r], yb[0], &m[r]);
-            acc[0] = kfma(type, acc[0], d, dmin, _mm_set1_ps(dy[0]), reduce4(v[0], v[1], v[2], v[3]),
-                          reduce4(m[0], m[1], m[2], m[3]));
-            continue;
-        }
-        float df[4], dmf[4];
-        _mm_storeu_ps(df, d);
-        _mm_storeu_ps(dmf, dmin);
-        const __m128 dyv = _mm_loadu_ps(dy);
-        UNROLL
-        for (int r = 0; r < 4; r++) { /* lanes are tokens */
-            __m256i v[4] = {zero, zero, zero, zero}, m[4] = {zero, zero, zero, zero};
-            UNROLL
-            for (int t = 0; t < NT; t++)
-                v[t] = kdot(type, &k[r], yb[t], &m[t]);
-            acc[r] = kfma(type, acc[r], _mm_set1_ps(df[r]), _mm_set1_ps(dmf[r]), dyv, reduce4(v[0], v[1], v[2], v[3]),
-                          reduce4(m[0], m[1], m[2], m[3]));
-        }
-    }
-    if (NT == 1) {
-        store_rows(y, acc[0], 4);
-        return;
-    }
-    store_rows_tokens(y, ys, acc, 4, NT);
-}
-
-/* The gemm of Q4_K x4 (1-4 tokens). */
-static void gemm_q4_Kx4(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
-                        int nt)
-{
-    (void)w_row; /* a group is contiguous */
-    switch (nt) {
-    case 1: gemmK_x4(1, n, w, a, a_row, y, ys); break;
-    case 2: gemmK_x4(2, n, w, a, a_row, y, ys); break;
-    case 3: gemmK_x4(3, n, w, a, a_row, y, ys); break;
-    default: gemmK_x4(4, n, w, a, a_row, y, ys); break;
-    }
-}
+#define GKX_VEC __m256i
+#define GKX_ZERO() _mm256_setzero_si256()
+#define GKX_REDUCE4(v0, v1, v2, v3) reduce4(v0, v1, v2, v3)
+#include "gemmk_x4_body.h"
 
 #endif
