@@ -4,8 +4,11 @@
  *
  * Work split (rows are cut by (ith, nth) inside one OpenMP parallel region;
  * OpenMP keeps its thread pool, so nothing is created per call):
- *   GEMV, n_tok == 1: the GEMM_ROWS-row tiles are divided into nth
- *     contiguous ranges, one per thread; each weight byte is read once.
+ *   GEMV, n_tok <= GEMM_TOKS (one token, or a few sequences decoding
+ *     together): the GEMM_ROWS-row tiles are divided into runs, a few per
+ *     thread; each weight byte is read once.  From 2 tokens, a type with
+ *     act_prep/gemm_prep (dispatch.h) has each group of GEMM_TOKS tokens'
+ *     prep made once here and its tiles read it (mm_prep).
  *   many tokens (n_tok >= kern.many_min_tok) and a gemm_many kernel: each
  *     thread passes its contiguous range of rows, with the tokens in chunks
  *     of MATMUL_MANY_TOK, to gemm_many (which reorganizes both operands for
