@@ -64,6 +64,23 @@ typedef int (*gemm_many_fn)(int64_t n, const void *w, size_t w_row, int64_t n_ro
                             int64_t n_tok, float *y, size_t y_stride);
 #define GEMM_MANY_MIN_TOK 16
 
+/*
+ * Optional companions of a gemm for 2 .. GEMM_TOKS tokens (several sequences
+ * decoding together), where the tile's arithmetic, not the weight stream,
+ * sets the pace: what every tile would otherwise recompute from the
+ * activations for each group of GEMM_ROWS rows (e.g. the tokens' block sums
+ * times the weights' offset, their scales as floats) is made once per
+ * matmul.  act_prep(n, a, a_row, nt, prep) writes GEMM_PREP_BLOCK bytes per
+ * 32 elements of n for the nt (<= GEMM_TOKS) activation rows at a, in a
+ * format private to the variant; gemm_prep is then gemm_fn with that prep
+ * added, under gemm_fn's contract (vec_dot's bits).  matmul uses them for
+ * 2 .. many_min_tok - 1 tokens, and only when the table has both.
+ */
+#define GEMM_PREP_BLOCK 32
+typedef void (*act_prep_fn)(int64_t n, const void *a, size_t a_row, int nt, void *prep);
+typedef void (*gemm_prep_fn)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, const void *prep,
+                             float *y, size_t y_stride, int nt);
+
 /* Per-type kernels, indexed by ggml type id.  NULL entries: not supported. */
 struct kernel_type_ops {
     to_float_fn to_float;     /* dequantize a row of this type */
@@ -71,6 +88,8 @@ struct kernel_type_ops {
     vec_dot_fn vec_dot;       /* dot(row of this type, row of vec_dot_type) */
     gemm_fn gemm;             /* tile of vec_dots (NULL when vec_dot is) */
     gemm_many_fn gemm_many;   /* optional: many tokens at once (NULL: use gemm) */
+    act_prep_fn act_prep;     /* optional, with gemm_prep: 2-4 token tiles on */
+    gemm_prep_fn gemm_prep;   /* activation data made once per matmul */
     uint32_t vec_dot_type;    /* activation format vec_dot expects */
     uint32_t repack_type;     /* 0, or the x4 layout (repack.h) this variant's
                                * gemm runs faster on: the loader repacks
@@ -113,6 +132,17 @@ static inline void kernels_use_x4(struct kernel_table *t, uint32_t base, gemm_fn
     t->types[base].repack_type = x4;
     t->types[x4].vec_dot = t->types[base].vec_dot;
     t->types[x4].gemm = gemm;
+    t->types[x4].act_prep = NULL; /* a lesser variant's would go with its own gemm */
+    t->types[x4].gemm_prep = NULL;
+}
+
+/* The same with the 2-4 token pair (act_prep, gemm_prep) of the x4 type. */
+static inline void kernels_use_x4_prep(struct kernel_table *t, uint32_t base, gemm_fn gemm, act_prep_fn prep,
+                                       gemm_prep_fn gemm_prep)
+{
+    kernels_use_x4(t, base, gemm);
+    t->types[repack_x4_of(base)].act_prep = prep;
+    t->types[repack_x4_of(base)].gemm_prep = gemm_prep;
 }
 
 /* Select the variant; idempotent.  Returns 0, or -1 if INFER_KERNELS names a

@@ -4,8 +4,11 @@
  *
  * Work split (rows are cut by (ith, nth) inside one OpenMP parallel region;
  * OpenMP keeps its thread pool, so nothing is created per call):
- *   GEMV, n_tok == 1: the GEMM_ROWS-row tiles are divided into nth
- *     contiguous ranges, one per thread; each weight byte is read once.
+ *   GEMV, n_tok <= GEMM_TOKS (one token, or a few sequences decoding
+ *     together): the GEMM_ROWS-row tiles are divided into runs, a few per
+ *     thread; each weight byte is read once.  From 2 tokens, a type with
+ *     act_prep/gemm_prep (dispatch.h) has each group of GEMM_TOKS tokens'
+ *     prep made once here and its tiles read it (mm_prep).
  *   many tokens (n_tok >= kern.many_min_tok) and a gemm_many kernel: each
  *     thread passes its contiguous range of rows, with the tokens in chunks
  *     of MATMUL_MANY_TOK, to gemm_many (which reorganizes both operands for
@@ -310,6 +313,9 @@ struct mm {
     vec_dot_fn dot;
     gemm_fn gemm;
     gemm_many_fn many;
+    gemm_prep_fn gemm_prep; /* with prep: the prepared tiles (dispatch.h) */
+    const char *prep;       /* act_prep of each group of GEMM_TOKS tokens, */
+    size_t prep_group;      /* prep_group bytes apart */
 };
 
 /* Outputs of rows [o0, o1) for tokens [t0, t1): full tiles with gemm, the
@@ -321,8 +327,14 @@ static void mm_rows(const struct mm *m, int64_t o0, int64_t o1, int64_t t0, int6
         const int nt = (int)(t1 - t < GEMM_TOKS ? t1 - t : GEMM_TOKS);
         const char *a = m->a + (size_t)t * m->a_row;
         float *y = m->y + t * m->n_out;
-        for (int64_t o = o0; o < o_tiles; o += GEMM_ROWS)
-            m->gemm(m->n_in, m->w + (size_t)o * m->w_row, m->w_row, a, m->a_row, y + o, (size_t)m->n_out, nt);
+        if (m->prep) {
+            const char *p = m->prep + (size_t)(t / GEMM_TOKS) * m->prep_group; /* t0: a multiple of GEMM_TOKS */
+            for (int64_t o = o0; o < o_tiles; o += GEMM_ROWS)
+                m->gemm_prep(m->n_in, m->w + (size_t)o * m->w_row, m->w_row, a, m->a_row, p, y + o,
+                             (size_t)m->n_out, nt);
+        } else
+            for (int64_t o = o0; o < o_tiles; o += GEMM_ROWS)
+                m->gemm(m->n_in, m->w + (size_t)o * m->w_row, m->w_row, a, m->a_row, y + o, (size_t)m->n_out, nt);
         for (int64_t o = o_tiles; o < o1; o++)
             for (int k = 0; k < nt; k++)
                 y[k * m->n_out + o] = m->dot(m->n_in, m->w + (size_t)o * m->w_row, a + (size_t)k * m->a_row);
@@ -368,7 +380,7 @@ static int64_t mm_plan(const struct mm *m, int nth, struct mm_items *it)
         groups = groups < n_units ? groups : n_units;
         it->rows = (n_units + groups - 1) / groups * MATMUL_MANY_ROWS;
         it->toks = MATMUL_MANY_TOK;
-    } else if (m->n_tok == 1) { /* GEMV: runs of whole tiles */
+    } else if (m->n_tok <= GEMM_TOKS) { /* GEMV, or one tile of tokens: runs of whole tiles */
         const int64_t n_tiles = (m->n_out + GEMM_ROWS - 1) / GEMM_ROWS;
         int64_t runs = (int64_t)nth * (nth > 1 ? MM_ITEMS_PER_THREAD / 2 : 1); /* a claim costs a cache-line trip */
         runs = runs < n_tiles ? runs : n_tiles;
@@ -392,6 +404,30 @@ static void mm_run(const struct mm *m, bool parallel)
         mm_items_run(&it, 0, n_items);
 }
 
+/* The prep (dispatch.h) of each group of GEMM_TOKS tokens of m, when its
+ * type has the pair and the batch is in their range: into a buffer of
+ * *bytes from matmul_act_alloc, returned (NULL: none, plain gemm). */
+static void *mm_prep(struct mm *m, uint32_t wtype, int64_t many_min, size_t *bytes)
+{
+    const struct kernel_type_ops *o = &kern.types[wtype];
+    if (!o->act_prep || !o->gemm_prep || m->n_tok < 2 || m->n_tok >= many_min || m->n_in % 32 != 0)
+        return NULL;
+    const size_t group = (size_t)(m->n_in / 32) * GEMM_PREP_BLOCK;
+    const int64_t groups = (m->n_tok + GEMM_TOKS - 1) / GEMM_TOKS;
+    *bytes = group * (size_t)groups;
+    char *p = matmul_act_alloc(*bytes);
+    if (!p)
+        return NULL;
+    for (int64_t g = 0; g < groups; g++) {
+        const int64_t t = g * GEMM_TOKS, nt = m->n_tok - t < GEMM_TOKS ? m->n_tok - t : GEMM_TOKS;
+        o->act_prep(m->n_in, m->a + (size_t)t * m->a_row, m->a_row, (int)nt, p + (size_t)g * group);
+    }
+    m->prep = p;
+    m->prep_group = group;
+    m->gemm_prep = o->gemm_prep;
+    return p;
+}
+
 int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok)
 {
     uint32_t at;
@@ -405,13 +441,17 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
         return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
 
     const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
-    const struct mm m = {
+    struct mm m = {
         .w = w, .a = xq, .y = y, .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .w_row = w_row,
         .a_row = act_row, .dot = kern.types[wtype].vec_dot, .gemm = kern.types[wtype].gemm,
         .many = n_tok >= many_min ? kern.types[wtype].gemm_many : NULL,
     };
+    size_t prep_bytes = 0;
+    void *prep = mm_prep(&m, wtype, many_min, &prep_bytes);
     const double work = (double)n_in * (double)n_out * (double)n_tok;
     mm_run(&m, work >= MATMUL_PARALLEL_MIN && n_out > GEMM_ROWS);
+    if (prep)
+        matmul_act_release(prep, prep_bytes);
     return INFER_OK;
 }
 

@@ -17,6 +17,8 @@
 #include "gemv_x4_avx2.h"
 DEFINE_GEMM_X4P(gemm_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4P(gemm_q5_0x4, GGML_TYPE_Q5_0)
+DEFINE_GEMM_X4Q(gemm_q4_0x4q, prep_q4_0x4, GGML_TYPE_Q4_0)
+DEFINE_GEMM_X4Q(gemm_q5_0x4q, prep_q5_0x4, GGML_TYPE_Q5_0)
 
 /* Q4_0 / Q5_0 / Q8_0, 1-4 tokens: gemm32_avx2.h's tiles with the weights
  * unsigned (w + K) on vpdpbusd, K times the token's four-byte sums taken
@@ -93,7 +95,7 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     t->types[GGML_TYPE_Q6_K].gemm = gemm_q6_K;
     t->types[GGML_TYPE_Q6_K].vec_dot = gemm_q6_K_dot;
     lowbit_fill(t);
-    kernels_use_x4(t, GGML_TYPE_Q4_0, gemm_q4_0x4);
-    kernels_use_x4(t, GGML_TYPE_Q5_0, gemm_q5_0x4);
+    kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
+    kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
 }

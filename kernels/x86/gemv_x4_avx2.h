@@ -194,6 +194,153 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
         _mm_storeu_ps(y + (size_t)t * ys, acc[t]);
 }
 
+/* Per 128-bit lane L: [sum of v0's four int32 in L, v1's, v2's, v3's]. */
+INLINE __m256i x4_reduce4_lanes(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
+{
+    const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
+    const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(v2, v3), _mm256_unpackhi_epi32(v2, v3));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+}
+
+/* One block of rows 2p | 2p + 1 (lo, hi: their quants + K in the two
+ * 128-bit lanes) against NT tokens (a0, a1: their half-blocks in both
+ * lanes): lane 4 i + t of the result gets (row 2p + i, token t)'s term,
+ * added to acc. */
+INLINE __m256 x4q_pair(const int type, const int NT, __m256i lo, __m256i hi, const __m256i *a0, const __m256i *a1,
+                       __m256i corr, __m256 dxk, __m256 dy, __m256 acc)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i v[4] = {zero, zero, zero, zero};
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        v[t] = X4_DOT(lo, a0[t], hi, a1[t]);
+    const __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(x4_reduce4_lanes(v[0], v[1], v[2], v[3]), corr));
+    return _mm256_add_ps(acc, type == GGML_TYPE_Q4_0 ? _mm256_mul_ps(_mm256_mul_ps(f, dxk), dy)
+                                                     : _mm256_mul_ps(_mm256_mul_ps(dxk, dy), f));
+}
+
+/* The tokens' half-blocks of block b in both lanes, and the block's prep. */
+INLINE void x4q_acts(const int NT, const uint8_t *a, size_t a_row, int64_t b, const struct x4_prep *p, __m256i *a0,
+                     __m256i *a1, __m256i *corr, __m256 *dy)
+{
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + b;
+        a0[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
+        a1[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+    }
+    *corr = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->corr));
+    *dy = _mm256_broadcast_ps((const __m128 *)p->d);
+}
+
+/*
+ * 2-4 tokens against the four rows of a group in the x4 layout, with the
+ * prep (x4_act_prep) made once per matmul: gemm32_x4p's products, but lanes
+ * (row, token) after one in-lane reduction of the NT tokens' vectors per
+ * block and row pair, so that the offset comes off with one subtraction
+ * (K times the tokens' block sums, from the prep) and the reference's float
+ * steps run once per block and row pair on eight outputs, added to the
+ * accumulators in block order: vec_dot's bits.  gemm32_x4p instead takes
+ * the offset off per token and block (X4_DOT of K) and pair, and does x4_finish's
+ * reduction and float steps per token.
+ */
+INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row,
+                       const struct x4_prep *prep, float *y, size_t ys)
+{
+    const int64_t nb = n / 32, nb4 = nb / 4;
+    const size_t bs = bbytes32(type), tb = 16 * bs, off = type == GGML_TYPE_Q5_0 ? 6 : 2;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b5 = _mm256_set1_epi8(16);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    /* bytes 0-7 from bit byte 0, 8-15 from 1 | 16-23 from 2, 24-31 from 3 */
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                          3, 3, 3, 3, 3, 3, 3);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t j = 0; j < nb4; j++) {
+        const uint8_t *tile = w + (size_t)j * tb;
+        for (size_t o = 0; o < tb; o += 64)
+            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        /* [row 2p's scales of blocks 0-3 | row 2p + 1's] */
+        const __m256 dx[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tile + repack_x4_d(0, 0, bs)))),
+                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tile + repack_x4_d(2, 0, bs))))};
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            __m256i a0[4], a1[4], corr;
+            __m256 dy;
+            x4q_acts(NT, a, a_row, 4 * j + k, prep + 4 * j + k, a0, a1, &corr, &dy);
+            UNROLL
+            for (int p = 0; p < 2; p++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(tile + repack_x4_qs(type, 2 * p, k, bs)));
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (type == GGML_TYPE_Q5_0) {
+                    const __m256i hl = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 0)));
+                    const __m256i hh = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 1)));
+                    const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hl, shuf), bits), bits);
+                    const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hh, shuf), bits), bits);
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
+                }
+                acc[p] = x4q_pair(type, NT, lo, hi, a0, a1, corr, _mm256_permutevar_ps(dx[p], _mm256_set1_epi32(k)),
+                                  dy, acc[p]);
+            }
+        }
+    }
+    /* per lane: bytes 0-7 from qh byte 0 (elements 0-7), 8-15 from byte 1; or bytes 2, 3 (16-31) */
+    const __m256i shuf_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+                                             1, 1, 1, 1, 1, 1, 1, 1);
+    const __m256i shuf_hi = _mm256_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
+                                             3, 3, 3, 3, 3, 3, 3, 3);
+    for (int64_t b = 4 * nb4; b < nb; b++) { /* GGUF's blocks, rows 0-3 side by side (as x4_group) */
+        const uint8_t *col = w + repack_x4_whole(0, b, nb, bs);
+        __m256i a0[4], a1[4], corr;
+        __m256 dy;
+        x4q_acts(NT, a, a_row, b, prep + b, a0, a1, &corr, &dy);
+        UNROLL
+        for (int p = 0; p < 2; p++) {
+            const uint8_t *r0 = col + (size_t)(2 * p) * bs, *r1 = r0 + bs;
+            const __m256i q = _mm256_loadu2_m128i((const __m128i *)(r1 + off), (const __m128i *)(r0 + off));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (type == GGML_TYPE_Q5_0) {
+                const __m256i qh = _mm256_set_m128i(_mm_set1_epi32((int)ld32(r1 + 2)), _mm_set1_epi32((int)ld32(r0 + 2)));
+                const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, shuf_lo), bits), bits);
+                const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, shuf_hi), bits), bits);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
+            }
+            const __m256 dxk = _mm256_set_m128(_mm_set1_ps(h2f(ld16(r1))), _mm_set1_ps(h2f(ld16(r0))));
+            acc[p] = x4q_pair(type, NT, lo, hi, a0, a1, corr, dxk, dy, acc[p]);
+        }
+    }
+    UNROLL
+    for (int p = 0; p < 2; p++) {
+        float out[8];
+        _mm256_storeu_ps(out, acc[p]);
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            y[(size_t)t * ys + (size_t)(2 * p)] = out[t];
+            y[(size_t)t * ys + (size_t)(2 * p + 1)] = out[4 + t];
+        }
+    }
+}
+
+/* The 2-4 token gemm of an x4 type on its prep (one token: gemm32_x4p),
+ * and the prep. */
+#define DEFINE_GEMM_X4Q(NAME, PREP, TYPE)                                                                     \
+    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, const void *prep,    \
+                     float *y, size_t ys, int nt)                                                             \
+    {                                                                                                         \
+        (void)w_row; /* a group is contiguous */                                                              \
+        switch (nt) {                                                                                         \
+        case 1: gemm32_x4p(TYPE, 1, n, w, a, a_row, y, ys); break;                                            \
+        case 2: gemm32_x4q(TYPE, 2, n, w, a, a_row, prep, y, ys); break;                                      \
+        case 3: gemm32_x4q(TYPE, 3, n, w, a, a_row, prep, y, ys); break;                                      \
+        default: gemm32_x4q(TYPE, 4, n, w, a, a_row, prep, y, ys); break;                                     \
+        }                                                                                                     \
+    }                                                                                                         \
+    static void PREP(int64_t n, const void *a, size_t a_row, int nt, void *prep)                              \
+    {                                                                                                         \
+        x4_act_prep(TYPE == GGML_TYPE_Q5_0 ? 16 : 8, n, a, a_row, nt, prep);                                  \
+    }
+
 /* The gemm of an x4 type (1-4 tokens). */
 #define DEFINE_GEMM_X4P(NAME, TYPE)                                                                           \
     static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \

@@ -78,6 +78,8 @@ struct w32 {
 #include "gemv_x4_avx2.h"
 DEFINE_GEMM_X4P(gemm_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4P(gemm_q5_0x4, GGML_TYPE_Q5_0)
+DEFINE_GEMM_X4Q(gemm_q4_0x4q, prep_q4_0x4, GGML_TYPE_Q4_0)
+DEFINE_GEMM_X4Q(gemm_q5_0x4q, prep_q5_0x4, GGML_TYPE_Q5_0)
 
 /* The gemm entry of a kernel family: full tiles of GEMM_ROWS rows, nt tokens,
  * dispatched to constant-shape instances of CORE(type, NR, NT, ...). */
@@ -371,8 +373,8 @@ void kernels_fill_avx2(struct kernel_table *t)
     lowbit_fill(t);
     /* the x4 layouts (repack.h): 1-4 tokens in gemm32_x4p; the leftover
      * rows of a matrix (n_out % 4, not repacked) through vec_dot */
-    kernels_use_x4(t, GGML_TYPE_Q4_0, gemm_q4_0x4);
-    kernels_use_x4(t, GGML_TYPE_Q5_0, gemm_q5_0x4);
+    kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
+    kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     t->types[GGML_TYPE_Q8_0].from_float = quantize_q8_0;
     t->types[GGML_TYPE_Q8_K].from_float = quantize_q8_K;

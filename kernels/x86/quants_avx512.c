@@ -465,6 +465,119 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
         _mm_storeu_ps(y + (size_t)t * ys, acc[t]);
 }
 
+/*
+ * 2-4 tokens against the four rows of a group in the x4 layout, with the
+ * prep of the tokens (x4_act_prep: K times their block sums, their scales
+ * as floats) made once per matmul.  Lanes are (row, token): for block k of a
+ * tile, token t's products with the four rows (row r in 128-bit lane r, as
+ * in gemm32_x4p) leave four partial sums per row, and one in-lane reduction
+ * of the NT tokens' vectors gives the exact sum of (row r, token t) in lane
+ * 4 r + t.  Then one subtraction takes off the offset for all sixteen, and
+ * the float steps of gemm32 run once per block on sixteen outputs (the row
+ * scale of block k broadcast within each 128-bit lane, the tokens' scales
+ * from the prep), added to the accumulator in block order: vec_dot's bits.
+ * gemm32_x4p instead spends two vpdpbusd and a subtraction per token and
+ * block on the offset, and a reduction and the float steps per token.
+ */
+INLINE __m512 x4q_block(const int type, const int NT, __m512i lo, __m512i hi, const uint8_t *a, size_t a_row,
+                        int64_t b, const struct x4_prep *p, __m512 dxk, __m512 acc)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i v[4] = {zero, zero, zero, zero};
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + b;
+        const __m512i a0 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab->qs));
+        const __m512i a1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+        v[t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, a0), hi, a1);
+    }
+    const __m512i s = _mm512_sub_epi32(reduce4_lanes(v[0], v[1], v[2], v[3]),
+                                       _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p->corr)));
+    const __m512 f = _mm512_cvtepi32_ps(s);
+    const __m512 dy = _mm512_broadcast_f32x4(_mm_loadu_ps(p->d));
+    return _mm512_add_ps(acc, type == GGML_TYPE_Q4_0 ? _mm512_mul_ps(_mm512_mul_ps(f, dxk), dy)
+                                                     : _mm512_mul_ps(_mm512_mul_ps(dxk, dy), f));
+}
+
+INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row,
+                       const struct x4_prep *prep, float *y, size_t ys)
+{
+    const int64_t nb = n / 32, nb4 = nb / 4;
+    const size_t bs = bbytes32(type), tb = 16 * bs, off = type == GGML_TYPE_Q5_0 ? 6 : 2;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb4; j++) {
+        const uint8_t *tile = w + (size_t)j * tb;
+        for (size_t o = 0; o < tb; o += 64)
+            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        /* lane 4 r + k: row r's scale of block k */
+        const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tile + repack_x4_d(0, 0, bs))));
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m512i q = _mm512_loadu_si512((const void *)(tile + repack_x4_qs(type, 0, k, bs)));
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            if (type == GGML_TYPE_Q5_0) {
+                uint64_t hb[2];
+                memcpy(hb, tile + repack_x4_qh(0, k, bs, 0), 16);
+                lo = _mm512_mask_add_epi8(lo, (__mmask64)hb[0], lo, sixteen);
+                hi = _mm512_mask_add_epi8(hi, (__mmask64)hb[1], hi, sixteen);
+            }
+            acc = x4q_block(type, NT, lo, hi, a, a_row, 4 * j + k, prep + 4 * j + k,
+                            _mm512_permutevar_ps(dx, _mm512_set1_epi32(k)), acc);
+        }
+    }
+    for (int64_t b = 4 * nb4; b < nb; b++) { /* GGUF's blocks, rows 0-3 side by side */
+        const uint8_t *col = w + repack_x4_whole(0, b, nb, bs);
+        __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(col + off)));
+        uint16_t dxh[4];
+        uint32_t qh[4];
+        UNROLL
+        for (int r = 0; r < 4; r++) {
+            if (r > 0)
+                q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(col + (size_t)r * bs + off)), r);
+            dxh[r] = ld16(col + (size_t)r * bs);
+            memcpy(&qh[r], col + (size_t)r * bs + 2, 4);
+        }
+        __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        if (type == GGML_TYPE_Q5_0) { /* as in gemv32_x4 */
+            const __m128i h = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)qh),
+                                               _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+            lo = _mm512_mask_add_epi8(lo, (__mmask64)(uint64_t)_mm_cvtsi128_si64(h), lo, sixteen);
+            hi = _mm512_mask_add_epi8(hi, (__mmask64)(uint64_t)_mm_extract_epi64(h, 1), hi, sixteen);
+        }
+        const __m512 dxk = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                                 _mm512_castps128_ps512(h2f4(dxh[0], dxh[1], dxh[2], dxh[3])));
+        acc = x4q_block(type, NT, lo, hi, a, a_row, b, prep + b, dxk, acc);
+    }
+    float out[16];
+    _mm512_storeu_ps(out, acc);
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        UNROLL
+        for (int r = 0; r < 4; r++)
+            y[(size_t)t * ys + (size_t)r] = out[4 * r + t];
+}
+
+_Static_assert(sizeof(struct x4_prep) == GEMM_PREP_BLOCK, "one x4_prep per block of 32");
+
+#define DEFINE_GEMM_X4Q(NAME, PREP, TYPE)                                                                     \
+    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, const void *prep,    \
+                     float *y, size_t ys, int nt)                                                             \
+    {                                                                                                         \
+        switch (nt) {                                                                                         \
+        case 1: gemm32_x4p(TYPE, 1, n, w, w_row, a, a_row, y, ys); break; /* the GEMV needs no prep */        \
+        case 2: gemm32_x4q(TYPE, 2, n, w, a, a_row, prep, y, ys); break;                                      \
+        case 3: gemm32_x4q(TYPE, 3, n, w, a, a_row, prep, y, ys); break;                                      \
+        default: gemm32_x4q(TYPE, 4, n, w, a, a_row, prep, y, ys); break;                                     \
+        }                                                                                                     \
+    }                                                                                                         \
+    static void PREP(int64_t n, const void *a, size_t a_row, int nt, void *prep)                              \
+    {                                                                                                         \
+        x4_act_prep(koff(TYPE), n, a, a_row, nt, prep);                                                       \
+    }
+DEFINE_GEMM_X4Q(gemm_q4_0x4q, prep_q4_0x4, GGML_TYPE_Q4_0)
+DEFINE_GEMM_X4Q(gemm_q5_0x4q, prep_q5_0x4, GGML_TYPE_Q5_0)
+
 #define DEFINE_GEMM_X4(NAME, TYPE)                                                                            \
     static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
                      int nt)                                                                                  \
@@ -879,8 +992,8 @@ void kernels_fill_avx512(struct kernel_table *t)
     lowbit_fill(t);
     /* the x4 layouts: gemm tiles of their own, vec_dot of the base type
      * for the rows after the last group (repack.h) */
-    kernels_use_x4(t, GGML_TYPE_Q4_0, gemm_q4_0x4);
-    kernels_use_x4(t, GGML_TYPE_Q5_0, gemm_q5_0x4);
+    kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
+    kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     kernels_fill_gemm_avx512(t);
     kernels_fill_ops_avx512(t);
