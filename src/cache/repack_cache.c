@@ -80,10 +80,17 @@ struct rpk_entry {
 };
 _Static_assert(sizeof(struct rpk_entry) == 64, "rpk_entry is 64 bytes");
 
-/* The weights the active table wants repacked, distinct by data. */
+/* The weights the active table wants repacked, distinct by data.  A 3-D
+ * expert tensor is one entry: its n_expert matrices of rows_e rows each are
+ * one matrix of n_expert * rows_e rows, whose x4 layout is each expert's
+ * (groups of four rows never cross an expert when rows_e % 4 == 0, which
+ * add_cand_exps requires), so expert e's matrix stays at e * stride. */
 struct cand {
     struct mat *m[4]; /* the struct mats sharing this tensor (tied output) */
     int n_m;
+    struct mat_exps *x[2]; /* or the expert views of it (merged gate_up: two) */
+    size_t x_delta[2];     /* bytes from the tensor's start to view k's expert 0 */
+    int n_x;
     struct rpk_entry e;
 };
 
@@ -108,7 +115,7 @@ static int add_cand(struct cand *c, int n, struct mat *m, const infer_gguf *g)
     const uint64_t src = (uint64_t)((const uint8_t *)m->data - g->base);
     for (int i = 0; i < n; i++)
         if (c[i].e.src_offset == src) {
-            if (c[i].n_m < 4)
+            if (c[i].n_m < 4 && c[i].n_x == 0)
                 c[i].m[c[i].n_m++] = m;
             return n;
         }
@@ -124,20 +131,71 @@ static int add_cand(struct cand *c, int n, struct mat *m, const infer_gguf *g)
     return n + 1;
 }
 
+/* An expert tensor starting at `start` (n_expert matrices of the view's
+ * stride), bound as view x (whose expert 0 lies at or after start: the up
+ * half of a merged gate_up). */
+static int add_cand_exps(struct cand *c, int n, struct mat_exps *x, const void *start, int64_t n_expert,
+                         const infer_gguf *g)
+{
+    if (!x->m.data || !start || x->m.type >= GGML_TYPE_COUNT || n_expert < 1)
+        return n;
+    const uint32_t x4 = kern.types[x->m.type].repack_type;
+    const size_t w_row = ggml_row_size(x->m.type, x->m.n_in);
+    if (!x4 || !w_row || x->m.n_in % (int64_t)ggml_type_traits_get(x->m.type)->block_size != 0 ||
+        x->stride % w_row != 0 || (x->stride / w_row) % 4 != 0)
+        return n;
+    const size_t delta = (size_t)((const uint8_t *)x->m.data - (const uint8_t *)start);
+    if (delta % (4 * w_row) != 0 || delta >= x->stride)
+        return n;
+    const uint64_t src = (uint64_t)((const uint8_t *)start - g->base);
+    for (int i = 0; i < n; i++)
+        if (c[i].e.src_offset == src) {
+            if (c[i].n_x < 2 && c[i].n_m == 0 && c[i].e.base_type == x->m.type && c[i].e.n_in == x->m.n_in) {
+                c[i].x[c[i].n_x] = x;
+                c[i].x_delta[c[i].n_x++] = delta;
+            }
+            return n;
+        }
+    memset(&c[n], 0, sizeof(c[n]));
+    c[n].x[0] = x;
+    c[n].x_delta[0] = delta;
+    c[n].n_x = 1;
+    c[n].e.src_offset = src;
+    c[n].e.base_type = x->m.type;
+    c[n].e.x4_type = x4;
+    c[n].e.n_in = x->m.n_in;
+    c[n].e.n_out = (int64_t)(x->stride / w_row) * n_expert;
+    c[n].e.nbytes = (uint64_t)x->stride * (uint64_t)n_expert;
+    return n + 1;
+}
+
 /* The candidates, in a fixed order (so that the entry table can be compared
  * with them); *n_out their count, NULL on allocation failure. */
 static struct cand *candidates(struct infer_model *m, int *n_out)
 {
-    const int max = 1 + 7 * m->c.n_layer;
+    const int max = 1 + 13 * m->c.n_layer;
     struct cand *c = calloc((size_t)max, sizeof(*c));
     if (!c)
         return NULL;
     int n = add_cand(c, 0, &m->w.output, m->gguf);
     for (int il = 0; il < m->c.n_layer; il++) {
         struct layer_weights *l = &m->w.layers[il];
-        struct mat *ms[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        struct mat *ms[] = {&l->wq,           &l->wk,         &l->wv,          &l->wo,
+                            &l->ffn_gate,     &l->ffn_up,     &l->ffn_down,    &l->ffn_gate_shexp,
+                            &l->ffn_up_shexp, &l->ffn_down_shexp};
         for (size_t k = 0; k < sizeof(ms) / sizeof(ms[0]); k++)
             n = add_cand(c, n, ms[k], m->gguf);
+        /* a merged gate_up is one tensor from the gate view's expert 0; its
+         * up half must start on a group of four rows (every matmul over an
+         * x4 matrix starts on one: matmul.c's tiles) */
+        const int64_t E = m->c.n_expert;
+        if (E > 0 && (!l->gate_up_merged || m->c.n_ff_exp % 4 == 0)) {
+            n = add_cand_exps(c, n, &l->ffn_gate_exps, l->ffn_gate_exps.m.data, E, m->gguf);
+            n = add_cand_exps(c, n, &l->ffn_up_exps,
+                              l->gate_up_merged ? l->ffn_gate_exps.m.data : l->ffn_up_exps.m.data, E, m->gguf);
+        }
+        if (E > 0)
+            n = add_cand_exps(c, n, &l->ffn_down_exps, l->ffn_down_exps.m.data, E, m->gguf);
     }
     uint64_t at = 0;
     for (int i = 0; i < n; i++) { /* data offsets, relative to data_offset for now */
@@ -491,6 +549,10 @@ void model_repack(struct infer_model *m, const infer_model_params *p)
             for (int k = 0; k < c[i].n_m; k++) {
                 c[i].m[k]->data = (const uint8_t *)rs->map + e[i].offset;
                 c[i].m[k]->type = c[i].e.x4_type;
+            }
+            for (int k = 0; k < c[i].n_x; k++) {
+                c[i].x[k]->m.data = (const uint8_t *)rs->map + e[i].offset + c[i].x_delta[k];
+                c[i].x[k]->m.type = c[i].e.x4_type;
             }
             rs->n_tensors++;
             rs->bytes += c[i].e.nbytes;
