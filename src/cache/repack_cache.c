@@ -290,27 +290,37 @@ static int write_small(const char *dir, const char *path, const void *data, size
     return tmp_finish(fd, tmp, path, write(fd, data, len) == (ssize_t)len ? 0 : (errno ? errno : EIO));
 }
 
+/* The sha256 the id file of the model's identity remembers: 1, 0 when there
+ * is none (its name in id), -1 when the file cannot be identified. */
+static int id_sha256(const infer_gguf *g, const char *dir, uint8_t sha[32], char *id, size_t n)
+{
+    struct stat sb;
+    if (stat(g->path, &sb) != 0 || (uint64_t)sb.st_size != g->size)
+        return -1;
+    snprintf(id, n, "%s/id-%llx-%llx-%llx-%lld.%09ld", dir, (unsigned long long)sb.st_dev,
+             (unsigned long long)sb.st_ino, (unsigned long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
+             (long)sb.st_mtim.tv_nsec);
+    FILE *f = fopen(id, "re");
+    if (!f)
+        return 0;
+    char hex[80] = {0};
+    const bool ok = fgets(hex, sizeof(hex), f) && strlen(hex) >= 64 && from_hex(hex, sha, 32);
+    fclose(f);
+    return ok;
+}
+
 /* The model's sha256: from the id file of its identity, else hashed from the
  * map (what the weights really are) and remembered. */
 static int model_sha256(struct repack_state *rs, const infer_gguf *g, const char *dir, uint8_t sha[32])
 {
-    struct stat sb;
-    if (stat(g->path, &sb) != 0 || (uint64_t)sb.st_size != g->size) {
+    char id[1200];
+    const int known = id_sha256(g, dir, sha, id, sizeof(id));
+    if (known < 0) {
         note(rs, "cannot identify '%s' (changed since it was opened?)", g->path);
         return -1;
     }
-    char id[1200];
-    snprintf(id, sizeof(id), "%s/id-%llx-%llx-%llx-%lld.%09ld", dir, (unsigned long long)sb.st_dev,
-             (unsigned long long)sb.st_ino, (unsigned long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
-             (long)sb.st_mtim.tv_nsec);
-    FILE *f = fopen(id, "re");
-    if (f) {
-        char hex[80] = {0};
-        const bool ok = fgets(hex, sizeof(hex), f) && strlen(hex) >= 64 && from_hex(hex, sha, 32);
-        fclose(f);
-        if (ok)
-            return 0;
-    }
+    if (known)
+        return 0;
     const double t0 = infer_now();
     sha256_ctx c;
     sha256_init(&c);
@@ -357,7 +367,9 @@ static int open_cache(struct repack_state *rs, const char *path, const struct rp
     memcpy(&h, map, sizeof(h));
     const char *bad = NULL;
     const uint64_t table = sizeof(h) + (uint64_t)n * sizeof(struct rpk_entry);
-    if (memcmp(h.magic, RPK_MAGIC, 8) != 0 || h.version != RPK_VERSION)
+    if (bad)
+        ;
+    else if (memcmp(h.magic, RPK_MAGIC, 8) != 0 || h.version != RPK_VERSION)
         bad = "not a cache file of this version";
     else if (h.layout != want->layout || memcmp(h.model_sha256, want->model_sha256, 32) != 0 ||
              h.model_size != want->model_size || memcmp(h.variant, want->variant, sizeof(h.variant)) != 0)
@@ -584,3 +596,121 @@ void infer_model_repack_info(const infer_model *m, infer_repack_info *out)
 }
 
 const char *infer_model_repack_summary(const infer_model *m) { return m->repack.summary; }
+
+/* ------------------------------------------- the cache file, for the tools */
+
+struct infer_repack_file {
+    char path[1024];
+    uint8_t *map;
+    size_t size;
+    struct rpk_entry *e; /* read with the header (the map is only asked, never read) */
+    uint32_t n;
+};
+
+infer_status infer_repack_file_open(infer_repack_file **out, const infer_gguf *g, const char *repack_dir)
+{
+    *out = NULL;
+    char err[256], dir[900], id[1200];
+    if (kernels_init(err, sizeof(err)) != 0)
+        return infer_error(INFER_ERR_UNSUPPORTED, "kernels: %s", err);
+    const infer_model_params p = {.repack_dir = repack_dir};
+    uint8_t sha[32];
+    if (!cache_dir(&p, dir, sizeof(dir)) || id_sha256(g, dir, sha, id, sizeof(id)) != 1)
+        return infer_error(INFER_ERR_NOT_FOUND, "no repacked copy of '%s' is known", g->path);
+    infer_repack_file *f = calloc(1, sizeof(*f));
+    if (!f)
+        return infer_error(INFER_ERR_NOMEM, "out of memory");
+    char hex[65];
+    to_hex(sha, 32, hex);
+    snprintf(f->path, sizeof(f->path), "%s/%.64s-%.15s-L%u.bin", dir, hex, kern.name, REPACK_LAYOUT_VERSION);
+    const int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < sizeof(struct rpk_header)) {
+        if (fd >= 0)
+            close(fd);
+        free(f);
+        return infer_error(INFER_ERR_NOT_FOUND, "no repacked copy of '%s' for %s", g->path, kern.name);
+    }
+    /* header and entries by pread with readahead off: a fault on the map
+     * (or a plain read) would bring in the file's first megabytes, which
+     * would then show as resident */
+    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    f->size = (size_t)sb.st_size;
+    struct rpk_header h;
+    const char *bad = NULL;
+    if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+        memset(&h, 0, sizeof(h));
+    const size_t n_e = h.n_entries <= RPK_MAX_ENTRIES ? h.n_entries : 0;
+    f->e = malloc(n_e ? n_e * sizeof(*f->e) : 1);
+    if (!f->e || pread(fd, f->e, n_e * sizeof(*f->e), sizeof(h)) != (ssize_t)(n_e * sizeof(*f->e)))
+        bad = "cannot read its entries";
+    f->map = mmap(NULL, f->size, PROT_READ, MAP_SHARED, fd, 0); /* for mincore */
+    close(fd);
+    if (f->map == MAP_FAILED) {
+        const int e = errno;
+        free(f->e);
+        free(f);
+        return infer_error(INFER_ERR_IO, "cannot map a repacked copy: %s", strerror(e));
+    }
+    if (bad)
+        ;
+    else if (memcmp(h.magic, RPK_MAGIC, 8) != 0 || h.version != RPK_VERSION || h.layout != REPACK_LAYOUT_VERSION ||
+        memcmp(h.model_sha256, sha, 32) != 0 || h.model_size != g->size)
+        bad = "made for another model or version";
+    else if (h.n_entries > RPK_MAX_ENTRIES || h.data_offset > f->size ||
+             h.data_offset < sizeof(h) + (uint64_t)h.n_entries * sizeof(struct rpk_entry))
+        bad = "inconsistent sizes";
+    else if (header_crc(&h, f->e, h.n_entries) != h.header_crc)
+        bad = "header checksum mismatch";
+    f->n = bad ? 0 : h.n_entries;
+    for (uint32_t i = 0; !bad && i < f->n; i++)
+        if (f->e[i].offset > f->size || f->e[i].nbytes > f->size - f->e[i].offset ||
+            f->e[i].src_offset > g->size || f->e[i].nbytes > g->size - f->e[i].src_offset)
+            bad = "a tensor lies outside the file";
+    if (bad) {
+        munmap(f->map, f->size);
+        free(f->e);
+        free(f);
+        return infer_error(INFER_ERR_FORMAT, "the repacked copy of '%s' is unusable (%s): a load rebuilds it",
+                           g->path, bad);
+    }
+    *out = f;
+    return INFER_OK;
+}
+
+void infer_repack_file_close(infer_repack_file *f)
+{
+    if (!f)
+        return;
+    munmap(f->map, f->size);
+    free(f->e);
+    free(f);
+}
+
+const char *infer_repack_file_path(const infer_repack_file *f) { return f->path; }
+uint64_t infer_repack_file_size(const infer_repack_file *f) { return f->size; }
+
+bool infer_repack_file_find(const infer_repack_file *f, uint64_t gguf_offset, uint64_t *offset)
+{
+    for (uint32_t i = 0; f && i < f->n; i++)
+        if (f->e[i].src_offset == gguf_offset) {
+            *offset = f->e[i].offset;
+            return true;
+        }
+    return false;
+}
+
+infer_status infer_repack_file_range_residency(const infer_repack_file *f, uint64_t offset, uint64_t size,
+                                               infer_residency *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (offset > f->size || size > f->size - offset)
+        return infer_error(INFER_ERR_INVALID, "range %llu+%llu is outside the repacked copy",
+                           (unsigned long long)offset, (unsigned long long)size);
+    return map_residency(f->map, offset, size, out);
+}
+
+infer_status infer_repack_file_warm_range(const infer_repack_file *f, uint64_t offset, uint64_t size)
+{
+    return file_warm_range(f->path, f->size, offset, size);
+}
