@@ -256,6 +256,27 @@ void infer_model_repack_info(const infer_model *m, infer_repack_info *out);
 /* One line for people: "repack: 81 tensors (41.6 MiB) ..., cache hit in 9.1 ms". */
 const char *infer_model_repack_summary(const infer_model *m);
 
+/* The repacked copy a load with the active kernels maps instead of some of
+ * a file's tensors (experts included), for the page-cache tools: decode
+ * reads those tensors' bytes from it, so their residency and warming are
+ * of this file, not of the GGUF.  Found without hashing the model (from the
+ * identity a load remembered; repack_dir as infer_model_params.repack_dir,
+ * NULL for the default) and checked like a load checks it, except the data
+ * checksum (nothing here reads the data).  INFER_ERR_NOT_FOUND when no load
+ * has made one for this file and variant; *out is then NULL. */
+typedef struct infer_repack_file infer_repack_file;
+infer_status infer_repack_file_open(infer_repack_file **out, const infer_gguf *g, const char *repack_dir);
+void infer_repack_file_close(infer_repack_file *f);
+const char *infer_repack_file_path(const infer_repack_file *f);
+uint64_t infer_repack_file_size(const infer_repack_file *f);
+/* Where the tensor whose data starts at gguf_offset in the GGUF lies in the
+ * cache file (same size): true and *offset, or false when it is not in it. */
+bool infer_repack_file_find(const infer_repack_file *f, uint64_t gguf_offset, uint64_t *offset);
+/* infer_gguf_range_residency and infer_gguf_warm_range on the cache file. */
+infer_status infer_repack_file_range_residency(const infer_repack_file *f, uint64_t offset, uint64_t size,
+                                               infer_residency *out);
+infer_status infer_repack_file_warm_range(const infer_repack_file *f, uint64_t offset, uint64_t size);
+
 /* Text -> tokens with the model's tokenizer.  add_special adds BOS/EOS as the
  * model's metadata asks; parse_special turns special-token text
  * ("<start_of_turn>") into its token (chat formatting does, user text by

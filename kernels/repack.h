@@ -65,7 +65,8 @@ enum {
     INFER_TYPE_Q4_K_X4,
     INFER_TYPE_COUNT,
 };
-#define REPACK_LAYOUT_VERSION 2u /* 2: Q4_K x4 added (older builds keep their L1 files) */
+#define REPACK_LAYOUT_VERSION 3u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
+                                  * 3-D expert tensors too (an L2 file of a MoE model lacks them) */
 
 /* Where the bytes of block b of row r (0-3) lie, as offsets from the start
  * of their group of four rows (nb blocks per row, bs bytes per block): the

@@ -21,10 +21,12 @@ model="$builddir/tests/check-experts.gguf"
 cp "$src" "$model" || exit 1
 trap 'rm -f "$model"' EXIT
 fail=0
+failed="$builddir/tests/check-experts.failed" # check runs at the end of a pipe, in a subshell
+rm -f "$failed"
 check() { # NAME PYTHON-EXPRESSION-ON-d
     if ! "$py" -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if ($2) else 1)"; then
         echo "FAIL: $1"
-        fail=1
+        : >"$failed"
     else
         echo "PASS: $1"
     fi
@@ -49,6 +51,40 @@ rm -f "$profile"
      max(d['experts'][0]['resident_percent'][e] for e in (0, 4, 5, 9, 10, 14, 15)) == 0 and
      max(d['experts'][1]['resident_percent'][e] for e in (0, 1, 2, 3, 7, 8, 9, 10, 11, 12, 13, 14, 15)) == 0"
 "$infer" info --json "$builddir/models/gen/qwen3-f32.gguf" | check "dense model: no experts" "d['experts'] == []"
+# the repacked copy (kernels with an x4 Q4_K layout): a load writes it, and then `info` measures and
+# `warm --experts` reads the tensors decode reads from it, `cold` drops it too.  A Q4_K_M file: the
+# Q4_K experts are repacked, layer 1's Q6_K down (use_more_bits) stays in the GGUF.
+qmodel="$builddir/tests/check-experts-q4km.gguf"
+rdir="$builddir/tests/check-experts-repack"
+rm -rf "$rdir"
+cp "$builddir/models/gen/olmoe-q4_k_m.gguf" "$qmodel" || exit 1
+trap 'rm -f "$model" "$qmodel"; rm -rf "$rdir"' EXIT
+export INFER_REPACK_DIR="$rdir"
+"$infer" bench -m "$qmodel" -p 1 -n 1 -r 1 -t 1 --no-warmup >/dev/null 2>&1 || exit 1
+if ls "$rdir"/repack/*.bin >/dev/null 2>&1; then # the load repacked (some Q4_K of) it
+    "$infer" cold "$qmodel" >/dev/null || exit 1
+    "$infer" info --json "$qmodel" | check "repacked: cold file and copy, every expert 0%; the copy named" \
+        "d['experts_repacked']['path'].startswith('$rdir/') and d['experts_repacked']['tensors'] >= 3 and
+         max(max(l['resident_percent']) for l in d['experts']) == 0"
+    cat "$qmodel" >/dev/null # the GGUF resident: its repacked experts are not what decode reads
+    "$infer" info --json "$qmodel" | check "repacked: the GGUF alone in memory, layer 0's experts still 0%" \
+        "max(d['experts'][0]['resident_percent']) == 0 and min(d['experts'][1]['resident_percent']) > 0"
+    "$infer" cold "$qmodel" >/dev/null || exit 1
+    printf '0 2 5\n0 7 1\n0 12 3\n1 5 9\n' >"$profile"
+    "$infer" warm --experts "$profile" --experts-only "$qmodel" >/dev/null || exit 1
+    rm -f "$profile"
+    "$infer" info --json "$qmodel" | check "repacked: warm --experts brings exactly the profiled experts of the copy in" \
+        "[l['resident_percent'][e] for l, e in ((d['experts'][0], 2), (d['experts'][0], 7), (d['experts'][0], 12),
+                                               (d['experts'][1], 5))] == [100] * 4 and
+         max(d['experts'][0]['resident_percent'][e] for e in (0, 4, 5, 9, 10, 14, 15)) == 0 and
+         max(d['experts'][1]['resident_percent'][e] for e in (0, 1, 2, 3, 7, 8, 9, 10, 11, 12, 13, 14, 15)) == 0"
+    "$infer" warm "$qmodel" >/dev/null || exit 1
+    "$infer" info --json "$qmodel" | check "repacked: after warm, every expert 100% (GGUF and copy)" \
+        "all(min(l['resident_percent']) == 100 for l in d['experts'])"
+else
+    echo "SKIP: these kernels keep Q4_K as stored (no repacked copy)"
+fi
+unset INFER_REPACK_DIR
 "$infer" bench -m "$model" -p 16 -n 4 -r 2 -t 1 -o json 2>/dev/null | check \
     "bench -o json: 2 x 16 x 4 routings per layer for pp16 (2 reps), 2 x 4 x 4 for tg4" \
     "[t['test'] for t in d] == ['pp16', 'tg4'] and
@@ -70,4 +106,6 @@ passes() { # EXPECTED-LINE BENCH-OPTIONS...: the profile line of a `bench -p 16 
 }
 passes "5 forward passes, 20 tokens" --no-warmup
 passes "7 forward passes, 37 tokens"
+test -e "$failed" && fail=1
+rm -f "$failed"
 exit $fail

@@ -21,6 +21,7 @@
 #include "../kernels/matmul.h"
 #include "../kernels/pool.h"
 #include "../kernels/quants.h"
+#include "../kernels/repack.h"
 #include "../kernels/types.h"
 #include "model/moe.h"
 
@@ -346,6 +347,79 @@ static void test_route(void **state)
  * row blocks when there are few experts with tokens).  Every result must be
  * the reference's bits, and a token alone those it has in the batch.
  */
+/* A 3-D expert tensor of n_expert * rows_e rows in the x4 layout, as the
+ * loader repacks it (repack_cache.c: one matrix of all the experts' rows),
+ * in a new buffer; NULL when `type` has no x4 layout. */
+static void *x4_of(const void *w, uint32_t type, int64_t n_in, int64_t rows)
+{
+    if (!repack_x4_of(type))
+        return NULL;
+    const size_t bytes = ggml_row_size(type, n_in) * (size_t)rows;
+    void *dst = malloc(bytes);
+    assert_non_null(dst);
+    repack_x4(type, w, dst, n_in, rows);
+    return dst;
+}
+
+/* The expert FFN with the expert tensors repacked (x4, whichever of them
+ * has the layout) gives the bits yr of the same weights as stored: tokens
+ * [0, ntok) on 1 and 2 threads, and some tokens alone. */
+static void check_x4(const struct model_config *c, const struct layer_weights *l0, const void *gu, const void *dn,
+                     const float *x, int64_t ntok, const float *yr, const char *what)
+{
+    const int64_t d = c->n_embd, f = c->n_ff_exp, e = c->n_expert;
+    struct layer_weights l = *l0;
+    const uint32_t tgu = l.ffn_gate_exps.m.type, td = l.ffn_down_exps.m.type;
+    uint32_t xgu = repack_x4_of(tgu), xd = repack_x4_of(td);
+    xgu = xgu && kern.types[xgu].gemm ? xgu : 0; /* this table's x4 tiles (the reference ones where it has none) */
+    xd = xd && kern.types[xd].gemm ? xd : 0;
+    if (!xgu && !xd)
+        return;
+    const size_t rg = ggml_row_size(tgu, d);
+    /* gate and up: one merged tensor (2f rows an expert), or two of f rows */
+    uint8_t *gu4 = xgu ? x4_of(gu, tgu, d, (int64_t)e * 2 * f) : NULL;
+    uint8_t *dn4 = xd ? x4_of(dn, td, f, (int64_t)e * d) : NULL;
+    if (gu4 && l.gate_up_merged) {
+        l.ffn_gate_exps.m.data = gu4;
+        l.ffn_up_exps.m.data = gu4 + rg * (size_t)f;
+    } else if (gu4) { /* the gate tensor, then the up tensor, each repacked alone */
+        free(gu4);
+        gu4 = malloc(rg * (size_t)(2 * f * e));
+        assert_non_null(gu4);
+        repack_x4(tgu, gu, gu4, d, f * e);
+        repack_x4(tgu, (const uint8_t *)gu + rg * (size_t)(f * e), gu4 + rg * (size_t)(f * e), d, f * e);
+        l.ffn_gate_exps.m.data = gu4;
+        l.ffn_up_exps.m.data = gu4 + rg * (size_t)(f * e);
+    }
+    if (gu4)
+        l.ffn_gate_exps.m.type = l.ffn_up_exps.m.type = xgu;
+    if (dn4) {
+        l.ffn_down_exps.m.data = dn4;
+        l.ffn_down_exps.m.type = xd;
+    }
+    float *y = malloc((size_t)(ntok * d) * sizeof(float));
+    assert_non_null(y);
+    const int before = pool_max_threads();
+    for (int th = 1; th <= 2; th++) {
+        pool_set_threads(th);
+        assert_int_equal(moe_ffn(c, &l, x, ntok, y, NULL), INFER_OK);
+        if (memcmp(y, yr, (size_t)(ntok * d) * sizeof(float)) != 0)
+            fail_msg("%s, experts repacked: %d threads differ from the reference", what, th);
+        for (int64_t t = 0; t < ntok; t += ntok / 3) {
+            assert_int_equal(moe_ffn(c, &l, x + t * d, 1, y, NULL), INFER_OK);
+            if (memcmp(y, yr + t * d, (size_t)d * sizeof(float)) != 0)
+                fail_msg("%s, experts repacked: token %lld alone on %d threads differs", what, (long long)t, th);
+        }
+    }
+    pool_set_threads(before);
+    print_message("%-60s %-8s repacked experts (%s%s%s): bit-identical\n", what, kern.name,
+                  gu4 ? ggml_type_traits_get(xgu)->name : "", gu4 && dn4 ? ", " : "",
+                  dn4 ? ggml_type_traits_get(xd)->name : "");
+    free(y);
+    free(gu4);
+    free(dn4);
+}
+
 static void fused_case(uint32_t tgu, uint32_t td, int64_t d, int64_t f, int e, int k, int64_t ntok, bool merged)
 {
     struct model_config c = {.n_embd = d, .n_expert = e, .n_expert_used = k, .n_ff_exp = f, .moe_norm_w = true};
@@ -406,6 +480,7 @@ static void fused_case(uint32_t tgu, uint32_t td, int64_t d, int64_t f, int e, i
     assert_int_equal(counts[0], (uint64_t)ntok);
     assert_int_equal(counts[e - 1], 0);
     print_message("%-60s %-8s bit-identical to the reference\n", what, kern.name);
+    check_x4(&c, &l, gu, dn, x, ntok, yr, what);
     free(router);
     free(gu);
     free(dn);
@@ -424,6 +499,8 @@ static void test_fused_shapes(void **state)
     fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, 256, 768, 16, 2, 300, false); /* Q8_K blocks: items of 256s */
     fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, 256, 768, 3, 2, 40, true);    /* few experts: split rows */
     fused_case(GGML_TYPE_F32, GGML_TYPE_F32, 48, 40, 5, 2, 33, false);       /* float: items of 16 rows */
+    fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, 256, 512, 4, 2, 70, true);    /* x4: merged, down of 256 */
+    fused_case(GGML_TYPE_Q4_0, GGML_TYPE_Q4_0, 160, 96, 5, 2, 40, false);   /* x4 Q4_0: tails of 5 blocks */
 }
 
 int main(void)

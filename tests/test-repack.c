@@ -14,8 +14,9 @@
  * On a CPU whose kernels have no repacked layout (anything but avx512), the
  * test turns the layouts on in the active table with the reference x4 tiles
  * (kernels/matmul.c), so the cache is exercised everywhere.  The whole
- * group runs twice: on the Q4_0 model and on the Q4_K_M one (Q4_K's x4
- * layout; Q6_K stays as stored).
+ * group runs three times: on the Q4_0 model, on the Q4_K_M one (Q4_K's x4
+ * layout; Q6_K stays as stored) and on a Q4_K_M qwen3moe, whose 3-D expert
+ * tensors of Q4_K are repacked as well (test_experts).
  */
 #include "test-common.h"
 
@@ -27,6 +28,7 @@
 #include "../kernels/dispatch.h"
 #include "util/common.h"
 #include "cache/prefix.h"
+#include "model/model.h"
 
 #define N_PROMPT 19
 #define N_STEPS 3
@@ -318,6 +320,54 @@ static void test_unusable_dir(void **state)
     same_logits("failed");
 }
 
+/* A MoE file: every expert tensor whose type has an x4 layout here is read
+ * from the cache file in it, each expert's matrix inside the map (the
+ * logits, test_cycle, are those of the weights as stored). */
+static void test_experts(void **state)
+{
+    (void)state;
+    infer_model_params mp = {0};
+    infer_model *m;
+    if (infer_model_load(&m, model, &mp) != INFER_OK)
+        fail_msg("%s: %s", model, infer_last_error());
+    const struct infer_model *im = m;
+    if (im->c.n_expert == 0) {
+        infer_model_free(m);
+        skip(); /* a dense file: nothing to check */
+    }
+    const uint8_t *map = im->repack.map;
+    assert_non_null(map);
+    int n_x4 = 0;
+    for (int il = 0; il < im->c.n_layer; il++) {
+        const struct layer_weights *l = &im->w.layers[il];
+        const struct mat_exps *xs[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+        const char *names[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+        for (int k = 0; k < 3; k++) {
+            char name[96];
+            snprintf(name, sizeof(name), "blk.%d.%s.weight", il, names[k]);
+            infer_tensor_info t;
+            const int64_t ti = infer_gguf_find_tensor(im->gguf, name);
+            assert_true(ti >= 0);
+            assert_int_equal(infer_gguf_tensor(im->gguf, ti, &t), INFER_OK);
+            const uint32_t x4 = kern.types[t.type].repack_type;
+            if (!x4) {
+                assert_int_equal(xs[k]->m.type, t.type);
+                continue;
+            }
+            if (xs[k]->m.type != x4)
+                fail_msg("%s (%s) is not repacked", name, t.type_name);
+            const uint8_t *lo = mat_expert(xs[k], 0).data;
+            const uint8_t *hi = (const uint8_t *)mat_expert(xs[k], im->c.n_expert - 1).data + xs[k]->stride;
+            assert_true(lo >= map && hi <= map + im->repack.map_size);
+            assert_true((uint64_t)(hi - lo) == t.nbytes);
+            n_x4++;
+        }
+    }
+    print_message("    %d expert tensors in the x4 layout\n", n_x4);
+    assert_true(n_x4 > 0);
+    infer_model_free(m);
+}
+
 /* The cache key: sha256 on the standard vectors, and the SHA-extension
  * path (where the CPU has it) equal to the portable one for every length
  * and split of the updates. */
@@ -386,9 +436,16 @@ int main(void)
         cmocka_unit_test(test_forged),
         cmocka_unit_test(test_unusable_dir),
     };
+    const struct CMUnitTest moe_tests[] = {
+        cmocka_unit_test(test_cycle),
+        cmocka_unit_test(test_experts),
+        cmocka_unit_test(test_forged),
+    };
     src_name = "llama-q4_0.gguf";
     int failed = cmocka_run_group_tests_name("repack Q4_0", tests, setup, teardown);
     src_name = "llama-q4_k_m.gguf";
     failed += cmocka_run_group_tests_name("repack Q4_K_M", tests, setup, teardown);
+    src_name = "qwen3moe-q4_k_m.gguf";
+    failed += cmocka_run_group_tests_name("repack MoE Q4_K_M", moe_tests, setup, teardown);
     return failed;
 }

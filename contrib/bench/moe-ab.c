@@ -3,7 +3,7 @@
  * MoE file, alternating in one process, and whether their outputs agree bit
  * for bit.
  *
- *   moe-ab [-t threads] [-n tokens] [-r reps] MODEL LIB_A LIB_B
+ *   moe-ab [-t threads] [-n tokens] [-r reps] [-R] MODEL LIB_A LIB_B
  *
  * Each rep runs moe_ffn on every layer (random normalised inputs, the same
  * for both) with build A, sleeps 20 ms (so A's pool workers stop spinning),
@@ -13,7 +13,10 @@
  * was not preempted), and, for one token, the bytes of the experts read per
  * second.  Both builds must have the same struct infer_model layout.  One
  * token reads other experts each rep (inputs differ per rep), so a file
- * larger than the last-level cache is read from memory as in decode.
+ * larger than the last-level cache is read from memory as in decode.  -R:
+ * each build repacks the weights as a load does (model_repack: the cache
+ * file under $INFER_REPACK_DIR or ~/.cache/infer), so a build that repacks
+ * the experts runs them in its layout; without -R both read GGUF's.
  *
  * On a machine shared with other jobs, wall times of two threads are noise;
  * -t 1 and the CPU minimum compare the work each build does:
@@ -37,6 +40,7 @@ typedef int (*kinit_fn)(char *, size_t);
 typedef int (*threads_fn)(int);
 typedef infer_status (*open_fn)(infer_gguf **, const char *, unsigned);
 typedef infer_status (*bind_fn)(struct infer_model *, infer_gguf *);
+typedef void (*repack_fn)(struct infer_model *, const infer_model_params *);
 typedef infer_status (*moe_fn)(const struct model_config *, const struct layer_weights *, const float *, int64_t,
                                float *, uint64_t *);
 
@@ -54,7 +58,7 @@ static double now(clockid_t c)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void load(struct side *s, const char *model, int threads)
+static void load(struct side *s, const char *model, int threads, bool repack)
 {
     void *h = dlopen(s->lib, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (!h) {
@@ -74,6 +78,15 @@ static void load(struct side *s, const char *model, int threads)
         exit(1);
     }
     thr(threads);
+    repack_fn rp = repack ? (repack_fn)dlsym(h, "model_repack") : NULL;
+    if (repack && !rp) {
+        fprintf(stderr, "%s: no model_repack\n", s->lib);
+        exit(1);
+    }
+    if (rp) {
+        rp(&s->m, NULL);
+        fprintf(stderr, "%s: %s\n", s->lib, s->m.repack.summary);
+    }
 }
 
 static int cmp(const void *a, const void *b)
@@ -86,23 +99,26 @@ int main(int argc, char **argv)
 {
     int threads = 2, reps = 20, opt;
     long n = 1;
-    while ((opt = getopt(argc, argv, "t:n:r:")) != -1) {
+    bool repack = false;
+    while ((opt = getopt(argc, argv, "t:n:r:R")) != -1) {
         if (opt == 't')
             threads = atoi(optarg);
         else if (opt == 'n')
             n = atol(optarg);
         else if (opt == 'r')
             reps = atoi(optarg);
+        else if (opt == 'R')
+            repack = true;
         else
             return 2;
     }
     if (argc - optind != 3) {
-        fprintf(stderr, "usage: moe-ab [-t threads] [-n tokens] [-r reps] MODEL LIB_A LIB_B\n");
+        fprintf(stderr, "usage: moe-ab [-t threads] [-n tokens] [-r reps] [-R] MODEL LIB_A LIB_B\n");
         return 2;
     }
     struct side s[2] = {{.lib = argv[optind + 1]}, {.lib = argv[optind + 2]}};
     for (int i = 0; i < 2; i++)
-        load(&s[i], argv[optind], threads);
+        load(&s[i], argv[optind], threads, repack);
     const struct model_config *c = &s[0].m.c;
     if (c->n_expert == 0) {
         fprintf(stderr, "not a MoE model\n");

@@ -80,10 +80,17 @@ struct rpk_entry {
 };
 _Static_assert(sizeof(struct rpk_entry) == 64, "rpk_entry is 64 bytes");
 
-/* The weights the active table wants repacked, distinct by data. */
+/* The weights the active table wants repacked, distinct by data.  A 3-D
+ * expert tensor is one entry: its n_expert matrices of rows_e rows each are
+ * one matrix of n_expert * rows_e rows, whose x4 layout is each expert's
+ * (groups of four rows never cross an expert when rows_e % 4 == 0, which
+ * add_cand_exps requires), so expert e's matrix stays at e * stride. */
 struct cand {
     struct mat *m[4]; /* the struct mats sharing this tensor (tied output) */
     int n_m;
+    struct mat_exps *x[2]; /* or the expert views of it (merged gate_up: two) */
+    size_t x_delta[2];     /* bytes from the tensor's start to view k's expert 0 */
+    int n_x;
     struct rpk_entry e;
 };
 
@@ -108,7 +115,7 @@ static int add_cand(struct cand *c, int n, struct mat *m, const infer_gguf *g)
     const uint64_t src = (uint64_t)((const uint8_t *)m->data - g->base);
     for (int i = 0; i < n; i++)
         if (c[i].e.src_offset == src) {
-            if (c[i].n_m < 4)
+            if (c[i].n_m < 4 && c[i].n_x == 0)
                 c[i].m[c[i].n_m++] = m;
             return n;
         }
@@ -124,20 +131,71 @@ static int add_cand(struct cand *c, int n, struct mat *m, const infer_gguf *g)
     return n + 1;
 }
 
+/* An expert tensor starting at `start` (n_expert matrices of the view's
+ * stride), bound as view x (whose expert 0 lies at or after start: the up
+ * half of a merged gate_up). */
+static int add_cand_exps(struct cand *c, int n, struct mat_exps *x, const void *start, int64_t n_expert,
+                         const infer_gguf *g)
+{
+    if (!x->m.data || !start || x->m.type >= GGML_TYPE_COUNT || n_expert < 1)
+        return n;
+    const uint32_t x4 = kern.types[x->m.type].repack_type;
+    const size_t w_row = ggml_row_size(x->m.type, x->m.n_in);
+    if (!x4 || !w_row || x->m.n_in % (int64_t)ggml_type_traits_get(x->m.type)->block_size != 0 ||
+        x->stride % w_row != 0 || (x->stride / w_row) % 4 != 0)
+        return n;
+    const size_t delta = (size_t)((const uint8_t *)x->m.data - (const uint8_t *)start);
+    if (delta % (4 * w_row) != 0 || delta >= x->stride)
+        return n;
+    const uint64_t src = (uint64_t)((const uint8_t *)start - g->base);
+    for (int i = 0; i < n; i++)
+        if (c[i].e.src_offset == src) {
+            if (c[i].n_x < 2 && c[i].n_m == 0 && c[i].e.base_type == x->m.type && c[i].e.n_in == x->m.n_in) {
+                c[i].x[c[i].n_x] = x;
+                c[i].x_delta[c[i].n_x++] = delta;
+            }
+            return n;
+        }
+    memset(&c[n], 0, sizeof(c[n]));
+    c[n].x[0] = x;
+    c[n].x_delta[0] = delta;
+    c[n].n_x = 1;
+    c[n].e.src_offset = src;
+    c[n].e.base_type = x->m.type;
+    c[n].e.x4_type = x4;
+    c[n].e.n_in = x->m.n_in;
+    c[n].e.n_out = (int64_t)(x->stride / w_row) * n_expert;
+    c[n].e.nbytes = (uint64_t)x->stride * (uint64_t)n_expert;
+    return n + 1;
+}
+
 /* The candidates, in a fixed order (so that the entry table can be compared
  * with them); *n_out their count, NULL on allocation failure. */
 static struct cand *candidates(struct infer_model *m, int *n_out)
 {
-    const int max = 1 + 7 * m->c.n_layer;
+    const int max = 1 + 13 * m->c.n_layer;
     struct cand *c = calloc((size_t)max, sizeof(*c));
     if (!c)
         return NULL;
     int n = add_cand(c, 0, &m->w.output, m->gguf);
     for (int il = 0; il < m->c.n_layer; il++) {
         struct layer_weights *l = &m->w.layers[il];
-        struct mat *ms[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        struct mat *ms[] = {&l->wq,           &l->wk,         &l->wv,          &l->wo,
+                            &l->ffn_gate,     &l->ffn_up,     &l->ffn_down,    &l->ffn_gate_shexp,
+                            &l->ffn_up_shexp, &l->ffn_down_shexp};
         for (size_t k = 0; k < sizeof(ms) / sizeof(ms[0]); k++)
             n = add_cand(c, n, ms[k], m->gguf);
+        /* a merged gate_up is one tensor from the gate view's expert 0; its
+         * up half must start on a group of four rows (every matmul over an
+         * x4 matrix starts on one: matmul.c's tiles) */
+        const int64_t E = m->c.n_expert;
+        if (E > 0 && (!l->gate_up_merged || m->c.n_ff_exp % 4 == 0)) {
+            n = add_cand_exps(c, n, &l->ffn_gate_exps, l->ffn_gate_exps.m.data, E, m->gguf);
+            n = add_cand_exps(c, n, &l->ffn_up_exps,
+                              l->gate_up_merged ? l->ffn_gate_exps.m.data : l->ffn_up_exps.m.data, E, m->gguf);
+        }
+        if (E > 0)
+            n = add_cand_exps(c, n, &l->ffn_down_exps, l->ffn_down_exps.m.data, E, m->gguf);
     }
     uint64_t at = 0;
     for (int i = 0; i < n; i++) { /* data offsets, relative to data_offset for now */
@@ -232,27 +290,37 @@ static int write_small(const char *dir, const char *path, const void *data, size
     return tmp_finish(fd, tmp, path, write(fd, data, len) == (ssize_t)len ? 0 : (errno ? errno : EIO));
 }
 
+/* The sha256 the id file of the model's identity remembers: 1, 0 when there
+ * is none (its name in id), -1 when the file cannot be identified. */
+static int id_sha256(const infer_gguf *g, const char *dir, uint8_t sha[32], char *id, size_t n)
+{
+    struct stat sb;
+    if (stat(g->path, &sb) != 0 || (uint64_t)sb.st_size != g->size)
+        return -1;
+    snprintf(id, n, "%s/id-%llx-%llx-%llx-%lld.%09ld", dir, (unsigned long long)sb.st_dev,
+             (unsigned long long)sb.st_ino, (unsigned long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
+             (long)sb.st_mtim.tv_nsec);
+    FILE *f = fopen(id, "re");
+    if (!f)
+        return 0;
+    char hex[80] = {0};
+    const bool ok = fgets(hex, sizeof(hex), f) && strlen(hex) >= 64 && from_hex(hex, sha, 32);
+    fclose(f);
+    return ok;
+}
+
 /* The model's sha256: from the id file of its identity, else hashed from the
  * map (what the weights really are) and remembered. */
 static int model_sha256(struct repack_state *rs, const infer_gguf *g, const char *dir, uint8_t sha[32])
 {
-    struct stat sb;
-    if (stat(g->path, &sb) != 0 || (uint64_t)sb.st_size != g->size) {
+    char id[1200];
+    const int known = id_sha256(g, dir, sha, id, sizeof(id));
+    if (known < 0) {
         note(rs, "cannot identify '%s' (changed since it was opened?)", g->path);
         return -1;
     }
-    char id[1200];
-    snprintf(id, sizeof(id), "%s/id-%llx-%llx-%llx-%lld.%09ld", dir, (unsigned long long)sb.st_dev,
-             (unsigned long long)sb.st_ino, (unsigned long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
-             (long)sb.st_mtim.tv_nsec);
-    FILE *f = fopen(id, "re");
-    if (f) {
-        char hex[80] = {0};
-        const bool ok = fgets(hex, sizeof(hex), f) && strlen(hex) >= 64 && from_hex(hex, sha, 32);
-        fclose(f);
-        if (ok)
-            return 0;
-    }
+    if (known)
+        return 0;
     const double t0 = infer_now();
     sha256_ctx c;
     sha256_init(&c);
@@ -299,7 +367,9 @@ static int open_cache(struct repack_state *rs, const char *path, const struct rp
     memcpy(&h, map, sizeof(h));
     const char *bad = NULL;
     const uint64_t table = sizeof(h) + (uint64_t)n * sizeof(struct rpk_entry);
-    if (memcmp(h.magic, RPK_MAGIC, 8) != 0 || h.version != RPK_VERSION)
+    if (bad)
+        ;
+    else if (memcmp(h.magic, RPK_MAGIC, 8) != 0 || h.version != RPK_VERSION)
         bad = "not a cache file of this version";
     else if (h.layout != want->layout || memcmp(h.model_sha256, want->model_sha256, 32) != 0 ||
              h.model_size != want->model_size || memcmp(h.variant, want->variant, sizeof(h.variant)) != 0)
@@ -492,6 +562,10 @@ void model_repack(struct infer_model *m, const infer_model_params *p)
                 c[i].m[k]->data = (const uint8_t *)rs->map + e[i].offset;
                 c[i].m[k]->type = c[i].e.x4_type;
             }
+            for (int k = 0; k < c[i].n_x; k++) {
+                c[i].x[k]->m.data = (const uint8_t *)rs->map + e[i].offset + c[i].x_delta[k];
+                c[i].x[k]->m.type = c[i].e.x4_type;
+            }
             rs->n_tensors++;
             rs->bytes += c[i].e.nbytes;
         }
@@ -522,3 +596,121 @@ void infer_model_repack_info(const infer_model *m, infer_repack_info *out)
 }
 
 const char *infer_model_repack_summary(const infer_model *m) { return m->repack.summary; }
+
+/* ------------------------------------------- the cache file, for the tools */
+
+struct infer_repack_file {
+    char path[1024];
+    uint8_t *map;
+    size_t size;
+    struct rpk_entry *e; /* read with the header (the map is only asked, never read) */
+    uint32_t n;
+};
+
+infer_status infer_repack_file_open(infer_repack_file **out, const infer_gguf *g, const char *repack_dir)
+{
+    *out = NULL;
+    char err[256], dir[900], id[1200];
+    if (kernels_init(err, sizeof(err)) != 0)
+        return infer_error(INFER_ERR_UNSUPPORTED, "kernels: %s", err);
+    const infer_model_params p = {.repack_dir = repack_dir};
+    uint8_t sha[32];
+    if (!cache_dir(&p, dir, sizeof(dir)) || id_sha256(g, dir, sha, id, sizeof(id)) != 1)
+        return infer_error(INFER_ERR_NOT_FOUND, "no repacked copy of '%s' is known", g->path);
+    infer_repack_file *f = calloc(1, sizeof(*f));
+    if (!f)
+        return infer_error(INFER_ERR_NOMEM, "out of memory");
+    char hex[65];
+    to_hex(sha, 32, hex);
+    snprintf(f->path, sizeof(f->path), "%s/%.64s-%.15s-L%u.bin", dir, hex, kern.name, REPACK_LAYOUT_VERSION);
+    const int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < sizeof(struct rpk_header)) {
+        if (fd >= 0)
+            close(fd);
+        free(f);
+        return infer_error(INFER_ERR_NOT_FOUND, "no repacked copy of '%s' for %s", g->path, kern.name);
+    }
+    /* header and entries by pread with readahead off: a fault on the map
+     * (or a plain read) would bring in the file's first megabytes, which
+     * would then show as resident */
+    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    f->size = (size_t)sb.st_size;
+    struct rpk_header h;
+    const char *bad = NULL;
+    if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+        memset(&h, 0, sizeof(h));
+    const size_t n_e = h.n_entries <= RPK_MAX_ENTRIES ? h.n_entries : 0;
+    f->e = malloc(n_e ? n_e * sizeof(*f->e) : 1);
+    if (!f->e || pread(fd, f->e, n_e * sizeof(*f->e), sizeof(h)) != (ssize_t)(n_e * sizeof(*f->e)))
+        bad = "cannot read its entries";
+    f->map = mmap(NULL, f->size, PROT_READ, MAP_SHARED, fd, 0); /* for mincore */
+    close(fd);
+    if (f->map == MAP_FAILED) {
+        const int e = errno;
+        free(f->e);
+        free(f);
+        return infer_error(INFER_ERR_IO, "cannot map a repacked copy: %s", strerror(e));
+    }
+    if (bad)
+        ;
+    else if (memcmp(h.magic, RPK_MAGIC, 8) != 0 || h.version != RPK_VERSION || h.layout != REPACK_LAYOUT_VERSION ||
+        memcmp(h.model_sha256, sha, 32) != 0 || h.model_size != g->size)
+        bad = "made for another model or version";
+    else if (h.n_entries > RPK_MAX_ENTRIES || h.data_offset > f->size ||
+             h.data_offset < sizeof(h) + (uint64_t)h.n_entries * sizeof(struct rpk_entry))
+        bad = "inconsistent sizes";
+    else if (header_crc(&h, f->e, h.n_entries) != h.header_crc)
+        bad = "header checksum mismatch";
+    f->n = bad ? 0 : h.n_entries;
+    for (uint32_t i = 0; !bad && i < f->n; i++)
+        if (f->e[i].offset > f->size || f->e[i].nbytes > f->size - f->e[i].offset ||
+            f->e[i].src_offset > g->size || f->e[i].nbytes > g->size - f->e[i].src_offset)
+            bad = "a tensor lies outside the file";
+    if (bad) {
+        munmap(f->map, f->size);
+        free(f->e);
+        free(f);
+        return infer_error(INFER_ERR_FORMAT, "the repacked copy of '%s' is unusable (%s): a load rebuilds it",
+                           g->path, bad);
+    }
+    *out = f;
+    return INFER_OK;
+}
+
+void infer_repack_file_close(infer_repack_file *f)
+{
+    if (!f)
+        return;
+    munmap(f->map, f->size);
+    free(f->e);
+    free(f);
+}
+
+const char *infer_repack_file_path(const infer_repack_file *f) { return f->path; }
+uint64_t infer_repack_file_size(const infer_repack_file *f) { return f->size; }
+
+bool infer_repack_file_find(const infer_repack_file *f, uint64_t gguf_offset, uint64_t *offset)
+{
+    for (uint32_t i = 0; f && i < f->n; i++)
+        if (f->e[i].src_offset == gguf_offset) {
+            *offset = f->e[i].offset;
+            return true;
+        }
+    return false;
+}
+
+infer_status infer_repack_file_range_residency(const infer_repack_file *f, uint64_t offset, uint64_t size,
+                                               infer_residency *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (offset > f->size || size > f->size - offset)
+        return infer_error(INFER_ERR_INVALID, "range %llu+%llu is outside the repacked copy",
+                           (unsigned long long)offset, (unsigned long long)size);
+    return map_residency(f->map, offset, size, out);
+}
+
+infer_status infer_repack_file_warm_range(const infer_repack_file *f, uint64_t offset, uint64_t size)
+{
+    return file_warm_range(f->path, f->size, offset, size);
+}

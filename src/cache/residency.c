@@ -26,7 +26,7 @@ static size_t page_size(void)
 
 /* mincore over [offset, offset+size) of a mapping that starts at the
  * page-aligned address base.  Fills out; touches no page of the mapping. */
-static infer_status map_residency(const uint8_t *base, uint64_t offset, uint64_t size,
+infer_status map_residency(const uint8_t *base, uint64_t offset, uint64_t size,
                                   infer_residency *out)
 {
     out->bytes_total = size;
@@ -216,17 +216,22 @@ infer_status infer_gguf_warm(const infer_gguf *g, int n_threads, uint64_t *bytes
 
 infer_status infer_gguf_warm_range(const infer_gguf *g, uint64_t offset, uint64_t size)
 {
-    if (offset > g->size || size > g->size - offset)
-        return infer_error(INFER_ERR_INVALID, "warm: range %llu + %llu is outside the file (%zu bytes)",
-                           (unsigned long long)offset, (unsigned long long)size, g->size);
+    return file_warm_range(g->path, g->size, offset, size);
+}
+
+infer_status file_warm_range(const char *path, uint64_t file_size, uint64_t offset, uint64_t size)
+{
+    if (offset > file_size || size > file_size - offset)
+        return infer_error(INFER_ERR_INVALID, "warm: range %llu + %llu is outside the file (%llu bytes)",
+                           (unsigned long long)offset, (unsigned long long)size, (unsigned long long)file_size);
     if (size == 0)
         return INFER_OK;
     /* pread through a descriptor of our own with readahead off: touching the
      * map would fault in whole 2 MiB folios (the map is advised
      * MADV_HUGEPAGE) and readahead windows, i.e. the neighbours as well */
-    int fd = open(g->path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return infer_error(INFER_ERR_IO, "cannot open '%s': %s", g->path, strerror(errno));
+        return infer_error(INFER_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
     const size_t ps = page_size();
     enum { CHUNK = 1 << 20 };
@@ -238,7 +243,7 @@ infer_status infer_gguf_warm_range(const infer_gguf *g, uint64_t offset, uint64_
         const size_t n = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
         const ssize_t r = pread(fd, buf, n, (off_t)at);
         if (r <= 0)
-            st = infer_error(INFER_ERR_IO, "reading '%s': %s", g->path, r < 0 ? strerror(errno) : "end of file");
+            st = infer_error(INFER_ERR_IO, "reading '%s': %s", path, r < 0 ? strerror(errno) : "end of file");
         at += r > 0 ? (uint64_t)r : 0;
     }
     free(buf);

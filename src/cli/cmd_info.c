@@ -18,15 +18,19 @@ struct group {
 
 /* Expert residency of a mixture-of-experts file: per layer, the page-cache
  * share of each expert's bytes over its 3-D blk.N.ffn_*_exps tensors (gate,
- * up or gate_up, down), which the router reads at random. */
+ * up or gate_up, down), which the router reads at random.  A tensor the
+ * active kernels read from the repacked copy (rf, when a load made one) is
+ * measured there: that is the copy decode reads; *n_repacked counts them. */
 struct expert_layer {
     int layer, n_expert;
     uint64_t bytes_per_expert;
     double *percent; /* (n_expert) */
 };
 
-static int expert_residency(const infer_gguf *g, struct expert_layer **out)
+static int expert_residency(const infer_gguf *g, const infer_repack_file *rf, struct expert_layer **out,
+                            int *n_repacked)
 {
+    *n_repacked = 0;
     static const char *const kinds[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_gate_up_exps", "ffn_down_exps"};
     struct expert_layer *ls = NULL;
     int n = 0;
@@ -52,10 +56,16 @@ static int expert_residency(const infer_gguf *g, struct expert_layer **out)
                 continue; /* inconsistent: the loader refuses it, info shows what agrees */
             }
             const uint64_t slice = t.nbytes / (uint64_t)n_exp;
+            uint64_t at;
+            const bool rp = infer_repack_file_find(rf, t.offset, &at);
+            *n_repacked += rp;
             per += slice;
             for (int e = 0; e < n_exp; e++) {
                 infer_residency r = {0};
-                infer_gguf_range_residency(g, t.offset + (uint64_t)e * slice, slice, &r);
+                if (rp)
+                    infer_repack_file_range_residency(rf, at + (uint64_t)e * slice, slice, &r);
+                else
+                    infer_gguf_range_residency(g, t.offset + (uint64_t)e * slice, slice, &r);
                 res[e] += r.bytes_resident;
             }
             found++;
@@ -124,12 +134,24 @@ static int read_profile(const char *path, int n_layer, int n_expert, bool *hot)
     return n;
 }
 
+/* Bytes [off, off + n) of the tensor at gguf offset t_off: from the
+ * repacked copy when the kernels read the tensor there. */
+static infer_status warm_tensor_range(const infer_gguf *g, const infer_repack_file *rf, uint64_t t_off, uint64_t off,
+                                      uint64_t n)
+{
+    uint64_t at;
+    if (infer_repack_file_find(rf, t_off, &at))
+        return infer_repack_file_warm_range(rf, at + off, n);
+    return infer_gguf_warm_range(g, t_off + off, n);
+}
+
 /* Read into the page cache every tensor that is not an expert tensor (each
  * token reads them) and the hot experts' slices of every blk.N.ffn_*_exps
- * tensor; the cold experts stay where they are.  *bytes: bytes asked for
+ * tensor; the cold experts stay where they are.  Tensors in the repacked
+ * copy (rf) are read from it, as decode does.  *bytes: bytes asked for
  * (*exp_bytes of them experts). */
-static void warm_experts(const infer_gguf *g, const bool *hot, int n_layer, int n_expert, bool with_rest,
-                         uint64_t *bytes, uint64_t *exp_bytes)
+static void warm_experts(const infer_gguf *g, const infer_repack_file *rf, const bool *hot, int n_layer,
+                         int n_expert, bool with_rest, uint64_t *bytes, uint64_t *exp_bytes)
 {
     static const char *const kinds[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_gate_up_exps", "ffn_down_exps"};
     *bytes = *exp_bytes = 0;
@@ -137,7 +159,7 @@ static void warm_experts(const infer_gguf *g, const bool *hot, int n_layer, int 
         infer_tensor_info t;
         if (infer_gguf_tensor(g, i, &t) != INFER_OK || !t.nbytes || (t.n_dims == 3 && strstr(t.name, "_exps.")))
             continue;
-        if (infer_gguf_warm_range(g, t.offset, t.nbytes) == INFER_OK)
+        if (warm_tensor_range(g, rf, t.offset, 0, t.nbytes) == INFER_OK)
             *bytes += t.nbytes;
     }
     for (int il = 0; il < n_layer; il++)
@@ -151,7 +173,7 @@ static void warm_experts(const infer_gguf *g, const bool *hot, int n_layer, int 
             const uint64_t slice = t.nbytes / (uint64_t)n_expert;
             for (int e = 0; e < n_expert; e++)
                 if (hot[(size_t)il * n_expert + e] &&
-                    infer_gguf_warm_range(g, t.offset + (uint64_t)e * slice, slice) == INFER_OK)
+                    warm_tensor_range(g, rf, t.offset, (uint64_t)e * slice, slice) == INFER_OK)
                     *exp_bytes += slice;
         }
 }
@@ -237,7 +259,10 @@ int cmd_info(int argc, char **argv)
         groups[k].resident += tr.bytes_resident;
     }
     struct expert_layer *exl = NULL;
-    const int n_exl = expert_residency(g, &exl);
+    infer_repack_file *rf = NULL;
+    infer_repack_file_open(&rf, g, NULL); /* none: every tensor is read from the GGUF */
+    int n_exp_repacked = 0;
+    const int n_exl = expert_residency(g, rf, &exl, &n_exp_repacked);
     char hex[65] = "";
     if (sha && infer_file_sha256(path, hex) != INFER_OK) {
         infer_gguf_close(g);
@@ -284,7 +309,15 @@ int cmd_info(int argc, char **argv)
                 printf("%s%.2f", e ? ", " : "", exl[i].percent[e]);
             printf("]}");
         }
-        printf("], \"metadata\": {");
+        printf("], \"experts_repacked\": ");
+        if (rf && n_exp_repacked > 0) { /* where the resident_percent of those tensors was measured */
+            printf("{\"tensors\": %d, \"path\": ", n_exp_repacked);
+            json_str(stdout, infer_repack_file_path(rf));
+            printf("}");
+        } else {
+            printf("null");
+        }
+        printf(", \"metadata\": {");
         for (int64_t i = 0; i < infer_gguf_n_kv(g); i++) {
             char val[512];
             printf("%s", i ? ", " : "");
@@ -329,6 +362,9 @@ int cmd_info(int argc, char **argv)
                        exl[i].n_expert - full - part, sum / exl[i].n_expert,
                        mib(exl[i].bytes_per_expert * (uint64_t)exl[i].n_expert));
             }
+            if (rf && n_exp_repacked > 0)
+                printf("  (%d expert tensors measured in the repacked copy the %s kernels read: %s)\n",
+                       n_exp_repacked, infer_kernel_variant(), infer_repack_file_path(rf));
         }
         printf("\nmetadata: %lld keys\n", (long long)infer_gguf_n_kv(g));
         for (int64_t i = 0; i < infer_gguf_n_kv(g); i++) {
@@ -341,6 +377,7 @@ int cmd_info(int argc, char **argv)
     for (int i = 0; i < n_exl; i++)
         free(exl[i].percent);
     free(exl);
+    infer_repack_file_close(rf);
     infer_gguf_close(g);
     return 0;
 }
@@ -422,13 +459,19 @@ int cmd_warm(int argc, char **argv)
         }
         double t0 = infer_now_seconds();
         uint64_t bytes, exp_bytes;
-        warm_experts(g, hot, (int)n_layer, (int)n_expert, !experts_only, &bytes, &exp_bytes);
+        infer_repack_file *rf = NULL;
+        infer_repack_file_open(&rf, g, NULL);
+        warm_experts(g, rf, hot, (int)n_layer, (int)n_expert, !experts_only, &bytes, &exp_bytes);
         const double secs = infer_now_seconds() - t0;
         infer_gguf_residency(g, &after);
         printf("warm --experts %s: %d of %lld experts (%lld layers x %lld) hot; %.1f MiB of hot experts and %.1f MiB "
                "of other tensors touched in %.3f s; the file %.1f%% -> %.1f%% resident\n",
                profile, n_hot, (long long)(n_layer * n_expert), (long long)n_layer, (long long)n_expert,
                mib(exp_bytes), mib(bytes), secs, before.percent, after.percent);
+        if (rf)
+            printf("(tensors the %s kernels read repacked were read from %s)\n", infer_kernel_variant(),
+                   infer_repack_file_path(rf));
+        infer_repack_file_close(rf);
         free(hot);
         infer_gguf_close(g);
         return 0;
@@ -443,6 +486,18 @@ int cmd_warm(int argc, char **argv)
     double secs;
     infer_gguf_warm(g, threads, &bytes, &secs);
     infer_gguf_residency(g, &after);
+    infer_repack_file *rf = NULL; /* the repacked copy decode reads: warm it too */
+    if (infer_repack_file_open(&rf, g, NULL) == INFER_OK) {
+        infer_residency rb, ra;
+        infer_file_residency(infer_repack_file_path(rf), &rb);
+        const double t0 = infer_now_seconds();
+        infer_repack_file_warm_range(rf, 0, infer_repack_file_size(rf));
+        infer_file_residency(infer_repack_file_path(rf), &ra);
+        printf("warm %s (the repacked copy the %s kernels read): %.1f%% -> %.1f%% resident, %.1f MiB in %.3f s\n",
+               infer_repack_file_path(rf), infer_kernel_variant(), rb.percent, ra.percent,
+               mib(infer_repack_file_size(rf)), infer_now_seconds() - t0);
+        infer_repack_file_close(rf);
+    }
     uint64_t read = after.bytes_resident > before.bytes_resident ? after.bytes_resident - before.bytes_resident : 0;
     printf("warm %s: %.1f%% -> %.1f%% resident, %.1f MiB read in %.3f s (%.1f MiB/s), %.1f MiB touched, "
            "%.1f%% in 2 MiB pages\n",
@@ -473,12 +528,23 @@ int cmd_cold(int argc, char **argv)
         return cli_fail(NULL);
     infer_residency before, after;
     infer_gguf_residency(g, &before);
+    char copy[1100] = ""; /* the repacked copy of some of its tensors, dropped too */
+    infer_repack_file *rf = NULL;
+    if (infer_repack_file_open(&rf, g, NULL) == INFER_OK)
+        snprintf(copy, sizeof(copy), "%s", infer_repack_file_path(rf));
+    infer_repack_file_close(rf);
     infer_gguf_close(g);
     if (infer_file_cold(path) != INFER_OK)
         return cli_fail(NULL);
     if (infer_file_residency(path, &after) != INFER_OK)
         return cli_fail(NULL);
     printf("cold %s: %.1f%% -> %.1f%% resident\n", path, before.percent, after.percent);
+    if (copy[0]) {
+        infer_file_residency(copy, &before);
+        if (infer_file_cold(copy) != INFER_OK || infer_file_residency(copy, &after) != INFER_OK)
+            return cli_fail(NULL);
+        printf("cold %s (its repacked copy): %.1f%% -> %.1f%% resident\n", copy, before.percent, after.percent);
+    }
     return 0;
 }
 

@@ -87,4 +87,11 @@ const char *gguf_type_name(uint32_t type);
  * (repack_cache.c) are mapped this way. */
 void *gguf_map_readonly(int fd, size_t size, bool want_huge, bool *huge);
 
+/* residency.c, for the cache file too: mincore over [offset, offset + size)
+ * of a map starting at the page-aligned base (touches none of it), and
+ * reading [offset, offset + size) of the file at path (file_size bytes)
+ * into the page cache with readahead off. */
+infer_status map_residency(const uint8_t *base, uint64_t offset, uint64_t size, infer_residency *out);
+infer_status file_warm_range(const char *path, uint64_t file_size, uint64_t offset, uint64_t size);
+
 #endif
