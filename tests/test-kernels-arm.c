@@ -34,6 +34,7 @@
 #include "../kernels/dispatch.h"
 #include "../kernels/ops.h"
 #include "../kernels/quants.h"
+#include "../kernels/repack.h"
 #include "check-argmax.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -599,6 +600,108 @@ static void test_gemm_many(void **state)
     assert_true(n_types >= 5); /* Q4_0, Q5_0, Q8_0, Q4_K, Q6_K */
 }
 
+/* The x4 tiles (repack.h) of the variant: four rows repacked, the gemm of
+ * the x4 type for 1..GEMM_TOKS tokens must give the bits of the reference's
+ * vec_dot on the original rows (1, 3, 13 blocks: Q4_0 tiles with and
+ * without leftover blocks), on random blocks and at the extremes (quants
+ * and scales at their largest, activations -128); and gemm_many of the x4
+ * type on 21 rows (five groups and one row as stored) and 19 tokens. */
+static void test_x4(void **state)
+{
+    const struct kernel_table *t = variant_table(state);
+    static const int64_t n_blocks[] = {1, 3, 13};
+    int n_types = 0;
+    for (size_t k = 0; k < N_QUANT_TYPES; k++) {
+        const uint32_t type = quant_types[k], x4 = t->types[type].repack_type, at = ref()->types[type].vec_dot_type;
+        if (!x4)
+            continue;
+        n_types++;
+        assert_int_equal(x4, repack_x4_of(type));
+        const int64_t bs = ggml_type_traits_get(type)->block_size;
+        for (size_t s = 0; s < sizeof(n_blocks) / sizeof(n_blocks[0]); s++) {
+            const int64_t n = bs * n_blocks[s], rows = 21, toks = 19;
+            const size_t w_row = ggml_row_size(type, n), a_row = ggml_row_size(at, n);
+            uint8_t *w = malloc(rows * w_row), *wx = malloc(rows * w_row), *a = malloc(toks * a_row);
+            float *x = malloc(n * sizeof(float));
+            for (int pass = 0; pass < 2; pass++) {
+                if (pass == 0) {
+                    random_blocks(type, w, rows * n);
+                    for (int64_t k2 = 0; k2 < toks; k2++) {
+                        random_floats(x, n);
+                        ref()->types[at].from_float(x, a + k2 * a_row, n);
+                    }
+                } else { /* quants and scales at their largest, activations -128 */
+                    memset(w, 0xff, rows * w_row);
+                    int off[2];
+                    half_fields(type, off);
+                    const size_t ts = ggml_type_traits_get(type)->type_size;
+                    for (int64_t b = 0; b < rows * n / bs; b++)
+                        for (int f = 0; f < 2 && off[f] >= 0; f++)
+                            memcpy(w + b * ts + off[f], &(uint16_t){0x3c00}, 2);
+                    for (int64_t b = 0; b < toks * n / bs; b++) {
+                        if (at == GGML_TYPE_Q8_K) {
+                            block_q8_K *yb = (block_q8_K *)a + b;
+                            yb->d = 1.0f;
+                            memset(yb->qs, 0x80, sizeof(yb->qs));
+                            for (int g = 0; g < QK_K / 16; g++)
+                                yb->bsums[g] = 16 * -128;
+                        } else {
+                            block_q8_0 *yb = (block_q8_0 *)a + b;
+                            yb->d = 0x3c00;
+                            memset(yb->qs, 0x80, sizeof(yb->qs));
+                        }
+                    }
+                }
+                repack_x4(type, w, wx, n, rows);
+                enum { YS = GEMM_ROWS + 3 };
+                float y[GEMM_TOKS * YS];
+                for (int64_t g = 0; g + 4 <= rows; g += 4) {
+                    for (int nt = 1; nt <= GEMM_TOKS; nt++) {
+                        for (int i = 0; i < GEMM_TOKS * YS; i++)
+                            y[i] = -1234.5f;
+                        t->types[x4].gemm(n, wx + g * w_row, w_row, a + g % 8 * a_row, a_row, y, YS, nt);
+                        for (int k2 = 0; k2 < GEMM_TOKS; k2++)
+                            for (int r = 0; r < YS; r++) {
+                                const float got = y[k2 * YS + r];
+                                if (k2 >= nt || r >= GEMM_ROWS) {
+                                    if (got != -1234.5f)
+                                        fail_msg("%s gemm %s nt = %d wrote outside its tile", t->name, tname(x4), nt);
+                                    continue;
+                                }
+                                const float want =
+                                    ref()->types[type].vec_dot(n, w + (g + r) * w_row, a + (g % 8 + k2) * a_row);
+                                if (memcmp(&got, &want, sizeof(float)) != 0)
+                                    fail_msg("%s gemm %s n = %lld nt = %d rows %lld+%d token %d (%s): %.9g, reference %.9g",
+                                             t->name, tname(x4), (long long)n, nt, (long long)g, r, k2,
+                                             pass ? "extremes" : "random", (double)got, (double)want);
+                            }
+                    }
+                }
+                if (t->types[x4].gemm_many) {
+                    const size_t ys = (size_t)rows + 3;
+                    float *ym = malloc((size_t)toks * ys * sizeof(float));
+                    assert_int_equal(t->types[x4].gemm_many(n, wx, w_row, rows, a, a_row, toks, ym, ys), 0);
+                    for (int64_t k2 = 0; k2 < toks; k2++)
+                        for (int64_t r = 0; r < rows; r++) {
+                            const float got = ym[(size_t)k2 * ys + (size_t)r];
+                            const float want = ref()->types[type].vec_dot(n, w + r * w_row, a + k2 * a_row);
+                            if (memcmp(&got, &want, sizeof(float)) != 0)
+                                fail_msg("%s gemm_many %s n = %lld [%lld,%lld] (%s): %.9g, reference %.9g", t->name,
+                                         tname(x4), (long long)n, (long long)r, (long long)k2,
+                                         pass ? "extremes" : "random", (double)got, (double)want);
+                        }
+                    free(ym);
+                }
+            }
+            free(w);
+            free(wx);
+            free(a);
+            free(x);
+        }
+    }
+    printf("  %s: x4 tiles checked for %d types\n", t->name, n_types);
+}
+
 /* Every entry the reference has, the variant has, with the same formats. */
 static void test_table(void **state)
 {
@@ -623,7 +726,7 @@ static void test_table(void **state)
         cmocka_unit_test_prestate(test_quant_dots_extremes, &(v)),                 \
         cmocka_unit_test_prestate(test_quantizers, &(v)), cmocka_unit_test_prestate(test_f16_dequant, &(v)), \
         cmocka_unit_test_prestate(test_float_dots, &(v)), cmocka_unit_test_prestate(test_ops, &(v)), \
-        cmocka_unit_test_prestate(test_gemm_many, &(v))
+        cmocka_unit_test_prestate(test_gemm_many, &(v)), cmocka_unit_test_prestate(test_x4, &(v))
 
 int main(void)
 {

@@ -536,18 +536,168 @@ static void NEON_FN(gemm_q4_0x4)(int64_t n, const void *w, size_t w_row, const v
     }
 }
 
+/* ======================== Q4_K in the x4 layout ======================== */
+
+/*
+ * Decode's GEMV (and the 2-4 token tiles) on Q4_K's x4 layout (repack.h):
+ * per super-block column one 576-byte tile, read front to back.  The four
+ * rows' d and dmin are one 16-byte load, word i of their 12 scale bytes one
+ * more (the 6-bit unpacking of neon_k_scales runs on the four rows at once,
+ * lane r: row r), and chunk c of the four rows is 128 bytes, brought into
+ * the layout gm_dot32 reads: with SDOT two LD4s and UZP1/UZP2 give vector
+ * k = elements 4k..4k+3 of rows 0-3 (words k of each row), so one SDOT by
+ * element adds four products into each row's lane and no horizontal sums
+ * are needed; plain NEON keeps the rows (row r's elements 0-15, 16-31).
+ * Per token and sub-block j the lanes hold the four rows' exact integer
+ * dots, multiplied by the rows' scales j and summed (isum, exact), the mins
+ * by the activations' sub-block sums likewise (summ); then
+ * vec_dot_q4_K's float steps, in its order, in the lanes:
+ *   acc += (d * dy) * isum;  acc -= (dmin * dy) * summ.
+ * The layout is one stream per group, which the hardware prefetchers
+ * follow: no software prefetch.
+ */
+
+/* Lanes r of the tile's scales 0-3 (s03), 4-7 (s47), mins 0-3 and 4-7:
+ * row r's four 6-bit values as bytes (neon_k_scales on four rows). */
+NEON_INLINE void NEON_FN(x4k_words)(const uint8_t *tile, uint32x4_t *s03, uint32x4_t *s47, uint32x4_t *m03,
+                                    uint32x4_t *m47)
+{
+    const uint8x16x3_t b = vld1q_u8_x3(tile + repack_x4k_sw(0, 0)); /* val[i] lane r: word i of row r */
+    const uint32x4_t w0 = vreinterpretq_u32_u8(b.val[0]), w1 = vreinterpretq_u32_u8(b.val[1]);
+    const uint32x4_t w2 = vreinterpretq_u32_u8(b.val[2]);
+    const uint32x4_t k6 = vdupq_n_u32(0x3f3f3f3fu), k4 = vdupq_n_u32(0x0f0f0f0fu), k2 = vdupq_n_u32(0x03030303u);
+    *s03 = vandq_u32(w0, k6);
+    *m03 = vandq_u32(w1, k6);
+    *s47 = vorrq_u32(vandq_u32(w2, k4), vshlq_n_u32(vandq_u32(vshrq_n_u32(w0, 6), k2), 4));
+    *m47 = vorrq_u32(vandq_u32(vshrq_n_u32(w2, 4), k4), vshlq_n_u32(vandq_u32(vshrq_n_u32(w1, 6), k2), 4));
+}
+
+/* Chunk c of the four rows at q (row r at 32 r): lo = sub-block 2c (low
+ * nibbles), hi = sub-block 2c+1, eight vectors each as gm_dot32 reads them. */
+NEON_INLINE void NEON_FN(x4k_chunk)(const uint8_t *q, int8x16_t lo[8], int8x16_t hi[8])
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    uint8x16_t v[8];
+#if GEMM_SDOT
+    /* LD4 of rows 0-1 (2-3): val[k] = [r0 word k, r0 word k+4, r1 word k, r1 word k+4] */
+    const uint32x4x4_t x = vld4q_u32((const uint32_t *)q), z = vld4q_u32((const uint32_t *)(q + 64));
+    for (int k = 0; k < 4; k++) {
+        v[k] = vreinterpretq_u8_u32(vuzp1q_u32(x.val[k], z.val[k]));
+        v[k + 4] = vreinterpretq_u8_u32(vuzp2q_u32(x.val[k], z.val[k]));
+    }
+#else
+    const uint8x16x4_t x = vld1q_u8_x4(q), z = vld1q_u8_x4(q + 64);
+    for (int k = 0; k < 4; k++) {
+        v[k] = x.val[k];
+        v[k + 4] = z.val[k];
+    }
+#endif
+    for (int k = 0; k < 8; k++) {
+        lo[k] = vreinterpretq_s8_u8(vandq_u8(v[k], m4));
+        hi[k] = vreinterpretq_s8_u8(vshrq_n_u8(v[k], 4));
+    }
+}
+
+/* Bytes 4r + j -> 4j + r: [value 0 of rows 0-3, value 1 of rows 0-3, ...]. */
+static const uint8_t NEON_FN(x4k_tr)[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
+NEON_INLINE void NEON_FN(x4k_tile)(const int NT, int64_t n, const char *w, const char *a, size_t a_row, float *y,
+                                   size_t ys)
+{
+    const int64_t nb = n / QK_K;
+    const uint8x16_t tr = vld1q_u8(NEON_FN(x4k_tr));
+    const uint32x4_t ff = vdupq_n_u32(0xff);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = (const uint8_t *)w + (size_t)b * REPACK_X4K_TILE;
+        uint32x4_t s03, s47, m03, m47;
+        NEON_FN(x4k_words)(tile, &s03, &s47, &m03, &m47);
+        const int32x4_t sc[8] = {
+            vreinterpretq_s32_u32(vandq_u32(s03, ff)), vreinterpretq_s32_u32(vandq_u32(vshrq_n_u32(s03, 8), ff)),
+            vreinterpretq_s32_u32(vandq_u32(vshrq_n_u32(s03, 16), ff)), vreinterpretq_s32_u32(vshrq_n_u32(s03, 24)),
+            vreinterpretq_s32_u32(vandq_u32(s47, ff)), vreinterpretq_s32_u32(vandq_u32(vshrq_n_u32(s47, 8), ff)),
+            vreinterpretq_s32_u32(vandq_u32(vshrq_n_u32(s47, 16), ff)), vreinterpretq_s32_u32(vshrq_n_u32(s47, 24))};
+        const block_q8_K *yb[4];
+        int32x4_t isum[4];
+        for (int t = 0; t < NT; t++) {
+            yb[t] = (const block_q8_K *)(a + t * a_row) + b;
+            isum[t] = vdupq_n_s32(0);
+        }
+        for (int c = 0; c < 4; c++) {
+            int8x16_t lo[8], hi[8];
+            NEON_FN(x4k_chunk)(tile + repack_x4k_qs(0, c), lo, hi);
+            for (int t = 0; t < NT; t++) {
+                const int8x16x4_t av = vld1q_s8_x4(yb[t]->qs + 64 * c);
+                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot32)(lo, av.val[0], av.val[1], 0), sc[2 * c]);
+                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot32)(hi, av.val[2], av.val[3], 0), sc[2 * c + 1]);
+            }
+        }
+        /* the mins as int16 lanes [j][r] (as gmk4_run's) */
+        const uint8x16_t mt03 = vqtbl1q_u8(vreinterpretq_u8_u32(m03), tr), mt47 = vqtbl1q_u8(vreinterpretq_u8_u32(m47), tr);
+        const int16x8_t m01 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mt03)));
+        const int16x8_t m23 = vreinterpretq_s16_u16(vmovl_high_u8(mt03));
+        const int16x8_t m45 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mt47)));
+        const int16x8_t m67 = vreinterpretq_s16_u16(vmovl_high_u8(mt47));
+        const float16x8_t dh = vreinterpretq_f16_u8(vld1q_u8(tile + repack_x4k_d(0))); /* d[4], dmin[4] */
+        const float32x4_t d = vcvt_f32_f16(vget_low_f16(dh)), dmin = vcvt_high_f32_f16(dh);
+        for (int t = 0; t < NT; t++) {
+            const int16x8_t s = vpaddq_s16(vld1q_s16(yb[t]->bsums), vld1q_s16(yb[t]->bsums + 8));
+            int32x4_t summ = vmull_laneq_s16(vget_low_s16(m01), s, 0);
+            summ = vmlal_high_laneq_s16(summ, m01, s, 1);
+            summ = vmlal_laneq_s16(summ, vget_low_s16(m23), s, 2);
+            summ = vmlal_high_laneq_s16(summ, m23, s, 3);
+            summ = vmlal_laneq_s16(summ, vget_low_s16(m45), s, 4);
+            summ = vmlal_high_laneq_s16(summ, m45, s, 5);
+            summ = vmlal_laneq_s16(summ, vget_low_s16(m67), s, 6);
+            summ = vmlal_high_laneq_s16(summ, m67, s, 7);
+            const float yd = yb[t]->d;
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yd), vcvtq_f32_s32(isum[t])));
+            acc[t] = vsubq_f32(acc[t], vmulq_f32(vmulq_n_f32(dmin, yd), vcvtq_f32_s32(summ)));
+        }
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+static void NEON_FN(gemm_q4_Kx4)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,
+                                 size_t ys, int nt)
+{
+    (void)w_row; /* a group is contiguous */
+    switch (nt) {
+    case 1: NEON_FN(x4k_tile)(1, n, w, a, a_row, y, ys); break;
+    case 2: NEON_FN(x4k_tile)(2, n, w, a, a_row, y, ys); break;
+    case 3: NEON_FN(x4k_tile)(3, n, w, a, a_row, y, ys); break;
+    default: NEON_FN(x4k_tile)(4, n, w, a, a_row, y, ys); break;
+    }
+}
+
+/* gemm_many's packing of a Q4_K x4 group: each super-block column's four
+ * original blocks (repack_x4_block), packed as gmk4_pack packs GGUF rows. */
+NEON_INLINE void NEON_FN(gmk4x4_pack)(int64_t nb, const char *w, int8_t *pk)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        block_q4_K xb[4];
+        for (int r = 0; r < 4; r++)
+            repack_x4_block(GGML_TYPE_Q4_K, w, nb, r, b, &xb[r]);
+        NEON_FN(gmk4_pack)(1, (const char *)xb, sizeof(block_q4_K), pk + (size_t)b * GMK4_BYTES);
+    }
+}
+
 /* ============================== the driver ============================== */
 
 /* Bytes per block of a group, and the packing and running of one group. */
 NEON_INLINE size_t NEON_FN(gm_bytes)(const int type)
 {
-    return type == GGML_TYPE_Q4_K ? GMK4_BYTES : type == GGML_TYPE_Q6_K ? GMK6_BYTES : GM32_BYTES;
+    return type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4 ? GMK4_BYTES
+           : type == GGML_TYPE_Q6_K                            ? GMK6_BYTES
+                                                               : GM32_BYTES;
 }
 
 NEON_INLINE void NEON_FN(gm_pack)(const int type, int64_t nb, const char *w, size_t w_row, int8_t *pk)
 {
     if (type == GGML_TYPE_Q4_K)
         NEON_FN(gmk4_pack)(nb, w, w_row, pk);
+    else if (type == INFER_TYPE_Q4_K_X4)
+        NEON_FN(gmk4x4_pack)(nb, w, pk);
     else if (type == GGML_TYPE_Q6_K)
         NEON_FN(gmk6_pack)(nb, w, w_row, pk);
     else
@@ -559,7 +709,7 @@ NEON_INLINE void NEON_FN(gm_pack)(const int type, int64_t nb, const char *w, siz
 NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const char *a, size_t a_row,
                                  const int8_t *pa, float *y, size_t ys)
 {
-    if (type == GGML_TYPE_Q4_K)
+    if (type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4)
         NEON_FN(gmk4_run)(NT, nb, pk, a, a_row, y, ys);
     else if (type == GGML_TYPE_Q6_K)
         NEON_FN(gmk6_run)(NT, nb, pk, a, a_row, y, ys);
@@ -570,7 +720,7 @@ NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const
 NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, const char *w, size_t w_row, int64_t n_rows,
                                  const char *a, size_t a_row, int64_t n_tok, float *y, size_t ys)
 {
-    const bool k_quant = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
+    const bool k_quant = type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4 || type == GGML_TYPE_Q6_K;
     const int64_t nb = n / (k_quant ? QK_K : QK8_0);
     const size_t gbytes = (size_t)nb * NEON_FN(gm_bytes)(type);
     const size_t qbytes = k_quant ? 0 : (size_t)nb * GM32_BYTES; /* a packed token quad */
@@ -622,6 +772,7 @@ NEON_GEMM_MANY(q4_0x4, INFER_TYPE_Q4_0_X4, vec_dot_q4_0_q8_0)
 NEON_GEMM_MANY(q5_0, GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0)
 NEON_GEMM_MANY(q8_0, GGML_TYPE_Q8_0, vec_dot_q8_0_q8_0)
 NEON_GEMM_MANY(q4_K, GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K)
+NEON_GEMM_MANY(q4_Kx4, INFER_TYPE_Q4_K_X4, vec_dot_q4_K_q8_K)
 NEON_GEMM_MANY(q6_K, GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K)
 
 /* Install the gemm_many kernels, from GM_MIN_TOK tokens on: the unpacking
@@ -639,6 +790,9 @@ static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
     t->types[INFER_TYPE_Q4_0_X4].gemm_many = NEON_FN(gemm_many_q4_0x4);
     t->types[GGML_TYPE_Q8_0].gemm_many = NEON_FN(gemm_many_q8_0);
     t->types[GGML_TYPE_Q4_K].gemm_many = NEON_FN(gemm_many_q4_K);
+    /* Q4_K likewise (no tail: a tile is one super-block of four rows) */
+    kernels_use_x4(t, GGML_TYPE_Q4_K, NEON_FN(gemm_q4_Kx4));
+    t->types[INFER_TYPE_Q4_K_X4].gemm_many = NEON_FN(gemm_many_q4_Kx4);
     t->types[GGML_TYPE_Q6_K].gemm_many = NEON_FN(gemm_many_q6_K);
     t->many_min_tok = GM_MIN_TOK;
 }

@@ -368,19 +368,22 @@ NEON_INLINE void NEON_FN(gemv4_32)(const int type, int64_t n, const char *w, siz
         const block_q8_0 *yb = (const block_q8_0 *)a + b;
         const int8x16_t a0 = vld1q_s8(yb->qs), a1 = vld1q_s8(yb->qs + 16);
         int32x4_t v[4];
-        float dx[4];
+        const char *xr[4];
         for (int r = 0; r < 4; r++) {
-            const char *x = w + r * w_row + b * (int64_t)bs;
+            const char *x = xr[r] = w + r * w_row + b * (int64_t)bs;
             neon_prefetch_block(x, b, w_row, bs);
-            ggml_half d;
-            memcpy(&d, x, sizeof(d));
-            dx[r] = neon_h2f(d);
             int8x16_t lo, hi;
             NEON_FN(row32)(type, x, &lo, &hi);
             v[r] = NEON_FN(dot32)(type, lo, hi, a0, a1);
         }
+        /* the four rows' d (each block's first field) into one vector: FCVTL
+         * is exact, as the scalar conversion */
+        uint16x4_t dh = vld1_dup_u16((const uint16_t *)xr[0]);
+        dh = vld1_lane_u16((const uint16_t *)xr[1], dh, 1);
+        dh = vld1_lane_u16((const uint16_t *)xr[2], dh, 2);
+        dh = vld1_lane_u16((const uint16_t *)xr[3], dh, 3);
         const float32x4_t f = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3])));
-        const float32x4_t dxv = vld1q_f32(dx), dy = vdupq_n_f32(neon_h2f(yb->d));
+        const float32x4_t dxv = vcvt_f32_f16(vreinterpret_f16_u16(dh)), dy = vdupq_n_f32(neon_h2f(yb->d));
         if (type == GGML_TYPE_Q4_0) /* tile: (sum * dx) * dy */
             acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(f, dxv), dy));
         else /* tile: (dx * dy) * sum */
@@ -589,6 +592,108 @@ NEON_INLINE void NEON_FN(tile_q6_K)(TILE_ARGS)
 }
 NEON_VEC_DOT_GEMM(q6_K, vec_dot_q6_K_q8_K)
 
+/*
+ * Decode's Q6_K gemm: four rows, 1-4 tokens, lanes = rows at the end.  Per
+ * row the quants are unpacked with shift-and-insert (6 bit = low nibble
+ * from ql, two bits from qh: SLI / SRI put them side by side, an AND drops
+ * what SLI shifts in above bit 5), used unsigned (0..63) as tile_q6_K; per
+ * token each 16-element group's dot is multiplied by its scale by element
+ * (scales widened to int32 once per row), the offset of 32 comes off as
+ * 32 sc[g] bsums[g] (multiply-subtract long), and the four rows' int32
+ * partial sums are reduced by one pairwise-add tree (exact).  The isum is
+ * tile_q6_K's exact integer and the float step is vec_dot_q6_K's,
+ * (d * dy) * isum, in the lanes: the bits of vec_dot.
+ */
+NEON_INLINE void NEON_FN(q6_unpack)(const block_q6_K *x, int8x16_t v[16])
+{
+    const uint8x16_t m6 = vdupq_n_u8(0x3F), m30 = vdupq_n_u8(0x30);
+    for (int h = 0; h < 2; h++) {
+        const uint8x16x4_t l = vld1q_u8_x4(x->ql + 64 * h);
+        const uint8x16x2_t hb = vld1q_u8_x2(x->qh + 32 * h);
+        int8x16_t *o = v + 8 * h;
+        for (int i = 0; i < 2; i++) { /* qh[16 i ..] with ql[16 i ..] and ql[32 + 16 i ..] */
+            const uint8x16_t hh = hb.val[i], h2 = vshrq_n_u8(hh, 2);
+            o[i] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(l.val[i], hh, 4), m6));     /* bits 0-1 */
+            o[2 + i] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(l.val[2 + i], h2, 4), m6)); /* bits 2-3 */
+            o[4 + i] = vreinterpretq_s8_u8(vsriq_n_u8(vandq_u8(hh, m30), l.val[i], 4));     /* bits 4-5 */
+            o[6 + i] = vreinterpretq_s8_u8(vsriq_n_u8(h2, l.val[2 + i], 4));                /* bits 6-7 */
+        }
+    }
+}
+
+NEON_INLINE void NEON_FN(q6_rows)(const int NT, int64_t n, const char *w, size_t w_row, const char *a, size_t a_row,
+                                  float *y, size_t ys)
+{
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const block_q8_K *yb[4];
+        for (int t = 0; t < NT; t++)
+            yb[t] = (const block_q8_K *)(a + t * a_row) + b;
+        int32x4_t part[4][2]; /* [t][pair]: rows 0|1, 2|3 after the first add */
+        uint16_t dh[4];
+        for (int r = 0; r < 4; r++) {
+            const block_q6_K *x = (const block_q6_K *)(w + r * w_row) + b;
+            neon_prefetch_block(x, b, w_row, sizeof(*x));
+            int8x16_t v[16];
+            NEON_FN(q6_unpack)(x, v);
+            const int8x16_t scv = vld1q_s8(x->scales);
+            const int16x8_t sc0 = vmovl_s8(vget_low_s8(scv)), sc1 = vmovl_high_s8(scv);
+            const int32x4_t s32[4] = {vmovl_s16(vget_low_s16(sc0)), vmovl_high_s16(sc0), vmovl_s16(vget_low_s16(sc1)),
+                                      vmovl_high_s16(sc1)};
+            const int16x8_t c0 = vshlq_n_s16(sc0, 5), c1 = vshlq_n_s16(sc1, 5); /* 32 sc: |.| <= 4096 */
+            memcpy(&dh[r], &x->d, sizeof(dh[r]));
+            for (int t = 0; t < NT; t++) {
+                const int8_t *p = yb[t]->qs;
+                int32x4_t s = vmulq_laneq_s32(DOT_SMALL(vdupq_n_s32(0), v[0], vld1q_s8(p)), s32[0], 0);
+#define Q6_G(g) s = vmlaq_laneq_s32(s, DOT_SMALL(vdupq_n_s32(0), v[g], vld1q_s8(p + 16 * (g))), s32[(g) / 4], (g) % 4)
+                Q6_G(1);
+                Q6_G(2);
+                Q6_G(3);
+                Q6_G(4);
+                Q6_G(5);
+                Q6_G(6);
+                Q6_G(7);
+                Q6_G(8);
+                Q6_G(9);
+                Q6_G(10);
+                Q6_G(11);
+                Q6_G(12);
+                Q6_G(13);
+                Q6_G(14);
+                Q6_G(15);
+#undef Q6_G
+                const int16x8_t bs0 = vld1q_s16(yb[t]->bsums), bs1 = vld1q_s16(yb[t]->bsums + 8);
+                s = vmlsl_s16(s, vget_low_s16(c0), vget_low_s16(bs0));
+                s = vmlsl_high_s16(s, c0, bs0);
+                s = vmlsl_s16(s, vget_low_s16(c1), vget_low_s16(bs1));
+                s = vmlsl_high_s16(s, c1, bs1);
+                if (r % 2 == 0)
+                    part[t][r / 2] = s;
+                else
+                    part[t][r / 2] = vpaddq_s32(part[t][r / 2], s);
+            }
+        }
+        const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(dh)));
+        for (int t = 0; t < NT; t++) {
+            const int32x4_t isum = vpaddq_s32(part[t][0], part[t][1]); /* lane r: row r */
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yb[t]->d), vcvtq_f32_s32(isum)));
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        vst1q_f32(y + (size_t)t * ys, acc[t]);
+}
+
+static void NEON_FN(gemm1_q6_K)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,
+                                size_t ys, int nt)
+{
+    switch (nt) {
+    case 1: NEON_FN(q6_rows)(1, n, w, w_row, a, a_row, y, ys); break;
+    case 2: NEON_FN(q6_rows)(2, n, w, w_row, a, a_row, y, ys); break;
+    case 3: NEON_FN(q6_rows)(3, n, w, w_row, a, a_row, y, ys); break;
+    default: NEON_FN(q6_rows)(4, n, w, w_row, a, a_row, y, ys); break;
+    }
+}
+
 /* ======================= Q2_K / Q3_K / IQ4_XS ======================= */
 
 /* lowbit_body.h on 16-byte vectors: chunk c (0..15) is group c, elements
@@ -717,5 +822,6 @@ static void NEON_FN(fill_int_dots)(struct kernel_table *t)
     t->types[GGML_TYPE_Q5_0].gemm = NEON_FN(gemm1_q5_0);
     t->types[GGML_TYPE_Q8_0].gemm = NEON_FN(gemm1_q8_0);
     t->types[GGML_TYPE_IQ4_NL].gemm = NEON_FN(gemm1_iq4_nl);
+    t->types[GGML_TYPE_Q6_K].gemm = NEON_FN(gemm1_q6_K);
     NEON_FN(fill_gemm_many)(t);
 }
