@@ -804,6 +804,10 @@ static void gemm_q4_Kx4(int64_t n, const void *w, size_t w_row, const void *a, s
     }
 }
 
+/* Q6_K x4 (repack.h): four rows per vector, one per 128-bit lane. */
+#define Q6X_W 512
+#include "gemm_q6kx4_body.h"
+
 DEFINE_GEMM(gemm_q4_K, gemmK, GGML_TYPE_Q4_K)
 DEFINE_GEMM(gemm_q5_K, gemmK, GGML_TYPE_Q5_K)
 DEFINE_GEMM(gemm_q6_K, gemmK, GGML_TYPE_Q6_K)
@@ -950,6 +954,7 @@ void kernels_fill_avx512(struct kernel_table *t)
     kernels_use_x4(t, GGML_TYPE_Q4_0, gemm_q4_0x4);
     kernels_use_x4(t, GGML_TYPE_Q5_0, gemm_q5_0x4);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
+    kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
     kernels_fill_gemm_avx512(t);
     kernels_fill_ops_avx512(t);
     kernels_fill_attention_avx512(t);
