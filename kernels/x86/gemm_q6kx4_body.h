@@ -127,6 +127,7 @@ INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
         facc[v] = F_ZERO();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tile = w + (size_t)b * REPACK_X6K_TILE;
+        UNROLL
         for (size_t o = 0; o < REPACK_X6K_TILE; o += 64)
             _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
         const block_q8_K *yb[4];
@@ -173,10 +174,9 @@ INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
                 const q6v schi = V_SHUFB(s16[v][h], V_MASK(q6x_pick[2 * k + m + 4]));
                 UNROLL
                 for (int t = 0; t < NT; t++) {
-                    q6v *ac = acc[t][v];
-                    ac[0] = V_DPWSSD(ac[0], V_MADDUBS(qlo, V_BCAST(yb[t]->qs + 16 * slo)), sclo);
-                    ac[Q6X_NACC - 1] =
-                        V_DPWSSD(ac[Q6X_NACC - 1], V_MADDUBS(qhi, V_BCAST(yb[t]->qs + 16 * shi)), schi);
+                    acc[t][v][0] = V_DPWSSD(acc[t][v][0], V_MADDUBS(qlo, V_BCAST(yb[t]->qs + 16 * slo)), sclo);
+                    acc[t][v][Q6X_NACC - 1] = V_DPWSSD(acc[t][v][Q6X_NACC - 1],
+                                                       V_MADDUBS(qhi, V_BCAST(yb[t]->qs + 16 * shi)), schi);
                 }
             }
         }
