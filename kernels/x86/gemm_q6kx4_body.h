@@ -3,7 +3,9 @@
  * x4 layout (repack.h), written once over the vector width: the includer
  * defines Q6X_W 512 (avx512: the four rows of a sub-block in one vector) or
  * 256 (avx2, avxvnni: two vectors of two rows; K_MADD_ACC as for
- * gemmk_avx2.h), and includes x86_util.h.
+ * gemmk_avx2.h), optionally Q6X_NACC (one token's accumulators per vector:
+ * dependency chains for a multiply-add of some latency), and includes
+ * x86_util.h.
  *
  * Each 128-bit lane of a vector holds one row's 16-element sub-block (one
  * piece of ql, one of qh: repack.h), so a sub-block's int16 scale is one
@@ -22,8 +24,10 @@
 #if Q6X_W == 512
 typedef __m512i q6v;
 typedef __m512 q6f;
-#define Q6X_NV 1   /* vectors per sub-block of the four rows */
-#define Q6X_NACC 2 /* accumulators per token and vector (dependency chains) */
+#define Q6X_NV 1 /* vectors per sub-block of the four rows */
+#ifndef Q6X_NACC
+#define Q6X_NACC 2 /* one token's accumulators per vector (dependency chains) */
+#endif
 #define V_LOAD(p) _mm512_loadu_si512((const void *)(p))
 #define V_BCAST(p) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p)))
 #define V_MASK(p) _mm512_load_si512((const void *)(p))
@@ -62,7 +66,9 @@ typedef __m512 q6f;
 typedef __m256i q6v;
 typedef __m256 q6f;
 #define Q6X_NV 2
+#ifndef Q6X_NACC
 #define Q6X_NACC 1
+#endif
 #define V_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
 #define V_BCAST(p) _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p)))
 #define V_MASK(p) _mm256_load_si256((const __m256i *)(p))
@@ -120,6 +126,7 @@ static const uint8_t q6x_pick[8][64] __attribute__((aligned(64))) = {
 INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
 {
     const int64_t nb = n / QK_K;
+    const int na = NT == 1 ? Q6X_NACC : 1; /* more tokens: chains enough */
     const q6v m4 = V_SET1_8(0x0F), m2 = V_SET1_8(0x30);
     q6f facc[Q6X_NV];
     UNROLL
@@ -151,7 +158,7 @@ INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
                                       V_MADD16(s16[v][1], V_BCAST(yb[t]->bsums + 8)));
                 acc[t][v][0] = V_SUB32(V_ZERO(), V_SLLI32(c, 5));
                 UNROLL
-                for (int i = 1; i < Q6X_NACC; i++)
+                for (int i = 1; i < na; i++)
                     acc[t][v][i] = V_ZERO();
             }
         }
@@ -175,7 +182,7 @@ INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
                 UNROLL
                 for (int t = 0; t < NT; t++) {
                     acc[t][v][0] = V_DPWSSD(acc[t][v][0], V_MADDUBS(qlo, V_BCAST(yb[t]->qs + 16 * slo)), sclo);
-                    acc[t][v][Q6X_NACC - 1] = V_DPWSSD(acc[t][v][Q6X_NACC - 1],
+                    acc[t][v][na - 1] = V_DPWSSD(acc[t][v][na - 1],
                                                        V_MADDUBS(qhi, V_BCAST(yb[t]->qs + 16 * shi)), schi);
                 }
             }
@@ -192,7 +199,7 @@ INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
                 if (t < NT) {
                     z[t] = acc[t][v][0];
                     UNROLL
-                    for (int i = 1; i < Q6X_NACC; i++)
+                    for (int i = 1; i < na; i++)
                         z[t] = V_ADD32(z[t], acc[t][v][i]);
                 }
             }
