@@ -123,21 +123,32 @@ void gemm_q5_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size
     gemm_x4_ref(GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
 }
 
-/* Q4_K: the super-block's float steps are two (+ isum part, - mins part),
- * so the row is put back whole (into the thread's kernel scratch) and
- * given to vec_dot; all NaN if the scratch cannot be had. */
-void gemm_q4_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
+/* Q4_K, Q6_K: the super-block's float steps (Q4_K: two) and their order
+ * are vec_dot's, so the row is put back whole (into the thread's kernel
+ * scratch) and given to vec_dot; all NaN if the scratch cannot be had. */
+static void gemm_xk_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w, size_t w_row, const void *a,
+                        size_t a_row, float *y, size_t ys, int nt)
 {
     const int64_t nb = n / QK_K;
+    const size_t bs = ggml_row_size(base, QK_K);
     uint8_t *row = kernels_scratch(w_row);
     for (int r = 0; r < GEMM_ROWS; r++) {
         if (row)
             for (int64_t b = 0; b < nb; b++)
-                repack_x4_block(GGML_TYPE_Q4_K, w, nb, r, b, row + (size_t)b * sizeof(block_q4_K));
+                repack_x4_block(base, w, nb, r, b, row + (size_t)b * bs);
         for (int t = 0; t < nt; t++)
-            y[(size_t)t * ys + (size_t)r] =
-                row ? vec_dot_q4_K_q8_K_ref(n, row, (const char *)a + (size_t)t * a_row) : NAN;
+            y[(size_t)t * ys + (size_t)r] = row ? dot(n, row, (const char *)a + (size_t)t * a_row) : NAN;
     }
+}
+
+void gemm_q4_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
+{
+    gemm_xk_ref(GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
+}
+
+void gemm_q6_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
+{
+    gemm_xk_ref(GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
 }
 
 /* ------------------------------- matmul ------------------------------- */

@@ -8,12 +8,16 @@
 
 #include "quants.h"
 
+_Static_assert(REPACK_X6K_TILE == 4 * sizeof(block_q6_K) && REPACK_X4K_TILE == 4 * sizeof(block_q4_K),
+               "an x4 tile is four super-blocks");
+
 uint32_t repack_x4_of(uint32_t type)
 {
     switch (type) {
     case GGML_TYPE_Q4_0: return INFER_TYPE_Q4_0_X4;
     case GGML_TYPE_Q5_0: return INFER_TYPE_Q5_0_X4;
     case GGML_TYPE_Q4_K: return INFER_TYPE_Q4_K_X4;
+    case GGML_TYPE_Q6_K: return INFER_TYPE_Q6_K_X4;
     default: return 0;
     }
 }
@@ -24,6 +28,7 @@ uint32_t repack_base_of(uint32_t x4type)
     case INFER_TYPE_Q4_0_X4: return GGML_TYPE_Q4_0;
     case INFER_TYPE_Q5_0_X4: return GGML_TYPE_Q5_0;
     case INFER_TYPE_Q4_K_X4: return GGML_TYPE_Q4_K;
+    case INFER_TYPE_Q6_K_X4: return GGML_TYPE_Q6_K;
     default: return 0;
     }
 }
@@ -31,10 +36,14 @@ uint32_t repack_base_of(uint32_t x4type)
 /* Block size in bytes and elements of a base type. */
 static size_t x4_bs(uint32_t type)
 {
-    return type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0)
-                                                                                 : sizeof(block_q4_0);
+    switch (type) {
+    case GGML_TYPE_Q4_K: return sizeof(block_q4_K);
+    case GGML_TYPE_Q6_K: return sizeof(block_q6_K);
+    case GGML_TYPE_Q5_0: return sizeof(block_q5_0);
+    default: return sizeof(block_q4_0);
+    }
 }
-static int64_t x4_be(uint32_t type) { return type == GGML_TYPE_Q4_K ? QK_K : 32; }
+static int64_t x4_be(uint32_t type) { return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K ? QK_K : 32; }
 
 /* Where the parts of block b of row r live, as offsets from the group:
  * whole >= 0 for a tail column (the block as is), else the scale, the two
@@ -72,6 +81,16 @@ static void x4_copy(uint32_t type, uint8_t *group, int64_t nb, int r, int64_t b,
             MOVE(t + repack_x4k_sw(r, i), offsetof(block_q4_K, scales) + 4 * (size_t)i, 4);
         for (int c = 0; c < 4; c++)
             MOVE(t + repack_x4k_qs(r, c), offsetof(block_q4_K, qs) + 32 * (size_t)c, 32);
+        return;
+    }
+    if (type == GGML_TYPE_Q6_K) {
+        const size_t t = (size_t)b * REPACK_X6K_TILE;
+        MOVE(t + repack_x6k_d(r), offsetof(block_q6_K, d), 2);
+        MOVE(t + repack_x6k_sc(r), offsetof(block_q6_K, scales), 16);
+        for (int p = 0; p < 8; p++)
+            MOVE(t + repack_x6k_ql(r, p), offsetof(block_q6_K, ql) + 16 * (size_t)p, 16);
+        for (int q = 0; q < 4; q++)
+            MOVE(t + repack_x6k_qh(r, q), offsetof(block_q6_K, qh) + 16 * (size_t)q, 16);
         return;
     }
     const size_t bs = x4_bs(type);

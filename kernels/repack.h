@@ -44,6 +44,21 @@
  * scales one 128-bit load (the 6-bit unpacking runs on the four rows at
  * once) and chunk c of rows 0 | 1, 2 | 3 one 512-bit or two 256-bit loads.
  *
+ * Q6_K (210-byte super-blocks) has no tail either: tile j is super-block
+ * j of the four rows, 840 bytes at 840 j, cut into 16-byte pieces laid
+ * out four rows wide, so that one 128-bit lane of a vector is one row:
+ *
+ *   d[4] f16                    row r at 2 r
+ *   sc[4][16] i8                row r's scales at 8 + 16 r
+ *   ql[8][4][16]                bytes 16 p .. 16 p + 15 of row r's ql at
+ *                               72 + 64 p + 16 r
+ *   qh[4][4][16]                bytes 16 q .. of row r's qh at
+ *                               584 + 64 q + 16 r
+ *
+ * A 16-element sub-block is one piece of ql and one of qh, so a 512-bit
+ * load (two 256-bit ones) brings sub-block s of all four rows, each in its
+ * own 128-bit lane, where one int16 scale per lane applies to it.
+ *
  * The layout is a permutation of the bytes: repack_x4_block() gives back
  * any original block, which is how the reference kernels, the prefill
  * kernels and the tests read it.
@@ -63,10 +78,12 @@ enum {
     INFER_TYPE_Q4_0_X4 = GGML_TYPE_COUNT,
     INFER_TYPE_Q5_0_X4,
     INFER_TYPE_Q4_K_X4,
+    INFER_TYPE_Q6_K_X4,
     INFER_TYPE_COUNT,
 };
-#define REPACK_LAYOUT_VERSION 3u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
-                                  * 3-D expert tensors too (an L2 file of a MoE model lacks them) */
+#define REPACK_LAYOUT_VERSION 4u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
+                                  * 3-D expert tensors too (an L2 file of a MoE model lacks them);
+                                  * 4: Q6_K x4 */
 
 /* Where the bytes of block b of row r (0-3) lie, as offsets from the start
  * of their group of four rows (nb blocks per row, bs bytes per block): the
@@ -100,13 +117,21 @@ static inline size_t repack_x4k_dmin(int r) { return 8 + 2 * (size_t)r; }
 static inline size_t repack_x4k_sw(int r, int i) { return 16 + 16 * (size_t)i + 4 * (size_t)r; }
 static inline size_t repack_x4k_qs(int r, int c) { return 64 + 128 * (size_t)c + 32 * (size_t)r; }
 
+/* Q6_K's tile (above): offsets from the start of super-block column j's
+ * 840 bytes; p < 8 (ql), q < 4 (qh) index 16-byte pieces of a row. */
+#define REPACK_X6K_TILE 840
+static inline size_t repack_x6k_d(int r) { return 2 * (size_t)r; }
+static inline size_t repack_x6k_sc(int r) { return 8 + 16 * (size_t)r; }
+static inline size_t repack_x6k_ql(int r, int p) { return 72 + 64 * (size_t)p + 16 * (size_t)r; }
+static inline size_t repack_x6k_qh(int r, int q) { return 584 + 64 * (size_t)q + 16 * (size_t)r; }
+
 /* The x4 type of a GGUF type (0 when it has none), and the GGUF type an x4
  * type was made from (0 for any other id). */
 uint32_t repack_x4_of(uint32_t type);
 uint32_t repack_base_of(uint32_t x4type);
 
-/* Write the x4 layout of an (n_out, n_in) matrix of `type` (Q4_0, Q5_0 or
- * Q4_K) from src to dst (same size, ggml_row_size(type, n_in) * n_out bytes;
+/* Write the x4 layout of an (n_out, n_in) matrix of `type` (Q4_0, Q5_0, Q4_K
+ * or Q6_K) from src to dst (same size, ggml_row_size(type, n_in) * n_out bytes;
  * the buffers must not overlap).  n_in must be a multiple of the type's
  * block size. */
 void repack_x4(uint32_t type, const void *src, void *dst, int64_t n_in, int64_t n_out);

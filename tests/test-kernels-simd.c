@@ -505,7 +505,7 @@ static void test_matmul(void **state)
 static void test_repacked(void **state)
 {
     const struct kernel_table *kt = variant_table(state);
-    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K};
+    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
     /* nb % 4 = 1, 3, 0, 2, 1, 0: with and without leftover block columns */
     static const int64_t n_ins[] = {32, 96, 128, 320, 672, 2048};
     static const int64_t n_outs[] = {1, 4, 7, 17, 64, 66};
@@ -517,7 +517,7 @@ static void test_repacked(void **state)
         const size_t bs = ggml_type_traits_get(type)->type_size;
         int n_checked = 0;
         for (size_t ii = 0; ii < sizeof(n_ins) / sizeof(n_ins[0]); ii++) {
-            /* Q4_K: 8x the lengths, 1 .. 64 super-blocks (a tile is one) */
+            /* Q4_K, Q6_K: 8x the lengths, 1 .. 64 super-blocks (a tile is one) */
             const int64_t be = (int64_t)ggml_type_traits_get(type)->block_size;
             const int64_t n_in = n_ins[ii] * (be / 32), n_out = n_outs[ii], nb = n_in / be;
             const size_t wrow = row_bytes(type, n_in), wbytes = wrow * (size_t)n_out;

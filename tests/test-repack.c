@@ -14,9 +14,9 @@
  * On a CPU whose kernels have no repacked layout (anything but avx512), the
  * test turns the layouts on in the active table with the reference x4 tiles
  * (kernels/matmul.c), so the cache is exercised everywhere.  The whole
- * group runs three times: on the Q4_0 model, on the Q4_K_M one (Q4_K's x4
- * layout; Q6_K stays as stored) and on a Q4_K_M qwen3moe, whose 3-D expert
- * tensors of Q4_K are repacked as well (test_experts).
+ * group runs three times: on the Q4_0 model, on the Q4_K_M one (the x4
+ * layouts of Q4_K and of its Q6_K tensors) and on a Q4_K_M qwen3moe, whose
+ * 3-D expert tensors of Q4_K and Q6_K are repacked as well (test_experts).
  */
 #include "test-common.h"
 
@@ -147,6 +147,13 @@ static int setup(void **state)
         kern.types[GGML_TYPE_Q4_K].repack_type = INFER_TYPE_Q4_K_X4;
         print_message("(%s does not repack Q4_K: testing the x4 tiles its table has, from %s)\n", kern.name,
                       kern.types[INFER_TYPE_Q4_K_X4].gemm == kernels_ref()->types[INFER_TYPE_Q4_K_X4].gemm
+                          ? "the reference"
+                          : "a lesser variant");
+    }
+    if (!kern.types[GGML_TYPE_Q6_K].repack_type) { /* likewise for Q6_K */
+        kern.types[GGML_TYPE_Q6_K].repack_type = INFER_TYPE_Q6_K_X4;
+        print_message("(%s does not repack Q6_K: testing the x4 tiles its table has, from %s)\n", kern.name,
+                      kern.types[INFER_TYPE_Q6_K_X4].gemm == kernels_ref()->types[INFER_TYPE_Q6_K_X4].gemm
                           ? "the reference"
                           : "a lesser variant");
     }

@@ -836,6 +836,7 @@ DEFINE_MANY(many_iq4_xs, GGML_TYPE_IQ4_XS, false)
 DEFINE_MANY(many_q4_0x4, GGML_TYPE_Q4_0, true)
 DEFINE_MANY(many_q5_0x4, GGML_TYPE_Q5_0, true)
 DEFINE_MANY(many_q4_Kx4, GGML_TYPE_Q4_K, true)
+DEFINE_MANY(many_q6_Kx4, GGML_TYPE_Q6_K, true)
 
 /* Measured (contrib/bench): with 16 lanes, gemm_many overtakes the gemm
  * tiles from about 10 tokens. */
@@ -854,4 +855,5 @@ void kernels_fill_gemm_avx512(struct kernel_table *t)
     t->types[INFER_TYPE_Q4_0_X4].gemm_many = many_q4_0x4;
     t->types[INFER_TYPE_Q5_0_X4].gemm_many = many_q5_0x4;
     t->types[INFER_TYPE_Q4_K_X4].gemm_many = many_q4_Kx4;
+    t->types[INFER_TYPE_Q6_K_X4].gemm_many = many_q6_Kx4;
 }

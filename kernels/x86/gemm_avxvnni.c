@@ -65,6 +65,9 @@ DEFINE_TILES(gemm_iq4_nl, GGML_TYPE_IQ4_NL, gemm32, gemm32(GGML_TYPE_IQ4_NL, 4, 
  * scales and accumulating in one instruction. */
 #define K_MADD_ACC(acc, p, s) _mm256_dpwssd_avx_epi32(acc, p, s)
 #include "gemmk_avx2.h"
+#define Q6X_W 256
+#define Q6X_NACC 2 /* vpdpwssd chains: latency, not throughput, would bound one token */
+#include "gemm_q6kx4_body.h"
 
 /* Q2_K, Q3_K, IQ4_XS: lowbit_x86.h on vpdpwssd / vpdpbusd. */
 #define LB_WIDTH 256
@@ -98,4 +101,5 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
+    kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
 }

@@ -571,6 +571,7 @@ DEFINE_MANY(many_iq4_xs, GGML_TYPE_IQ4_XS)
 DEFINE_MANY_X(many_q4_0x4, GGML_TYPE_Q4_0, true)
 DEFINE_MANY_X(many_q5_0x4, GGML_TYPE_Q5_0, true)
 DEFINE_MANY_X(many_q4_Kx4, GGML_TYPE_Q4_K, true)
+DEFINE_MANY_X(many_q6_Kx4, GGML_TYPE_Q6_K, true)
 
 /* Install this file's gemm_many kernels. */
 static void fill_many(struct kernel_table *t)
@@ -587,4 +588,5 @@ static void fill_many(struct kernel_table *t)
     t->types[INFER_TYPE_Q4_0_X4].gemm_many = many_q4_0x4;
     t->types[INFER_TYPE_Q5_0_X4].gemm_many = many_q5_0x4;
     t->types[INFER_TYPE_Q4_K_X4].gemm_many = many_q4_Kx4;
+    t->types[INFER_TYPE_Q6_K_X4].gemm_many = many_q6_Kx4;
 }

@@ -127,6 +127,8 @@ DEFINE_DOT(vec_dot_iq4_nl, gemm32, GGML_TYPE_IQ4_NL)
 
 #define K_MADD_ACC(acc, p, s) _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
 #include "gemmk_avx2.h"
+#define Q6X_W 256
+#include "gemm_q6kx4_body.h"
 
 DEFINE_GEMM(gemm_q4_K, gemmK, GGML_TYPE_Q4_K)
 DEFINE_GEMM(gemm_q5_K, gemmK, GGML_TYPE_Q5_K)
@@ -376,6 +378,7 @@ void kernels_fill_avx2(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
+    kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
     t->types[GGML_TYPE_Q8_0].from_float = quantize_q8_0;
     t->types[GGML_TYPE_Q8_K].from_float = quantize_q8_K;
     t->types[GGML_TYPE_F16].from_float = quantize_f16;

@@ -849,6 +849,10 @@ INLINE void kblock_x4(struct kblock *k, __m256i s16, const uint8_t *q0)
 #define GKX_REDUCE4(v0, v1, v2, v3) reduce4_512(v0, v1, v2, v3)
 #include "gemmk_x4_body.h"
 
+/* Q6_K x4 (repack.h): four rows per vector, one per 128-bit lane. */
+#define Q6X_W 512
+#include "gemm_q6kx4_body.h"
+
 DEFINE_GEMM(gemm_q4_K, gemmK, GGML_TYPE_Q4_K)
 DEFINE_GEMM(gemm_q5_K, gemmK, GGML_TYPE_Q5_K)
 DEFINE_GEMM(gemm_q6_K, gemmK, GGML_TYPE_Q6_K)
@@ -995,6 +999,7 @@ void kernels_fill_avx512(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
+    kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
     kernels_fill_gemm_avx512(t);
     kernels_fill_ops_avx512(t);
     kernels_fill_attention_avx512(t);
