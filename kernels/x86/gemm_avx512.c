@@ -730,8 +730,8 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                 uint32_t *wt = wi + (size_t)(t - t0) * LR * (size_t)(n / 4);
                 /* row r's blocks: at rowp[r] + b bstep[r], in GGUF's layout
                  * (xr[r] = -1) or row xr[r] of an x4 group's tiles (Q4_K:
-                 * read in place; only a matrix's last n_rows % 4 rows are
-                 * not in a group) */
+                 * read in place, Q6_K: each block copied back; only a
+                 * matrix's last n_rows % 4 rows are not in a group) */
                 const uint8_t *rowp[LR];
                 size_t bstep[LR];
                 int xr[LR];
@@ -748,6 +748,13 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     UNROLL
                     for (int r = 0; r < LR; r++) {
                         uint8_t *ub = u + 256 * r;
+                        if (r < nr && xr[r] >= 0 && type != GGML_TYPE_Q4_K) {
+                            /* other x4 layouts (Q6_K): the block put back in GGUF's layout first */
+                            block_q6_K xb;
+                            repack_x4_block((uint32_t)type, rowp[r], nb, xr[r], b, &xb);
+                            cs[r] = unpack_blockK(type, (const uint8_t *)&xb, -1, ub, tb, r);
+                            continue;
+                        }
                         if (r < nr) {
                             cs[r] = unpack_blockK(type, rowp[r] + (size_t)b * bstep[r], xr[r], ub, tb, r);
                             continue;
