@@ -328,6 +328,30 @@ NEON_INLINE void NEON_FN(gmk4_pack)(int64_t nb, const char *w, size_t w_row, int
     }
 }
 
+/* The float step of a Q4_K super-block for four rows (lanes) and NT tokens,
+ * in the reference's order: acc += (d yd) isum, then acc -= (dmin yd) summ,
+ * where summ = sum_j m[j][r] * (the activations' sum over sub-block j), from
+ * the bsums; m01..m67 hold the four rows' mins as int16, two sub-blocks each. */
+NEON_INLINE void NEON_FN(k4_step)(const int NT, float32x4_t acc[4], const int32x4_t isum[4], int16x8_t m01,
+                                  int16x8_t m23, int16x8_t m45, int16x8_t m67, float32x4_t d, float32x4_t dmin,
+                                  const block_q8_K *yb[4])
+{
+    for (int t = 0; t < NT; t++) {
+        const int16x8_t s = vpaddq_s16(vld1q_s16(yb[t]->bsums), vld1q_s16(yb[t]->bsums + 8));
+        int32x4_t summ = vmull_laneq_s16(vget_low_s16(m01), s, 0);
+        summ = vmlal_high_laneq_s16(summ, m01, s, 1);
+        summ = vmlal_laneq_s16(summ, vget_low_s16(m23), s, 2);
+        summ = vmlal_high_laneq_s16(summ, m23, s, 3);
+        summ = vmlal_laneq_s16(summ, vget_low_s16(m45), s, 4);
+        summ = vmlal_high_laneq_s16(summ, m45, s, 5);
+        summ = vmlal_laneq_s16(summ, vget_low_s16(m67), s, 6);
+        summ = vmlal_high_laneq_s16(summ, m67, s, 7);
+        const float yd = yb[t]->d;
+        acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yd), vcvtq_f32_s32(isum[t])));
+        acc[t] = vsubq_f32(acc[t], vmulq_f32(vmulq_n_f32(dmin, yd), vcvtq_f32_s32(summ)));
+    }
+}
+
 NEON_INLINE void NEON_FN(gmk4_run)(const int NT, int64_t nb, const int8_t *pk, const char *a, size_t a_row, float *y,
                                    size_t ys)
 {
@@ -352,21 +376,7 @@ NEON_INLINE void NEON_FN(gmk4_run)(const int NT, int64_t nb, const int8_t *pk, c
         const int16_t *mp = (const int16_t *)(pk + 1152);
         const int16x8_t m01 = vld1q_s16(mp), m23 = vld1q_s16(mp + 8), m45 = vld1q_s16(mp + 16), m67 = vld1q_s16(mp + 24);
         const float32x4_t d = vld1q_f32((const float *)(pk + 1216)), dmin = vld1q_f32((const float *)(pk + 1232));
-        for (int t = 0; t < NT; t++) {
-            /* sub-block sums of the activations, then sum_j m[j][r] * s[j] */
-            const int16x8_t s = vpaddq_s16(vld1q_s16(yb[t]->bsums), vld1q_s16(yb[t]->bsums + 8));
-            int32x4_t summ = vmull_laneq_s16(vget_low_s16(m01), s, 0);
-            summ = vmlal_high_laneq_s16(summ, m01, s, 1);
-            summ = vmlal_laneq_s16(summ, vget_low_s16(m23), s, 2);
-            summ = vmlal_high_laneq_s16(summ, m23, s, 3);
-            summ = vmlal_laneq_s16(summ, vget_low_s16(m45), s, 4);
-            summ = vmlal_high_laneq_s16(summ, m45, s, 5);
-            summ = vmlal_laneq_s16(summ, vget_low_s16(m67), s, 6);
-            summ = vmlal_high_laneq_s16(summ, m67, s, 7);
-            const float yd = yb[t]->d;
-            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yd), vcvtq_f32_s32(isum[t])));
-            acc[t] = vsubq_f32(acc[t], vmulq_f32(vmulq_n_f32(dmin, yd), vcvtq_f32_s32(summ)));
-        }
+        NEON_FN(k4_step)(NT, acc, isum, m01, m23, m45, m67, d, dmin, yb);
     }
     NEON_FN(gm_store)(NT, acc, y, ys);
 }
@@ -640,20 +650,7 @@ NEON_INLINE void NEON_FN(x4k_tile)(const int NT, int64_t n, const char *w, const
         const int16x8_t m67 = vreinterpretq_s16_u16(vmovl_high_u8(mt47));
         const float16x8_t dh = vreinterpretq_f16_u8(vld1q_u8(tile + repack_x4k_d(0))); /* d[4], dmin[4] */
         const float32x4_t d = vcvt_f32_f16(vget_low_f16(dh)), dmin = vcvt_high_f32_f16(dh);
-        for (int t = 0; t < NT; t++) {
-            const int16x8_t s = vpaddq_s16(vld1q_s16(yb[t]->bsums), vld1q_s16(yb[t]->bsums + 8));
-            int32x4_t summ = vmull_laneq_s16(vget_low_s16(m01), s, 0);
-            summ = vmlal_high_laneq_s16(summ, m01, s, 1);
-            summ = vmlal_laneq_s16(summ, vget_low_s16(m23), s, 2);
-            summ = vmlal_high_laneq_s16(summ, m23, s, 3);
-            summ = vmlal_laneq_s16(summ, vget_low_s16(m45), s, 4);
-            summ = vmlal_high_laneq_s16(summ, m45, s, 5);
-            summ = vmlal_laneq_s16(summ, vget_low_s16(m67), s, 6);
-            summ = vmlal_high_laneq_s16(summ, m67, s, 7);
-            const float yd = yb[t]->d;
-            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yd), vcvtq_f32_s32(isum[t])));
-            acc[t] = vsubq_f32(acc[t], vmulq_f32(vmulq_n_f32(dmin, yd), vcvtq_f32_s32(summ)));
-        }
+        NEON_FN(k4_step)(NT, acc, isum, m01, m23, m45, m67, d, dmin, yb);
     }
     NEON_FN(gm_store)(NT, acc, y, ys);
 }
