@@ -233,21 +233,41 @@ static void moe_down_run(void *ctx, int64_t i0, int64_t i1)
     }
 }
 
+/* o[i] = (first ? 0 : o[i]) + y[i] * w, product and sum each rounded (the
+ * build has no FMA contraction): the bits of a memset to 0 then adds.  In
+ * runs of 16, which the compiler vectorizes at -O2 (the plain loop stayed
+ * scalar, ~5% of the experts' CPU time in a 512-token batch). */
+static void add_scaled(float *restrict o, const float *restrict y, float w, int64_t n, bool first)
+{
+    int64_t i = 0;
+    if (first) {
+        for (; i + 16 <= n; i += 16)
+            for (int j = 0; j < 16; j++)
+                o[i + j] = 0.0f + y[i + j] * w;
+        for (; i < n; i++)
+            o[i] = 0.0f + y[i] * w;
+        return;
+    }
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++)
+            o[i + j] += y[i + j] * w;
+    for (; i < n; i++)
+        o[i] += y[i] * w;
+}
+
 /* out rows of tokens [t0, t1): each pair's weighted share, the token's
- * pairs in ascending expert order (tpair) */
+ * pairs in ascending expert order (tpair), added to 0 */
 static void moe_sum_run(void *ctx, int64_t t0, int64_t t1)
 {
     struct moe_run *r = ctx;
     const int64_t D = r->D;
     for (int64_t t = t0; t < t1; t++) {
         float *o = r->out + t * D;
-        memset(o, 0, (size_t)D * sizeof(float));
+        if (r->K == 0)
+            memset(o, 0, (size_t)D * sizeof(float));
         for (int k = 0; k < r->K; k++) {
             const int64_t p = r->tpair[t * r->K + k];
-            const float *y = r->yd + p * D;
-            const float w = r->lw[p];
-            for (int64_t i = 0; i < D; i++)
-                o[i] += y[i] * w;
+            add_scaled(o, r->yd + p * D, r->lw[p], D, k == 0);
         }
     }
 }
