@@ -499,6 +499,7 @@ static void test_fused_shapes(void **state)
     fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, 256, 768, 16, 2, 300, false); /* Q8_K blocks: items of 256s */
     fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, 256, 768, 3, 2, 40, true);    /* few experts: split rows */
     fused_case(GGML_TYPE_F32, GGML_TYPE_F32, 48, 40, 5, 2, 33, false);       /* float: items of 16 rows */
+    fused_case(GGML_TYPE_F32, GGML_TYPE_F32, 56, 40, 5, 3, 33, false);       /* a sum's tail: d % 16 == 8 */
     fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, 256, 512, 4, 2, 70, true);    /* x4: merged, down of 256 */
     fused_case(GGML_TYPE_Q4_0, GGML_TYPE_Q4_0, 160, 96, 5, 2, 40, false);   /* x4 Q4_0: tails of 5 blocks */
 }
