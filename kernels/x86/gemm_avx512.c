@@ -620,15 +620,23 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, int xr, uint8_t
         return _mm256_add_epi32(acc, _mm256_setr_epi32(-128 * 32 * ssum, 0, 0, 0, 0, 0, 0, 0));
     }
     if (type == GGML_TYPE_Q6_K) {
+        /* GGUF's block, or (xr >= 0) row xr of a Q6_K x4 tile (repack.h),
+         * read in place: ql and qh in 16-byte pieces, two per load */
         const block_q6_K *x = (const block_q6_K *)blk;
+        const uint8_t *scp = xr >= 0 ? blk + repack_x6k_sc(xr) : (const uint8_t *)x->scales;
         const __m256i m2 = _mm256_set1_epi8(0x30);
-        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x->scales));
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)scp));
         UNROLL
         for (int h = 0; h < 2; h++) {
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+            const __m256i qh = xr >= 0 ? _mm256_loadu2_m128i((const __m128i *)(blk + repack_x6k_qh(xr, 2 * h + 1)),
+                                                             (const __m128i *)(blk + repack_x6k_qh(xr, 2 * h)))
+                                       : _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
             UNROLL
             for (int j = 0; j < 4; j++) {
-                const __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (j & 1)));
+                const int pc = 4 * h + 2 * (j & 1); /* ql bytes 64h + 32(j & 1): pieces pc, pc + 1 */
+                const __m256i ql = xr >= 0 ? _mm256_loadu2_m128i((const __m128i *)(blk + repack_x6k_ql(xr, pc + 1)),
+                                                                 (const __m128i *)(blk + repack_x6k_ql(xr, pc)))
+                                           : _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (j & 1)));
                 const __m256i lo4 = j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
                 const __m256i hi2 = j == 0 ? _mm256_slli_epi16(qh, 4)
                                     : j == 1 ? _mm256_slli_epi16(qh, 2)
@@ -644,10 +652,10 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, int xr, uint8_t
         }
         int ssum = 0; /* u = q + 32: take off 32 * 16 * sum_j sc_j */
         for (int j = 0; j < 16; j++) {
-            tm->sc[r][j] = x->scales[j];
-            ssum += x->scales[j];
+            tm->sc[r][j] = (int8_t)scp[j];
+            ssum += (int8_t)scp[j];
         }
-        tm->d[r] = h2f(ld16(&x->d));
+        tm->d[r] = h2f(ld16(xr >= 0 ? blk + repack_x6k_d(xr) : (const uint8_t *)&x->d));
         return _mm256_add_epi32(acc, _mm256_setr_epi32(-512 * ssum, 0, 0, 0, 0, 0, 0, 0));
     }
     uint8_t sc[8], m[8], sw[12];
@@ -732,9 +740,9 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
             if (k) { /* block by block: the eight rows' block unpacked in L1, then interleaved */
                 uint32_t *wt = wi + (size_t)(t - t0) * LR * (size_t)(n / 4);
                 /* row r's blocks: at rowp[r] + b bstep[r], in GGUF's layout
-                 * (xr[r] = -1) or row xr[r] of an x4 group's tiles (Q4_K:
-                 * read in place, Q6_K: each block copied back; only a
-                 * matrix's last n_rows % 4 rows are not in a group) */
+                 * (xr[r] = -1) or row xr[r] of an x4 group's tiles (Q4_K,
+                 * Q6_K: read in place; only a matrix's last n_rows % 4 rows
+                 * are not in a group) */
                 const uint8_t *rowp[LR];
                 size_t bstep[LR];
                 int xr[LR];
@@ -742,7 +750,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     const int64_t row_i = r0 + r;
                     const bool grouped = x4 && row_i < n_rows / 4 * 4;
                     rowp[r] = wb + (size_t)(grouped ? row_i / 4 * 4 : row_i) * w_row;
-                    bstep[r] = grouped ? REPACK_X4K_TILE : kbytes(type);
+                    bstep[r] = !grouped ? kbytes(type) : type == GGML_TYPE_Q6_K ? REPACK_X6K_TILE : REPACK_X4K_TILE;
                     xr[r] = grouped ? (int)(row_i % 4) : -1;
                 }
                 for (int64_t b = 0; b < nb; b++) {
@@ -751,13 +759,6 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     UNROLL
                     for (int r = 0; r < LR; r++) {
                         uint8_t *ub = u + 256 * r;
-                        if (r < nr && xr[r] >= 0 && type != GGML_TYPE_Q4_K) {
-                            /* other x4 layouts (Q6_K): the block put back in GGUF's layout first */
-                            block_q6_K xb;
-                            repack_x4_block((uint32_t)type, rowp[r], nb, xr[r], b, &xb);
-                            cs[r] = unpack_blockK(type, (const uint8_t *)&xb, -1, ub, tb, r);
-                            continue;
-                        }
                         if (r < nr) {
                             cs[r] = unpack_blockK(type, rowp[r] + (size_t)b * bstep[r], xr[r], ub, tb, r);
                             continue;
