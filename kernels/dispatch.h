@@ -81,6 +81,25 @@ typedef void (*act_prep_fn)(int64_t n, const void *a, size_t a_row, int nt, void
 typedef void (*gemm_prep_fn)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, const void *prep,
                              float *y, size_t y_stride, int nt);
 
+/*
+ * Optional prepared form of gemm_many (prefill): the activations are
+ * reorganized for the tiles (e.g. transposed so that vector lanes hold
+ * tokens) once per matmul instead of once per call, i.e. once per row range
+ * a thread takes, and every thread and row range reads that one copy.  As
+ * with act_prep above, the prep comes in groups of tokens:
+ * many_prep(n, a, a_row, nt, prep) writes the prep of nt (1 ..
+ * many_prep_tok) activation rows at a, many_prep_bytes bytes per 32
+ * elements of n, into prep (64-byte aligned; a group holds
+ * (n / 32) * many_prep_bytes bytes, also a multiple of 64).  Then
+ * gemm_many_prep is gemm_many with `prep` pointing at the groups of its
+ * tokens, one after another (its first token starts a group), under
+ * gemm_many's contract (vec_dot's bits; -1 when its own scratch cannot be
+ * had).  matmul uses it, when the type has all four fields, in place of
+ * gemm_many.
+ */
+typedef int (*gemm_many_prep_fn)(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a,
+                                 size_t a_row, const void *prep, int64_t n_tok, float *y, size_t y_stride);
+
 /* Per-type kernels, indexed by ggml type id.  NULL entries: not supported. */
 struct kernel_type_ops {
     to_float_fn to_float;     /* dequantize a row of this type */
@@ -90,6 +109,10 @@ struct kernel_type_ops {
     gemm_many_fn gemm_many;   /* optional: many tokens at once (NULL: use gemm) */
     act_prep_fn act_prep;     /* optional, with gemm_prep: 2-4 token tiles on */
     gemm_prep_fn gemm_prep;   /* activation data made once per matmul */
+    act_prep_fn many_prep;    /* optional, with gemm_many_prep: gemm_many on */
+    gemm_many_prep_fn gemm_many_prep; /* activations prepared once per matmul */
+    uint16_t many_prep_tok;   /* tokens per group of many_prep */
+    uint16_t many_prep_bytes; /* its bytes per 32 elements per group */
     uint32_t vec_dot_type;    /* activation format vec_dot expects */
     uint32_t repack_type;     /* 0, or the x4 layout (repack.h) this variant's
                                * gemm runs faster on: the loader repacks

@@ -13,6 +13,9 @@
  *     thread passes its contiguous range of rows, with the tokens in chunks
  *     of MATMUL_MANY_TOK, to gemm_many (which reorganizes both operands for
  *     the vector units, see dispatch.h); if it cannot, the GEMM path below.
+ *     A type with many_prep (dispatch.h) has its activations reorganized
+ *     once per chunk of tokens, by all threads before the rows start, and
+ *     every row range reads that one copy (gemm_many_prep).
  *   GEMM, n_tok > 1: rows are grouped into blocks of about MATMUL_BLOCK_BYTES
  *     of weights (a whole number of tiles), tokens into blocks of
  *     MATMUL_TOK_BLOCK; a unit of work is one (row block, token block) pair,
@@ -324,8 +327,10 @@ struct mm {
     vec_dot_fn dot;
     gemm_fn gemm;
     gemm_many_fn many;
-    gemm_prep_fn gemm_prep; /* with prep: the prepared tiles (dispatch.h) */
-    const char *prep;       /* act_prep of each group of GEMM_TOKS tokens, */
+    gemm_prep_fn gemm_prep; /* with prep: the prepared tiles (dispatch.h), */
+    gemm_many_prep_fn many_prep; /* or the prepared gemm_many */
+    const char *prep;       /* act_prep (many_prep) of each group of */
+    int64_t prep_tok;       /* prep_tok tokens, */
     size_t prep_group;      /* prep_group bytes apart */
 };
 
@@ -338,7 +343,7 @@ static void mm_rows(const struct mm *m, int64_t o0, int64_t o1, int64_t t0, int6
         const int nt = (int)(t1 - t < GEMM_TOKS ? t1 - t : GEMM_TOKS);
         const char *a = m->a + (size_t)t * m->a_row;
         float *y = m->y + t * m->n_out;
-        if (m->prep) {
+        if (m->gemm_prep) {
             const char *p = m->prep + (size_t)(t / GEMM_TOKS) * m->prep_group; /* t0: a multiple of GEMM_TOKS */
             for (int64_t o = o0; o < o_tiles; o += GEMM_ROWS)
                 m->gemm_prep(m->n_in, m->w + (size_t)o * m->w_row, m->w_row, a, m->a_row, p, y + o,
@@ -371,8 +376,15 @@ static void mm_items_run(void *ctx, int64_t i0, int64_t i1)
         const int64_t o0 = u / it->n_tb * it->rows, t0 = u % it->n_tb * it->toks;
         const int64_t o1 = o0 + it->rows < m->n_out ? o0 + it->rows : m->n_out;
         const int64_t t1 = t0 + it->toks < m->n_tok ? t0 + it->toks : m->n_tok;
-        if (!m->many || m->many(m->n_in, m->w + (size_t)o0 * m->w_row, m->w_row, o1 - o0, m->a + (size_t)t0 * m->a_row,
-                                m->a_row, t1 - t0, m->y + t0 * m->n_out + o0, (size_t)m->n_out) != 0)
+        const char *w = m->w + (size_t)o0 * m->w_row, *a = m->a + (size_t)t0 * m->a_row;
+        float *y = m->y + t0 * m->n_out + o0;
+        int done = -1;
+        if (m->many_prep) /* t0: a multiple of MATMUL_MANY_TOK, so of prep_tok */
+            done = m->many_prep(m->n_in, w, m->w_row, o1 - o0, a, m->a_row,
+                                m->prep + (size_t)(t0 / m->prep_tok) * m->prep_group, t1 - t0, y, (size_t)m->n_out);
+        else if (m->many)
+            done = m->many(m->n_in, w, m->w_row, o1 - o0, a, m->a_row, t1 - t0, y, (size_t)m->n_out);
+        if (done != 0)
             mm_rows(m, o0, o1, t0, t1);
     }
 }
@@ -415,27 +427,62 @@ static void mm_run(const struct mm *m, bool parallel)
         mm_items_run(&it, 0, n_items);
 }
 
-/* The prep (dispatch.h) of each group of GEMM_TOKS tokens of m, when its
- * type has the pair and the batch is in their range: into a buffer of
- * *bytes from matmul_act_alloc, returned (NULL: none, plain gemm). */
-static void *mm_prep(struct mm *m, uint32_t wtype, int64_t many_min, size_t *bytes)
+/* A prep pass over groups of tokens, group after group (pool items). */
+struct mm_prep_run {
+    const struct mm *m;
+    act_prep_fn fn;
+    char *p;
+};
+
+static void mm_prep_run(void *ctx, int64_t g0, int64_t g1)
+{
+    const struct mm_prep_run *r = ctx;
+    const struct mm *m = r->m;
+    for (int64_t g = g0; g < g1; g++) {
+        const int64_t t = g * m->prep_tok, nt = m->n_tok - t < m->prep_tok ? m->n_tok - t : m->prep_tok;
+        r->fn(m->n_in, m->a + (size_t)t * m->a_row, m->a_row, (int)nt, r->p + (size_t)g * m->prep_group);
+    }
+}
+
+/* The prep (dispatch.h) of each group of tokens of m, when its type has a
+ * pair for the batch: act_prep/gemm_prep (groups of GEMM_TOKS) for 2 ..
+ * many_min - 1 tokens, many_prep/gemm_many_prep (groups of many_prep_tok)
+ * in place of gemm_many.  Into a buffer of *bytes from matmul_act_alloc,
+ * returned (NULL: none, plain gemm or gemm_many); the groups start at the
+ * first 64-byte boundary in it.  Made by the pool when `parallel`. */
+static void *mm_prep(struct mm *m, uint32_t wtype, int64_t many_min, bool parallel, size_t *bytes)
 {
     const struct kernel_type_ops *o = &kern.types[wtype];
-    if (!o->act_prep || !o->gemm_prep || m->n_tok < 2 || m->n_tok >= many_min || m->n_in % 32 != 0)
+    act_prep_fn fn;
+    size_t block;
+    if (m->many && o->many_prep && o->gemm_many_prep && o->many_prep_tok > 0 && o->many_prep_bytes > 0 &&
+        MATMUL_MANY_TOK % o->many_prep_tok == 0 && m->n_in % 32 == 0) {
+        fn = o->many_prep;
+        m->prep_tok = o->many_prep_tok;
+        block = o->many_prep_bytes;
+    } else if (o->act_prep && o->gemm_prep && m->n_tok >= 2 && m->n_tok < many_min && m->n_in % 32 == 0) {
+        fn = o->act_prep;
+        m->prep_tok = GEMM_TOKS;
+        block = GEMM_PREP_BLOCK;
+    } else
         return NULL;
-    const size_t group = (size_t)(m->n_in / 32) * GEMM_PREP_BLOCK;
-    const int64_t groups = (m->n_tok + GEMM_TOKS - 1) / GEMM_TOKS;
-    *bytes = group * (size_t)groups;
+    const size_t group = (size_t)(m->n_in / 32) * block;
+    const int64_t groups = (m->n_tok + m->prep_tok - 1) / m->prep_tok;
+    *bytes = group * (size_t)groups + 64;
     char *p = matmul_act_alloc(*bytes);
     if (!p)
         return NULL;
-    for (int64_t g = 0; g < groups; g++) {
-        const int64_t t = g * GEMM_TOKS, nt = m->n_tok - t < GEMM_TOKS ? m->n_tok - t : GEMM_TOKS;
-        o->act_prep(m->n_in, m->a + (size_t)t * m->a_row, m->a_row, (int)nt, p + (size_t)g * group);
-    }
-    m->prep = p;
     m->prep_group = group;
-    m->gemm_prep = o->gemm_prep;
+    struct mm_prep_run r = {m, fn, p + (64 - (uintptr_t)p % 64) % 64};
+    if (parallel && groups > 1)
+        pool_for(groups, 1, mm_prep_run, &r);
+    else
+        mm_prep_run(&r, 0, groups);
+    m->prep = r.p;
+    if (fn == o->many_prep)
+        m->many_prep = o->gemm_many_prep;
+    else
+        m->gemm_prep = o->gemm_prep;
     return p;
 }
 
@@ -452,17 +499,25 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
         return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
 
     const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
-    struct mm m = {
-        .w = w, .a = xq, .y = y, .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .w_row = w_row,
-        .a_row = act_row, .dot = kern.types[wtype].vec_dot, .gemm = kern.types[wtype].gemm,
-        .many = n_tok >= many_min ? kern.types[wtype].gemm_many : NULL,
-    };
-    size_t prep_bytes = 0;
-    void *prep = mm_prep(&m, wtype, many_min, &prep_bytes);
-    const double work = (double)n_in * (double)n_out * (double)n_tok;
-    mm_run(&m, work >= MATMUL_PARALLEL_MIN && n_out > GEMM_ROWS);
-    if (prep)
-        matmul_act_release(prep, prep_bytes);
+    const bool many = n_tok >= many_min && kern.types[wtype].gemm_many;
+    /* gemm_many: chunks of MATMUL_MANY_TOK tokens, each prepared (when the
+     * type has many_prep) and then run, so the prep stays a chunk's size */
+    const int64_t chunk = many && kern.types[wtype].many_prep ? MATMUL_MANY_TOK : n_tok;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
+        const int64_t nt = n_tok - t0 < chunk ? n_tok - t0 : chunk;
+        struct mm m = {
+            .w = w, .a = (const char *)xq + (size_t)t0 * act_row, .y = y + t0 * n_out, .n_in = n_in,
+            .n_out = n_out, .n_tok = nt, .w_row = w_row, .a_row = act_row, .dot = kern.types[wtype].vec_dot,
+            .gemm = kern.types[wtype].gemm, .many = many ? kern.types[wtype].gemm_many : NULL,
+        };
+        const double work = (double)n_in * (double)n_out * (double)nt;
+        const bool parallel = work >= MATMUL_PARALLEL_MIN && n_out > GEMM_ROWS;
+        size_t prep_bytes = 0;
+        void *prep = mm_prep(&m, wtype, many_min, parallel, &prep_bytes);
+        mm_run(&m, parallel);
+        if (prep)
+            matmul_act_release(prep, prep_bytes);
+    }
     return INFER_OK;
 }
 

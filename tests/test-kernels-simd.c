@@ -373,23 +373,45 @@ static void check_many(const struct kernel_table *kt, uint32_t type, int64_t n, 
         fill_activations(x, n);
         kt->types[at].from_float(x, a + (size_t)t * arow, n);
     }
-    for (size_t i = 0; i < ys * (size_t)n_tok; i++)
-        y[i] = -1234.5f;
-    assert_int_equal(ops->gemm_many(n, w, wrow, n_rows, a, arow, n_tok, y, ys), 0);
-    for (int64_t t = 0; t < n_tok; t++) {
-        for (size_t r = 0; r < ys; r++) {
-            const float got = y[(size_t)t * ys + r];
-            if (r >= (size_t)n_rows) {
-                assert_true(got == -1234.5f);
-                continue;
-            }
-            const float want = ops->vec_dot(n, w + r * wrow, a + (size_t)t * arow);
-            if (memcmp(&got, &want, 4) != 0)
-                fail_msg("%s %s n=%lld rows=%lld toks=%lld: gemm_many[%lld][%zu] = %.9g, vec_dot %.9g", kt->name,
-                         tname(type), (long long)n, (long long)n_rows, (long long)n_tok, (long long)t, r,
-                         (double)got, (double)want);
+    /* gemm_many, then (where the type has it) gemm_many_prep on the
+     * activations prepared group by group as matmul does */
+    void *prep = NULL;
+    const bool has_prep = ops->many_prep && ops->gemm_many_prep;
+    if (has_prep) {
+        assert_true(ops->many_prep_tok > 0 && ops->many_prep_bytes > 0);
+        const size_t group = (size_t)(n / 32) * ops->many_prep_bytes;
+        assert_int_equal(group % 64, 0);
+        const int64_t groups = (n_tok + ops->many_prep_tok - 1) / ops->many_prep_tok;
+        prep = aligned_alloc(64, group * (size_t)groups);
+        for (int64_t g = 0; g < groups; g++) {
+            const int64_t t = g * ops->many_prep_tok;
+            const int nt = (int)(n_tok - t < ops->many_prep_tok ? n_tok - t : ops->many_prep_tok);
+            ops->many_prep(n, a + (size_t)t * arow, arow, nt, (char *)prep + (size_t)g * group);
         }
     }
+    for (int pass = 0; pass < (has_prep ? 2 : 1); pass++) {
+        for (size_t i = 0; i < ys * (size_t)n_tok; i++)
+            y[i] = -1234.5f;
+        if (pass == 0)
+            assert_int_equal(ops->gemm_many(n, w, wrow, n_rows, a, arow, n_tok, y, ys), 0);
+        else
+            assert_int_equal(ops->gemm_many_prep(n, w, wrow, n_rows, a, arow, prep, n_tok, y, ys), 0);
+        for (int64_t t = 0; t < n_tok; t++) {
+            for (size_t r = 0; r < ys; r++) {
+                const float got = y[(size_t)t * ys + r];
+                if (r >= (size_t)n_rows) {
+                    assert_true(got == -1234.5f);
+                    continue;
+                }
+                const float want = ops->vec_dot(n, w + r * wrow, a + (size_t)t * arow);
+                if (memcmp(&got, &want, 4) != 0)
+                    fail_msg("%s %s n=%lld rows=%lld toks=%lld: gemm_many%s[%lld][%zu] = %.9g, vec_dot %.9g",
+                             kt->name, tname(type), (long long)n, (long long)n_rows, (long long)n_tok,
+                             pass ? "_prep" : "", (long long)t, r, (double)got, (double)want);
+            }
+        }
+    }
+    free(prep);
     free(wbuf);
     free(a);
     free(x);
@@ -492,6 +514,7 @@ static void test_matmul(void **state)
                 check_matmul(kt, type, ns[(ri + (size_t)nt) % (size_t)nl], rows[ri], nt, &worst);
         }
         check_matmul(kt, type, ns[0], 37, 70, &worst); /* two token blocks */
+        check_matmul(kt, type, ns[0], 37, 530, &worst); /* gemm_many: two chunks of tokens (and of their prep) */
         print_message("  %-7s %-5s matmul: max normalized error vs ref %.3g\n", kt->name, tname(type), worst);
     }
 }

@@ -620,15 +620,23 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, int xr, uint8_t
         return _mm256_add_epi32(acc, _mm256_setr_epi32(-128 * 32 * ssum, 0, 0, 0, 0, 0, 0, 0));
     }
     if (type == GGML_TYPE_Q6_K) {
+        /* GGUF's block, or (xr >= 0) row xr of a Q6_K x4 tile (repack.h),
+         * read in place: ql and qh in 16-byte pieces, two per load */
         const block_q6_K *x = (const block_q6_K *)blk;
+        const uint8_t *scp = xr >= 0 ? blk + repack_x6k_sc(xr) : (const uint8_t *)x->scales;
         const __m256i m2 = _mm256_set1_epi8(0x30);
-        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x->scales));
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)scp));
         UNROLL
         for (int h = 0; h < 2; h++) {
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+            const __m256i qh = xr >= 0 ? _mm256_loadu2_m128i((const __m128i *)(blk + repack_x6k_qh(xr, 2 * h + 1)),
+                                                             (const __m128i *)(blk + repack_x6k_qh(xr, 2 * h)))
+                                       : _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
             UNROLL
             for (int j = 0; j < 4; j++) {
-                const __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (j & 1)));
+                const int pc = 4 * h + 2 * (j & 1); /* ql bytes 64h + 32(j & 1): pieces pc, pc + 1 */
+                const __m256i ql = xr >= 0 ? _mm256_loadu2_m128i((const __m128i *)(blk + repack_x6k_ql(xr, pc + 1)),
+                                                                 (const __m128i *)(blk + repack_x6k_ql(xr, pc)))
+                                           : _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (j & 1)));
                 const __m256i lo4 = j < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
                 const __m256i hi2 = j == 0 ? _mm256_slli_epi16(qh, 4)
                                     : j == 1 ? _mm256_slli_epi16(qh, 2)
@@ -644,10 +652,10 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, int xr, uint8_t
         }
         int ssum = 0; /* u = q + 32: take off 32 * 16 * sum_j sc_j */
         for (int j = 0; j < 16; j++) {
-            tm->sc[r][j] = x->scales[j];
-            ssum += x->scales[j];
+            tm->sc[r][j] = (int8_t)scp[j];
+            ssum += (int8_t)scp[j];
         }
-        tm->d[r] = h2f(ld16(&x->d));
+        tm->d[r] = h2f(ld16(xr >= 0 ? blk + repack_x6k_d(xr) : (const uint8_t *)&x->d));
         return _mm256_add_epi32(acc, _mm256_setr_epi32(-512 * ssum, 0, 0, 0, 0, 0, 0, 0));
     }
     uint8_t sc[8], m[8], sw[12];
@@ -689,14 +697,17 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, int xr, uint8_t
     return acc;
 }
 
+/* prep: the transposed activations of the call's tokens (act_pack's
+ * layout, made once per matmul by many_prep), or NULL: transposed here. */
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
-                size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4)
+                size_t a_row, const void *prep, int64_t n_tok, float *y, size_t ys, bool x4)
 {
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
                    type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
     const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
-    const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
+    const size_t act_bytes =
+        prep ? 0 : up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
     /* rows in blocks of rb tiles, unpacked first; each pass over a chunk of
      * the activations then serves all tiles of the block (gemm_pass.h) */
     const size_t f_tile = (size_t)ng * LR * LT; /* floats of one tile's accumulators */
@@ -708,7 +719,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     uint8_t *scratch = kernels_scratch(act_bytes + wi_bytes + tile_bytes + f_bytes + u_bytes + meta_bytes);
     if (!scratch)
         return -1;
-    void *act = scratch;
+    const void *act = prep ? prep : scratch;
     uint32_t *wi = (uint32_t *)(scratch + act_bytes);
     uint8_t *tile = scratch + act_bytes + wi_bytes;
     float *F = (float *)(scratch + act_bytes + wi_bytes + tile_bytes);
@@ -716,10 +727,10 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     void *meta = u + u_bytes;
     const uint8_t *wb = wv;
     const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
-    if (k)
-        act_pack(true, act, av, a_row, n_tok, nb);
-    else
-        act_pack(false, act, av, a_row, n_tok, nb);
+    if (!prep && k)
+        act_pack(true, scratch, av, a_row, n_tok, nb);
+    else if (!prep)
+        act_pack(false, scratch, av, a_row, n_tok, nb);
     for (int64_t t0 = 0; t0 < n_tiles; t0 += rb) {
         const int64_t t1 = t0 + rb < n_tiles ? t0 + rb : n_tiles;
         for (int64_t t = t0; t < t1; t++) {
@@ -729,9 +740,9 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
             if (k) { /* block by block: the eight rows' block unpacked in L1, then interleaved */
                 uint32_t *wt = wi + (size_t)(t - t0) * LR * (size_t)(n / 4);
                 /* row r's blocks: at rowp[r] + b bstep[r], in GGUF's layout
-                 * (xr[r] = -1) or row xr[r] of an x4 group's tiles (Q4_K:
-                 * read in place, Q6_K: each block copied back; only a
-                 * matrix's last n_rows % 4 rows are not in a group) */
+                 * (xr[r] = -1) or row xr[r] of an x4 group's tiles (Q4_K,
+                 * Q6_K: read in place; only a matrix's last n_rows % 4 rows
+                 * are not in a group) */
                 const uint8_t *rowp[LR];
                 size_t bstep[LR];
                 int xr[LR];
@@ -739,7 +750,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     const int64_t row_i = r0 + r;
                     const bool grouped = x4 && row_i < n_rows / 4 * 4;
                     rowp[r] = wb + (size_t)(grouped ? row_i / 4 * 4 : row_i) * w_row;
-                    bstep[r] = grouped ? REPACK_X4K_TILE : kbytes(type);
+                    bstep[r] = !grouped ? kbytes(type) : type == GGML_TYPE_Q6_K ? REPACK_X6K_TILE : REPACK_X4K_TILE;
                     xr[r] = grouped ? (int)(row_i % 4) : -1;
                 }
                 for (int64_t b = 0; b < nb; b++) {
@@ -748,13 +759,6 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     UNROLL
                     for (int r = 0; r < LR; r++) {
                         uint8_t *ub = u + 256 * r;
-                        if (r < nr && xr[r] >= 0 && type != GGML_TYPE_Q4_K) {
-                            /* other x4 layouts (Q6_K): the block put back in GGUF's layout first */
-                            block_q6_K xb;
-                            repack_x4_block((uint32_t)type, rowp[r], nb, xr[r], b, &xb);
-                            cs[r] = unpack_blockK(type, (const uint8_t *)&xb, -1, ub, tb, r);
-                            continue;
-                        }
                         if (r < nr) {
                             cs[r] = unpack_blockK(type, rowp[r] + (size_t)b * bstep[r], xr[r], ub, tb, r);
                             continue;
@@ -825,7 +829,12 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     static int NAME(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,       \
                     int64_t n_tok, float *y, size_t ys)                                                       \
     {                                                                                                         \
-        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys, X4);                                   \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, NULL, n_tok, y, ys, X4);                             \
+    }                                                                                                         \
+    static int NAME##_prep(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row, \
+                           const void *prep, int64_t n_tok, float *y, size_t ys)                              \
+    {                                                                                                         \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, prep, n_tok, y, ys, X4);                             \
     }
 
 DEFINE_MANY(many_q4_0, GGML_TYPE_Q4_0, false)
@@ -845,22 +854,49 @@ DEFINE_MANY(many_q5_0x4, GGML_TYPE_Q5_0, true)
 DEFINE_MANY(many_q4_Kx4, GGML_TYPE_Q4_K, true)
 DEFINE_MANY(many_q6_Kx4, GGML_TYPE_Q6_K, true)
 
+/* many_prep (dispatch.h): one group of LT tokens (nt <= LT) transposed as
+ * many() would, Q8_0 activations into act32 blocks, Q8_K into actK. */
+static void prep_act32(int64_t n, const void *a, size_t a_row, int nt, void *prep)
+{
+    act_pack(false, prep, a, a_row, nt, n / 32);
+}
+
+static void prep_actK(int64_t n, const void *a, size_t a_row, int nt, void *prep)
+{
+    act_pack(true, prep, a, a_row, nt, n / QK_K);
+}
+
+_Static_assert(sizeof(struct act32) % 64 == 0 && sizeof(struct act32) <= UINT16_MAX &&
+                   sizeof(struct actK) % (QK_K / 32) == 0 && sizeof(struct actK) / (QK_K / 32) <= UINT16_MAX,
+               "many_prep_bytes");
+
+static void set_many(struct kernel_table *t, uint32_t type, gemm_many_fn fn, gemm_many_prep_fn fn_prep, bool kq)
+{
+    t->types[type].gemm_many = fn;
+    t->types[type].gemm_many_prep = fn_prep;
+    t->types[type].many_prep = kq ? prep_actK : prep_act32;
+    t->types[type].many_prep_tok = LT;
+    t->types[type].many_prep_bytes = (uint16_t)(kq ? sizeof(struct actK) / (QK_K / 32) : sizeof(struct act32));
+}
+
 /* Measured (contrib/bench): with 16 lanes, gemm_many overtakes the gemm
  * tiles from about 10 tokens. */
 void kernels_fill_gemm_avx512(struct kernel_table *t)
 {
     t->many_min_tok = 10;
-    t->types[GGML_TYPE_Q4_0].gemm_many = many_q4_0;
-    t->types[GGML_TYPE_Q5_0].gemm_many = many_q5_0;
-    t->types[GGML_TYPE_Q8_0].gemm_many = many_q8_0;
-    t->types[GGML_TYPE_Q4_K].gemm_many = many_q4_K;
-    t->types[GGML_TYPE_Q5_K].gemm_many = many_q5_K;
-    t->types[GGML_TYPE_Q6_K].gemm_many = many_q6_K;
-    t->types[GGML_TYPE_Q2_K].gemm_many = many_q2_K;
-    t->types[GGML_TYPE_Q3_K].gemm_many = many_q3_K;
-    t->types[GGML_TYPE_IQ4_XS].gemm_many = many_iq4_xs;
-    t->types[INFER_TYPE_Q4_0_X4].gemm_many = many_q4_0x4;
-    t->types[INFER_TYPE_Q5_0_X4].gemm_many = many_q5_0x4;
-    t->types[INFER_TYPE_Q4_K_X4].gemm_many = many_q4_Kx4;
-    t->types[INFER_TYPE_Q6_K_X4].gemm_many = many_q6_Kx4;
+#define SET_MANY(TYPE, NAME, KQ) set_many(t, TYPE, NAME, NAME##_prep, KQ)
+    SET_MANY(GGML_TYPE_Q4_0, many_q4_0, false);
+    SET_MANY(GGML_TYPE_Q5_0, many_q5_0, false);
+    SET_MANY(GGML_TYPE_Q8_0, many_q8_0, false);
+    SET_MANY(GGML_TYPE_Q4_K, many_q4_K, true);
+    SET_MANY(GGML_TYPE_Q5_K, many_q5_K, true);
+    SET_MANY(GGML_TYPE_Q6_K, many_q6_K, true);
+    SET_MANY(GGML_TYPE_Q2_K, many_q2_K, true);
+    SET_MANY(GGML_TYPE_Q3_K, many_q3_K, true);
+    SET_MANY(GGML_TYPE_IQ4_XS, many_iq4_xs, true);
+    SET_MANY(INFER_TYPE_Q4_0_X4, many_q4_0x4, false);
+    SET_MANY(INFER_TYPE_Q5_0_X4, many_q5_0x4, false);
+    SET_MANY(INFER_TYPE_Q4_K_X4, many_q4_Kx4, true);
+    SET_MANY(INFER_TYPE_Q6_K_X4, many_q6_Kx4, true);
+#undef SET_MANY
 }
