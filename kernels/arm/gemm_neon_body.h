@@ -141,11 +141,13 @@ NEON_INLINE int32x4_t NEON_FN(gm_dot32)(const int8x16_t w[8], int8x16_t a0, int8
 #endif
 }
 
-/* Lane r: sum over 16 elements (4 packed vectors w) times a; |w| <= 32. */
-NEON_INLINE int32x4_t NEON_FN(gm_dot16)(const int8x16_t w[4], int8x16_t a)
+/* Lane r: init plus the sum over 16 elements (4 packed vectors w) of row
+ * r's quants times a; |w| <= 63 (NEON: four products of at most 63 * 128
+ * per int16 lane, 32256, exact). */
+NEON_INLINE int32x4_t NEON_FN(gm_dot16)(int32x4_t init, const int8x16_t w[4], int8x16_t a)
 {
 #if GEMM_SDOT
-    int32x4_t s = vdotq_laneq_s32(vdupq_n_s32(0), w[0], a, 0);
+    int32x4_t s = vdotq_laneq_s32(init, w[0], a, 0);
     s = vdotq_laneq_s32(s, w[1], a, 1);
     s = vdotq_laneq_s32(s, w[2], a, 2);
     return vdotq_laneq_s32(s, w[3], a, 3);
@@ -154,7 +156,7 @@ NEON_INLINE int32x4_t NEON_FN(gm_dot16)(const int8x16_t w[4], int8x16_t a)
     for (int r = 0; r < 4; r++)
         p[r] = vmlal_high_s8(vmull_s8(vget_low_s8(w[r]), vget_low_s8(a)), w[r], a);
     /* 2 -> 4 products per int16 lane, then widened: [r0 r0 r1 r1], [r2 r2 r3 r3] */
-    return vpaddq_s32(vpaddlq_s16(vpaddq_s16(p[0], p[1])), vpaddlq_s16(vpaddq_s16(p[2], p[3])));
+    return vaddq_s32(init, vpaddq_s32(vpaddlq_s16(vpaddq_s16(p[0], p[1])), vpaddlq_s16(vpaddq_s16(p[2], p[3]))));
 #endif
 }
 
@@ -389,37 +391,38 @@ NEON_INLINE void NEON_FN(gmk4_run)(const int NT, int64_t nb, const int8_t *pk, c
  * correction (the same exact integer). */
 #define GMK6_BYTES 1296
 
-NEON_INLINE void NEON_FN(gmk6_pack)(int64_t nb, const char *w, size_t w_row, int8_t *pk)
+/* x4: w is a group of Q6_K's x4 layout (repack.h), whose pieces of ql and
+ * qh lie 64 bytes apart instead of 16. */
+NEON_INLINE void NEON_FN(gmk6_pack)(const bool x4, int64_t nb, const char *w, size_t w_row, int8_t *pk)
 {
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03), m30 = vdupq_n_u8(0x30);
-    const uint8x16_t mc = vdupq_n_u8(0x0C), mc0 = vdupq_n_u8(0xC0);
     const int8x16_t s32 = vdupq_n_s8(32);
     for (int64_t b = 0; b < nb; b++, pk += GMK6_BYTES) {
         int8x16_t v[4][16];
         int32_t sc32[16][4];
         float d[4];
         for (int r = 0; r < 4; r++) {
-            const block_q6_K *x = (const block_q6_K *)(w + r * w_row) + b;
-            for (int h = 0; h < 2; h++) { /* as tile_q6_K: v[8h + g] holds elements 128h + 16g .. +15 */
-                const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
-                const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
-                const uint8x16_t l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
-                const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
-                int8x16_t *o = v[r] + 8 * h;
-                o[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h0, m3), 4)));
-                o[1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(h1, m3), 4)));
-                o[2] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(h0, mc), 2)));
-                o[3] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l3, m4), vshlq_n_u8(vandq_u8(h1, mc), 2)));
-                o[4] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30)));
-                o[5] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30)));
-                o[6] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l2, 4), vshrq_n_u8(vandq_u8(h0, mc0), 2)));
-                o[7] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l3, 4), vshrq_n_u8(vandq_u8(h1, mc0), 2)));
+            const uint8_t *ql, *qh;
+            const int8_t *sc;
+            ggml_half dh;
+            if (x4) {
+                const uint8_t *tile = (const uint8_t *)w + (size_t)b * REPACK_X6K_TILE;
+                ql = tile + repack_x6k_ql(r, 0);
+                qh = tile + repack_x6k_qh(r, 0);
+                sc = (const int8_t *)tile + repack_x6k_sc(r);
+                memcpy(&dh, tile + repack_x6k_d(r), sizeof(dh));
+            } else {
+                const block_q6_K *x = (const block_q6_K *)(w + r * w_row) + b;
+                ql = x->ql;
+                qh = x->qh;
+                sc = x->scales;
+                dh = x->d;
             }
+            NEON_FN(q6_unpack_at)(ql, qh, x4 ? 64 : 16, v[r]); /* v[r][g]: elements 16g .. 16g+15 */
             for (int g = 0; g < 16; g++) {
                 v[r][g] = vsubq_s8(v[r][g], s32);
-                sc32[g][r] = x->scales[g];
+                sc32[g][r] = sc[g];
             }
-            d[r] = neon_h2f(x->d);
+            d[r] = neon_h2f(dh);
         }
         for (int g = 0; g < 16; g++) {
             const int8x16_t rows[4] = {v[0][g], v[1][g], v[2][g], v[3][g]};
@@ -447,8 +450,8 @@ NEON_INLINE void NEON_FN(gmk6_run)(const int NT, int64_t nb, const int8_t *pk, c
             const int32x4_t sc1 = vld1q_s32((const int32_t *)(pk + 1024) + 4 * g + 4);
             for (int t = 0; t < NT; t++) {
                 const int8x16x2_t av = vld1q_s8_x2(yb[t]->qs + 16 * g);
-                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(w0.val, av.val[0]), sc0);
-                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(w1.val, av.val[1]), sc1);
+                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(vdupq_n_s32(0), w0.val, av.val[0]), sc0);
+                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(vdupq_n_s32(0), w1.val, av.val[1]), sc1);
             }
         }
         const float32x4_t d = vld1q_f32((const float *)(pk + 1280));
@@ -679,13 +682,118 @@ NEON_INLINE void NEON_FN(gmk4x4_pack)(int64_t nb, const char *w, int8_t *pk)
     }
 }
 
+/* ======================== Q6_K in the x4 layout ======================== */
+
+/*
+ * Decode's GEMV (and the 2-4 token tiles) on Q6_K's x4 layout (repack.h):
+ * per super-block column one 840-byte tile, read front to back.  A piece
+ * of ql or qh is 64 bytes, row r's 16 at 16 r: with SDOT one LD4 of 32-bit
+ * words makes vector k = elements 4k..4k+3 of rows 0-3, the layout
+ * gm_dot16 reads (one SDOT by element adds four products into each row's
+ * lane; plain NEON keeps the rows).  q6_bits unpacks bytewise, so it works
+ * on the transposed bytes alike: qh piece 2h+i with ql pieces 4h+i and
+ * 4h+2+i gives sub-blocks 8h+i, 8h+2+i, 8h+4+i, 8h+6+i of the four rows.
+ * The quants are unsigned (0..63) and their offset of 32 is each
+ * sub-block's start value, -32 bsums[g], so lane r holds row r's exact
+ * sum over sub-block g of (q - 32) p; times row r's scale g (an LD4 of the
+ * 64 scale bytes puts word g / 4 of row r in lane r, and two shifts take
+ * out byte g % 4, sign-extended) into isum: tile_q6_K's exact integer.
+ * Then vec_dot_q6_K's float step in the lanes: acc += (d * dy) * isum.
+ */
+
+/* Piece p of the four rows (64 bytes) as gm_dot16 reads them. */
+NEON_INLINE void NEON_FN(x6k_piece)(const uint8_t *p, uint8x16_t v[4])
+{
+#if GEMM_SDOT
+    const uint32x4x4_t x = vld4q_u32((const uint32_t *)p); /* val[k] lane r: word k of row r */
+    for (int k = 0; k < 4; k++)
+        v[k] = vreinterpretq_u8_u32(x.val[k]);
+#else
+    const uint8x16x4_t x = vld1q_u8_x4(p);
+    for (int k = 0; k < 4; k++)
+        v[k] = x.val[k];
+#endif
+}
+
+NEON_INLINE void NEON_FN(x6k_tile)(const int NT, int64_t n, const char *w, const char *a, size_t a_row, float *y,
+                                   size_t ys)
+{
+    const int64_t nb = n / QK_K;
+    const int16x4_t m32 = vdup_n_s16(-32);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = (const uint8_t *)w + (size_t)b * REPACK_X6K_TILE;
+        /* val[k] lane r: row r's scales 4k .. 4k+3 */
+        const int32x4x4_t sw = vld4q_s32((const int32_t *)(tile + repack_x6k_sc(0)));
+        const block_q8_K *yb[4];
+        int16x8_t bs[4][2];
+        int32x4_t isum[4];
+        for (int t = 0; t < NT; t++) {
+            yb[t] = (const block_q8_K *)(a + t * a_row) + b;
+            bs[t][0] = vld1q_s16(yb[t]->bsums);
+            bs[t][1] = vld1q_s16(yb[t]->bsums + 8);
+            isum[t] = vdupq_n_s32(0);
+        }
+/* sub-block g (a literal expression) of the four rows, wv: its quants */
+#define X6K_SUB(g, wv)                                                                                      \
+    do {                                                                                                    \
+        const int32x4_t sc_ = vshrq_n_s32(vshlq_n_s32(sw.val[(g) / 4], 24 - 8 * ((g) % 4)), 24);          \
+        for (int t = 0; t < NT; t++) {                                                                      \
+            const int32x4_t c_ = vmull_laneq_s16(m32, bs[t][(g) / 8], (g) % 8);                            \
+            isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(c_, wv, vld1q_s8(yb[t]->qs + 16 * (g))), sc_); \
+        }                                                                                                   \
+    } while (0)
+/* qh piece 2h+i with ql pieces 4h+i, 4h+2+i */
+#define X6K_PIECES(h, i)                                                                                    \
+    do {                                                                                                    \
+        uint8x16_t hq_[4], la_[4], lb_[4];                                                                  \
+        NEON_FN(x6k_piece)(tile + repack_x6k_qh(0, 2 * (h) + (i)), hq_);                                    \
+        NEON_FN(x6k_piece)(tile + repack_x6k_ql(0, 4 * (h) + (i)), la_);                                    \
+        NEON_FN(x6k_piece)(tile + repack_x6k_ql(0, 4 * (h) + 2 + (i)), lb_);                                \
+        int8x16_t o_[4][4]; /* [sub-block][k] */                                                            \
+        for (int k = 0; k < 4; k++) {                                                                       \
+            int8x16_t q_[4];                                                                                \
+            NEON_FN(q6_bits)(hq_[k], la_[k], lb_[k], q_);                                                   \
+            for (int j = 0; j < 4; j++)                                                                     \
+                o_[j][k] = q_[j];                                                                           \
+        }                                                                                                   \
+        X6K_SUB(8 * (h) + (i), o_[0]);                                                                      \
+        X6K_SUB(8 * (h) + 2 + (i), o_[1]);                                                                  \
+        X6K_SUB(8 * (h) + 4 + (i), o_[2]);                                                                  \
+        X6K_SUB(8 * (h) + 6 + (i), o_[3]);                                                                  \
+    } while (0)
+        X6K_PIECES(0, 0);
+        X6K_PIECES(0, 1);
+        X6K_PIECES(1, 0);
+        X6K_PIECES(1, 1);
+#undef X6K_PIECES
+#undef X6K_SUB
+        const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(tile + repack_x6k_d(0)))));
+        for (int t = 0; t < NT; t++)
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yb[t]->d), vcvtq_f32_s32(isum[t])));
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+static void NEON_FN(gemm_q6_Kx4)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,
+                                 size_t ys, int nt)
+{
+    (void)w_row; /* a group is contiguous */
+    switch (nt) {
+    case 1: NEON_FN(x6k_tile)(1, n, w, a, a_row, y, ys); break;
+    case 2: NEON_FN(x6k_tile)(2, n, w, a, a_row, y, ys); break;
+    case 3: NEON_FN(x6k_tile)(3, n, w, a, a_row, y, ys); break;
+    default: NEON_FN(x6k_tile)(4, n, w, a, a_row, y, ys); break;
+    }
+}
+
 /* ============================== the driver ============================== */
 
 /* Bytes per block of a group, and the packing and running of one group. */
 NEON_INLINE size_t NEON_FN(gm_bytes)(const int type)
 {
     return type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4 ? GMK4_BYTES
-           : type == GGML_TYPE_Q6_K                            ? GMK6_BYTES
+           : type == GGML_TYPE_Q6_K || type == INFER_TYPE_Q6_K_X4 ? GMK6_BYTES
                                                                : GM32_BYTES;
 }
 
@@ -695,8 +803,8 @@ NEON_INLINE void NEON_FN(gm_pack)(const int type, int64_t nb, const char *w, siz
         NEON_FN(gmk4_pack)(nb, w, w_row, pk);
     else if (type == INFER_TYPE_Q4_K_X4)
         NEON_FN(gmk4x4_pack)(nb, w, pk);
-    else if (type == GGML_TYPE_Q6_K)
-        NEON_FN(gmk6_pack)(nb, w, w_row, pk);
+    else if (type == GGML_TYPE_Q6_K || type == INFER_TYPE_Q6_K_X4)
+        NEON_FN(gmk6_pack)(type == INFER_TYPE_Q6_K_X4, nb, w, w_row, pk);
     else
         NEON_FN(gm32_pack)(type, nb, w, w_row, pk);
 }
@@ -708,7 +816,7 @@ NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const
 {
     if (type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4)
         NEON_FN(gmk4_run)(NT, nb, pk, a, a_row, y, ys);
-    else if (type == GGML_TYPE_Q6_K)
+    else if (type == GGML_TYPE_Q6_K || type == INFER_TYPE_Q6_K_X4)
         NEON_FN(gmk6_run)(NT, nb, pk, a, a_row, y, ys);
     else
         NEON_FN(gm32_run)(type, NT, nb, pk, pa, y, ys);
@@ -717,7 +825,8 @@ NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const
 NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, const char *w, size_t w_row, int64_t n_rows,
                                  const char *a, size_t a_row, int64_t n_tok, float *y, size_t ys)
 {
-    const bool k_quant = type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4 || type == GGML_TYPE_Q6_K;
+    const bool k_quant = type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4 || type == GGML_TYPE_Q6_K ||
+                         type == INFER_TYPE_Q6_K_X4;
     const int64_t nb = n / (k_quant ? QK_K : QK8_0);
     const size_t gbytes = (size_t)nb * NEON_FN(gm_bytes)(type);
     const size_t qbytes = k_quant ? 0 : (size_t)nb * GM32_BYTES; /* a packed token quad */
@@ -771,6 +880,7 @@ NEON_GEMM_MANY(q8_0, GGML_TYPE_Q8_0, vec_dot_q8_0_q8_0)
 NEON_GEMM_MANY(q4_K, GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K)
 NEON_GEMM_MANY(q4_Kx4, INFER_TYPE_Q4_K_X4, vec_dot_q4_K_q8_K)
 NEON_GEMM_MANY(q6_K, GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K)
+NEON_GEMM_MANY(q6_Kx4, INFER_TYPE_Q6_K_X4, vec_dot_q6_K_q8_K)
 
 /* Install the gemm_many kernels, from GM_MIN_TOK tokens on: the unpacking
  * of the weights is paid once per call, which 2-4 sequences decoding
@@ -791,5 +901,8 @@ static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
     kernels_use_x4(t, GGML_TYPE_Q4_K, NEON_FN(gemm_q4_Kx4));
     t->types[INFER_TYPE_Q4_K_X4].gemm_many = NEON_FN(gemm_many_q4_Kx4);
     t->types[GGML_TYPE_Q6_K].gemm_many = NEON_FN(gemm_many_q6_K);
+    /* Q6_K likewise (the x86 variants' layout) */
+    kernels_use_x4(t, GGML_TYPE_Q6_K, NEON_FN(gemm_q6_Kx4));
+    t->types[INFER_TYPE_Q6_K_X4].gemm_many = NEON_FN(gemm_many_q6_Kx4);
     t->many_min_tok = GM_MIN_TOK;
 }
