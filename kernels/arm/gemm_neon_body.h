@@ -172,25 +172,36 @@ NEON_INLINE void NEON_FN(gm_store)(const int NT, const float32x4_t acc[4], float
 /* Per block of a group: 128 bytes of quants, then the four rows' d as float. */
 #define GM32_BYTES 144
 
-/* Block b of row r (0-3) of a Q4_0 x4 group at g (repack.h): its quants
- * and its scale. */
-NEON_INLINE const uint8_t *NEON_FN(x4_qs)(const char *g, int r, int64_t b, int64_t nb)
+/* Block b of row r (0-3) of a Q4_0 or Q5_0 (type) x4 group at g
+ * (repack.h): its quants, its scale, and (Q5_0) its 32 fifth bits. */
+NEON_INLINE const uint8_t *NEON_FN(x4_qs)(const int type, const char *g, int r, int64_t b, int64_t nb)
 {
+    const size_t bs = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0);
     if (b < nb / 4 * 4)
-        return (const uint8_t *)g + repack_x4_qs(GGML_TYPE_Q4_0, r, b, sizeof(block_q4_0));
-    return (const uint8_t *)g + repack_x4_whole(r, b, nb, sizeof(block_q4_0)) + offsetof(block_q4_0, qs);
+        return (const uint8_t *)g + repack_x4_qs(type, r, b, bs);
+    return (const uint8_t *)g + repack_x4_whole(r, b, nb, bs) +
+           (type == GGML_TYPE_Q5_0 ? offsetof(block_q5_0, qs) : offsetof(block_q4_0, qs));
 }
-NEON_INLINE float NEON_FN(x4_d)(const char *g, int r, int64_t b, int64_t nb)
+NEON_INLINE float NEON_FN(x4_d)(const int type, const char *g, int r, int64_t b, int64_t nb)
 {
+    const size_t bs = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0);
     ggml_half d;
-    memcpy(&d,
-           g + (b < nb / 4 * 4 ? repack_x4_d(r, b, sizeof(block_q4_0)) : repack_x4_whole(r, b, nb, sizeof(block_q4_0))),
-           sizeof(d));
+    memcpy(&d, g + (b < nb / 4 * 4 ? repack_x4_d(r, b, bs) : repack_x4_whole(r, b, nb, bs)), sizeof(d));
     return neon_h2f(d);
 }
+NEON_INLINE void NEON_FN(x4_qh)(const char *g, int r, int64_t b, int64_t nb, uint8_t qh[4])
+{
+    const size_t bs = sizeof(block_q5_0);
+    if (b < nb / 4 * 4) {
+        memcpy(qh, g + repack_x4_qh(r, b, bs, 0), 2);
+        memcpy(qh + 2, g + repack_x4_qh(r, b, bs, 1), 2);
+    } else {
+        memcpy(qh, g + repack_x4_whole(r, b, nb, bs) + offsetof(block_q5_0, qh), 4);
+    }
+}
 
-/* type: Q4_0, Q5_0, Q8_0, or INFER_TYPE_Q4_0_X4 (w then points at a group
- * of the x4 layout). */
+/* type: Q4_0, Q5_0, Q8_0, or INFER_TYPE_Q4_0_X4 / INFER_TYPE_Q5_0_X4 (w
+ * then points at a group of the x4 layout). */
 NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, size_t w_row, int8_t *pk)
 {
     for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES) {
@@ -211,11 +222,21 @@ NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, s
                 lo[r] = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
                 hi[r] = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
                 d[r] = neon_h2f(x->d);
+            } else if (type == INFER_TYPE_Q5_0_X4) { /* the same from the x4 layout */
+                const uint8x16_t m4 = vdupq_n_u8(0x0F), v16 = vdupq_n_u8(16);
+                uint8_t qh[4];
+                NEON_FN(x4_qh)(w, r, b, nb, qh);
+                uint8x16_t set_lo, set_hi;
+                neon_q5_bits(qh, &set_lo, &set_hi);
+                const uint8x16_t q = vld1q_u8(NEON_FN(x4_qs)(GGML_TYPE_Q5_0, w, r, b, nb));
+                lo[r] = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
+                hi[r] = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
+                d[r] = NEON_FN(x4_d)(GGML_TYPE_Q5_0, w, r, b, nb);
             } else if (type == INFER_TYPE_Q4_0_X4) {
-                const uint8x16_t q = vld1q_u8(NEON_FN(x4_qs)(w, r, b, nb));
+                const uint8x16_t q = vld1q_u8(NEON_FN(x4_qs)(GGML_TYPE_Q4_0, w, r, b, nb));
                 lo[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
                 hi[r] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
-                d[r] = NEON_FN(x4_d)(w, r, b, nb);
+                d[r] = NEON_FN(x4_d)(GGML_TYPE_Q4_0, w, r, b, nb);
             } else {
                 const block_q4_0 *x = (const block_q4_0 *)(w + r * w_row) + b;
                 const uint8x16_t q = vld1q_u8(x->qs);
@@ -250,9 +271,10 @@ NEON_INLINE void NEON_FN(gm32_pack_act)(int64_t nb, const char *a, size_t a_row,
 
 /* Four tokens (packed at pa) of a group (packed at pk); the first NT
  * outputs of each row go to y. */
-NEON_INLINE void NEON_FN(gm32_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
+NEON_INLINE void NEON_FN(gm32_run)(const int xtype, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
                                    float *y, size_t ys)
 {
+    const int type = xtype == INFER_TYPE_Q5_0_X4 ? GGML_TYPE_Q5_0 : xtype; /* Q4_0 x4 runs as Q4_0 below */
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES, pa += GM32_BYTES) {
         const int8x16x4_t w0 = vld1q_s8_x4(pk), w1 = vld1q_s8_x4(pk + 64);
@@ -528,8 +550,8 @@ NEON_INLINE void NEON_FN(x4_tile)(const int NT, int64_t n, const char *w, const 
         uint8x16_t q[4];
         float d[4];
         for (int r = 0; r < 4; r++) {
-            q[r] = vld1q_u8(NEON_FN(x4_qs)(w, r, b, nb));
-            d[r] = NEON_FN(x4_d)(w, r, b, nb);
+            q[r] = vld1q_u8(NEON_FN(x4_qs)(GGML_TYPE_Q4_0, w, r, b, nb));
+            d[r] = NEON_FN(x4_d)(GGML_TYPE_Q4_0, w, r, b, nb);
         }
         NEON_FN(x4_nibbles)(q, lo, hi);
         NEON_FN(x4_block)(NT, lo, hi, vld1q_f32(d), b, a, a_row, acc);
@@ -787,6 +809,123 @@ static void NEON_FN(gemm_q6_Kx4)(int64_t n, const void *w, size_t w_row, const v
     }
 }
 
+/* ======================== Q5_0 in the x4 layout ======================== */
+
+/*
+ * Decode's GEMV (and the 2-4 token tiles) on Q5_0's x4 layout (repack.h,
+ * the x86 variants'): a tile of four block columns holds the four rows'
+ * sixteen d (one LD4: a vector per block, lanes = rows), per block 16 bytes
+ * of fifth bits (row r's 16 for elements 0-15 at bits 16r.., those for
+ * 16-31 in the next 8 bytes) and 64 of quants (row r's 16 at 16 r).  The
+ * quants are brought into gm_dot32's layout as Q6_K's pieces are (x6k_piece:
+ * with SDOT vector w holds elements 4w..4w+3 (low nibbles) and 16+4w..
+ * (high) of rows 0-3; plain NEON keeps row r in vector r), so that the
+ * sums need no horizontal adds with SDOT.  The fifth bit of each byte: a
+ * TBL takes the byte of the inverted bits that holds it (x5_idx) and a
+ * CMTST tests it (x5_bit): 0xFF where the bit is clear, and q - 16 is then
+ * the nibble with 0xF0 on top where it is clear, as int8: one BSL (low
+ * nibbles) or SRI (high) per vector.  Each block's sums are exact and the
+ * float step is vec_dot_q5_0's, (dx * dy) * (float)sumi, in the lanes; the
+ * block columns past the tiles are GGUF's blocks, unpacked as gemv4_32's.
+ */
+#if GEMM_SDOT
+/* [half][w]: byte 4r + m of vector w is element 4w + m (+16 for half 1) of
+ * row r, whose bit is in byte 8 half + 2r + w / 2, bit 4 (w % 2) + m */
+static const uint8_t NEON_FN(x5_idx)[2][4][16] = {{{0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6}, {0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6}, {1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7}, {1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7}},
+    {{8, 8, 8, 8, 10, 10, 10, 10, 12, 12, 12, 12, 14, 14, 14, 14}, {8, 8, 8, 8, 10, 10, 10, 10, 12, 12, 12, 12, 14, 14, 14, 14}, {9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15}, {9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15}}};
+static const uint8_t NEON_FN(x5_bit)[4][16] = {{1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8},
+    {16, 32, 64, 128, 16, 32, 64, 128, 16, 32, 64, 128, 16, 32, 64, 128},
+    {1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8},
+    {16, 32, 64, 128, 16, 32, 64, 128, 16, 32, 64, 128, 16, 32, 64, 128}};
+#else
+/* [half][r]: byte i of row r's vector is element i (+16), in byte
+ * 8 half + 2r + i / 8 of the bits, bit i % 8 */
+static const uint8_t NEON_FN(x5_idx)[2][4][16] = {{{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}, {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5}, {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7}},
+    {{8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9}, {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11}, {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13}, {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}}};
+static const uint8_t NEON_FN(x5_bit)[4][16] = {{1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128},
+    {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128},
+    {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128},
+    {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128}};
+#endif
+
+/* The float step of a block for NT tokens: lane r of s[t] is row r's sum. */
+NEON_INLINE void NEON_FN(x5_step)(const int NT, const int32x4_t s[4], float32x4_t dx, int64_t b, const char *a,
+                                  size_t a_row, float32x4_t acc[4])
+{
+    for (int t = 0; t < NT; t++) {
+        const float dy = neon_h2f(((const block_q8_0 *)(a + t * a_row) + b)->d);
+        acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(dx, dy), vcvtq_f32_s32(s[t])));
+    }
+}
+
+NEON_INLINE void NEON_FN(x5_tile)(const int NT, int64_t n, const char *w, const char *a, size_t a_row, float *y,
+                                  size_t ys)
+{
+    const int64_t nb = n / QK8_0, nb4 = nb / 4 * 4;
+    const size_t bs = sizeof(block_q5_0);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    int32x4_t s[4];
+    for (int64_t j = 0; j < nb4; j += 4) {
+        const uint16x4x4_t dh = vld4_u16((const uint16_t *)(w + repack_x4_tile(j, bs))); /* val[k] lane r: row r, block j + k */
+        const uint8x16x4_t hb = vld1q_u8_x4((const uint8_t *)w + repack_x4_qh(0, j, bs, 0)); /* val[k]: block j + k */
+        for (int k = 0; k < 4; k++) {
+            const uint8x16_t clear = vmvnq_u8(hb.val[k]);
+            uint8x16_t q[4];
+            NEON_FN(x6k_piece)((const uint8_t *)w + repack_x4_qs(GGML_TYPE_Q5_0, 0, j + k, bs), q);
+            int8x16_t wv[8]; /* as gm_dot32 reads them */
+            for (int v = 0; v < 4; v++) {
+                const uint8x16_t bit = vld1q_u8(NEON_FN(x5_bit)[v]);
+                const uint8x16_t c0 = vtstq_u8(vqtbl1q_u8(clear, vld1q_u8(NEON_FN(x5_idx)[0][v])), bit);
+                const uint8x16_t c1 = vtstq_u8(vqtbl1q_u8(clear, vld1q_u8(NEON_FN(x5_idx)[1][v])), bit);
+                const int8x16_t lo = vreinterpretq_s8_u8(vbslq_u8(m4, q[v], c0));
+                const int8x16_t hi = vreinterpretq_s8_u8(vsriq_n_u8(c1, q[v], 4));
+#if GEMM_SDOT
+                wv[v] = lo;
+                wv[4 + v] = hi;
+#else
+                wv[2 * v] = lo;
+                wv[2 * v + 1] = hi;
+#endif
+            }
+            for (int t = 0; t < NT; t++) {
+                const int8x16x2_t av = vld1q_s8_x2(((const block_q8_0 *)(a + t * a_row) + j + k)->qs);
+                s[t] = NEON_FN(gm_dot32)(wv, av.val[0], av.val[1], 1);
+            }
+            NEON_FN(x5_step)(NT, s, vcvt_f32_f16(vreinterpret_f16_u16(dh.val[k])), j + k, a, a_row, acc);
+        }
+    }
+    for (int64_t b = nb4; b < nb; b++) { /* GGUF's blocks, four rows side by side */
+        int8x16_t lo[4], hi[4];
+        float d[4];
+        for (int r = 0; r < 4; r++) {
+            NEON_FN(row32)(GGML_TYPE_Q5_0, w + repack_x4_whole(r, b, nb, bs), &lo[r], &hi[r]);
+            d[r] = NEON_FN(x4_d)(GGML_TYPE_Q5_0, w, r, b, nb);
+        }
+        for (int t = 0; t < NT; t++) {
+            const int8x16x2_t av = vld1q_s8_x2(((const block_q8_0 *)(a + t * a_row) + b)->qs);
+            int32x4_t v[4];
+            for (int r = 0; r < 4; r++)
+                v[r] = NEON_FN(dot32)(GGML_TYPE_Q5_0, lo[r], hi[r], av.val[0], av.val[1]);
+            s[t] = vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3]));
+        }
+        NEON_FN(x5_step)(NT, s, vld1q_f32(d), b, a, a_row, acc);
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+static void NEON_FN(gemm_q5_0x4)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,
+                                 size_t ys, int nt)
+{
+    (void)w_row;
+    switch (nt) {
+    case 1: NEON_FN(x5_tile)(1, n, w, a, a_row, y, ys); break;
+    case 2: NEON_FN(x5_tile)(2, n, w, a, a_row, y, ys); break;
+    case 3: NEON_FN(x5_tile)(3, n, w, a, a_row, y, ys); break;
+    default: NEON_FN(x5_tile)(4, n, w, a, a_row, y, ys); break;
+    }
+}
+
 /* ============================== the driver ============================== */
 
 /* Bytes per block of a group, and the packing and running of one group. */
@@ -876,6 +1015,7 @@ NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, cons
 NEON_GEMM_MANY(q4_0, GGML_TYPE_Q4_0, vec_dot_q4_0_q8_0)
 NEON_GEMM_MANY(q4_0x4, INFER_TYPE_Q4_0_X4, vec_dot_q4_0_q8_0)
 NEON_GEMM_MANY(q5_0, GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0)
+NEON_GEMM_MANY(q5_0x4, INFER_TYPE_Q5_0_X4, vec_dot_q5_0_q8_0)
 NEON_GEMM_MANY(q8_0, GGML_TYPE_Q8_0, vec_dot_q8_0_q8_0)
 NEON_GEMM_MANY(q4_K, GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K)
 NEON_GEMM_MANY(q4_Kx4, INFER_TYPE_Q4_K_X4, vec_dot_q4_K_q8_K)
@@ -890,6 +1030,8 @@ static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
 {
     t->types[GGML_TYPE_Q4_0].gemm_many = NEON_FN(gemm_many_q4_0);
     t->types[GGML_TYPE_Q5_0].gemm_many = NEON_FN(gemm_many_q5_0);
+    kernels_use_x4(t, GGML_TYPE_Q5_0, NEON_FN(gemm_q5_0x4)); /* the x86 variants' layout */
+    t->types[INFER_TYPE_Q5_0_X4].gemm_many = NEON_FN(gemm_many_q5_0x4);
     /* Q4_0 weights repacked at load into the x4 layout (repack.h; the cache
      * file is per variant); rows after the last group of four stay as they
      * were, so vec_dot is Q4_0's */
