@@ -141,11 +141,13 @@ NEON_INLINE int32x4_t NEON_FN(gm_dot32)(const int8x16_t w[8], int8x16_t a0, int8
 #endif
 }
 
-/* Lane r: sum over 16 elements (4 packed vectors w) times a; |w| <= 32. */
-NEON_INLINE int32x4_t NEON_FN(gm_dot16)(const int8x16_t w[4], int8x16_t a)
+/* Lane r: init plus the sum over 16 elements (4 packed vectors w) of row
+ * r's quants times a; |w| <= 63 (NEON: four products of at most 63 * 128
+ * per int16 lane, 32256, exact). */
+NEON_INLINE int32x4_t NEON_FN(gm_dot16)(int32x4_t init, const int8x16_t w[4], int8x16_t a)
 {
 #if GEMM_SDOT
-    int32x4_t s = vdotq_laneq_s32(vdupq_n_s32(0), w[0], a, 0);
+    int32x4_t s = vdotq_laneq_s32(init, w[0], a, 0);
     s = vdotq_laneq_s32(s, w[1], a, 1);
     s = vdotq_laneq_s32(s, w[2], a, 2);
     return vdotq_laneq_s32(s, w[3], a, 3);
@@ -154,7 +156,7 @@ NEON_INLINE int32x4_t NEON_FN(gm_dot16)(const int8x16_t w[4], int8x16_t a)
     for (int r = 0; r < 4; r++)
         p[r] = vmlal_high_s8(vmull_s8(vget_low_s8(w[r]), vget_low_s8(a)), w[r], a);
     /* 2 -> 4 products per int16 lane, then widened: [r0 r0 r1 r1], [r2 r2 r3 r3] */
-    return vpaddq_s32(vpaddlq_s16(vpaddq_s16(p[0], p[1])), vpaddlq_s16(vpaddq_s16(p[2], p[3])));
+    return vaddq_s32(init, vpaddq_s32(vpaddlq_s16(vpaddq_s16(p[0], p[1])), vpaddlq_s16(vpaddq_s16(p[2], p[3]))));
 #endif
 }
 
@@ -170,25 +172,36 @@ NEON_INLINE void NEON_FN(gm_store)(const int NT, const float32x4_t acc[4], float
 /* Per block of a group: 128 bytes of quants, then the four rows' d as float. */
 #define GM32_BYTES 144
 
-/* Block b of row r (0-3) of a Q4_0 x4 group at g (repack.h): its quants
- * and its scale. */
-NEON_INLINE const uint8_t *NEON_FN(x4_qs)(const char *g, int r, int64_t b, int64_t nb)
+/* Block b of row r (0-3) of a Q4_0 or Q5_0 (type) x4 group at g
+ * (repack.h): its quants, its scale, and (Q5_0) its 32 fifth bits. */
+NEON_INLINE const uint8_t *NEON_FN(x4_qs)(const int type, const char *g, int r, int64_t b, int64_t nb)
 {
+    const size_t bs = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0);
     if (b < nb / 4 * 4)
-        return (const uint8_t *)g + repack_x4_qs(GGML_TYPE_Q4_0, r, b, sizeof(block_q4_0));
-    return (const uint8_t *)g + repack_x4_whole(r, b, nb, sizeof(block_q4_0)) + offsetof(block_q4_0, qs);
+        return (const uint8_t *)g + repack_x4_qs(type, r, b, bs);
+    return (const uint8_t *)g + repack_x4_whole(r, b, nb, bs) +
+           (type == GGML_TYPE_Q5_0 ? offsetof(block_q5_0, qs) : offsetof(block_q4_0, qs));
 }
-NEON_INLINE float NEON_FN(x4_d)(const char *g, int r, int64_t b, int64_t nb)
+NEON_INLINE float NEON_FN(x4_d)(const int type, const char *g, int r, int64_t b, int64_t nb)
 {
+    const size_t bs = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0);
     ggml_half d;
-    memcpy(&d,
-           g + (b < nb / 4 * 4 ? repack_x4_d(r, b, sizeof(block_q4_0)) : repack_x4_whole(r, b, nb, sizeof(block_q4_0))),
-           sizeof(d));
+    memcpy(&d, g + (b < nb / 4 * 4 ? repack_x4_d(r, b, bs) : repack_x4_whole(r, b, nb, bs)), sizeof(d));
     return neon_h2f(d);
 }
+NEON_INLINE void NEON_FN(x4_qh)(const char *g, int r, int64_t b, int64_t nb, uint8_t qh[4])
+{
+    const size_t bs = sizeof(block_q5_0);
+    if (b < nb / 4 * 4) {
+        memcpy(qh, g + repack_x4_qh(r, b, bs, 0), 2);
+        memcpy(qh + 2, g + repack_x4_qh(r, b, bs, 1), 2);
+    } else {
+        memcpy(qh, g + repack_x4_whole(r, b, nb, bs) + offsetof(block_q5_0, qh), 4);
+    }
+}
 
-/* type: Q4_0, Q5_0, Q8_0, or INFER_TYPE_Q4_0_X4 (w then points at a group
- * of the x4 layout). */
+/* type: Q4_0, Q5_0, Q8_0, or INFER_TYPE_Q4_0_X4 / INFER_TYPE_Q5_0_X4 (w
+ * then points at a group of the x4 layout). */
 NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, size_t w_row, int8_t *pk)
 {
     for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES) {
@@ -209,11 +222,21 @@ NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, s
                 lo[r] = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
                 hi[r] = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
                 d[r] = neon_h2f(x->d);
+            } else if (type == INFER_TYPE_Q5_0_X4) { /* the same from the x4 layout */
+                const uint8x16_t m4 = vdupq_n_u8(0x0F), v16 = vdupq_n_u8(16);
+                uint8_t qh[4];
+                NEON_FN(x4_qh)(w, r, b, nb, qh);
+                uint8x16_t set_lo, set_hi;
+                neon_q5_bits(qh, &set_lo, &set_hi);
+                const uint8x16_t q = vld1q_u8(NEON_FN(x4_qs)(GGML_TYPE_Q5_0, w, r, b, nb));
+                lo[r] = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
+                hi[r] = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
+                d[r] = NEON_FN(x4_d)(GGML_TYPE_Q5_0, w, r, b, nb);
             } else if (type == INFER_TYPE_Q4_0_X4) {
-                const uint8x16_t q = vld1q_u8(NEON_FN(x4_qs)(w, r, b, nb));
+                const uint8x16_t q = vld1q_u8(NEON_FN(x4_qs)(GGML_TYPE_Q4_0, w, r, b, nb));
                 lo[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
                 hi[r] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
-                d[r] = NEON_FN(x4_d)(w, r, b, nb);
+                d[r] = NEON_FN(x4_d)(GGML_TYPE_Q4_0, w, r, b, nb);
             } else {
                 const block_q4_0 *x = (const block_q4_0 *)(w + r * w_row) + b;
                 const uint8x16_t q = vld1q_u8(x->qs);
@@ -248,9 +271,10 @@ NEON_INLINE void NEON_FN(gm32_pack_act)(int64_t nb, const char *a, size_t a_row,
 
 /* Four tokens (packed at pa) of a group (packed at pk); the first NT
  * outputs of each row go to y. */
-NEON_INLINE void NEON_FN(gm32_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
+NEON_INLINE void NEON_FN(gm32_run)(const int xtype, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
                                    float *y, size_t ys)
 {
+    const int type = xtype == INFER_TYPE_Q5_0_X4 ? GGML_TYPE_Q5_0 : xtype; /* Q4_0 x4 runs as Q4_0 below */
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES, pa += GM32_BYTES) {
         const int8x16x4_t w0 = vld1q_s8_x4(pk), w1 = vld1q_s8_x4(pk + 64);
@@ -389,37 +413,38 @@ NEON_INLINE void NEON_FN(gmk4_run)(const int NT, int64_t nb, const int8_t *pk, c
  * correction (the same exact integer). */
 #define GMK6_BYTES 1296
 
-NEON_INLINE void NEON_FN(gmk6_pack)(int64_t nb, const char *w, size_t w_row, int8_t *pk)
+/* x4: w is a group of Q6_K's x4 layout (repack.h), whose pieces of ql and
+ * qh lie 64 bytes apart instead of 16. */
+NEON_INLINE void NEON_FN(gmk6_pack)(const bool x4, int64_t nb, const char *w, size_t w_row, int8_t *pk)
 {
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03), m30 = vdupq_n_u8(0x30);
-    const uint8x16_t mc = vdupq_n_u8(0x0C), mc0 = vdupq_n_u8(0xC0);
     const int8x16_t s32 = vdupq_n_s8(32);
     for (int64_t b = 0; b < nb; b++, pk += GMK6_BYTES) {
         int8x16_t v[4][16];
         int32_t sc32[16][4];
         float d[4];
         for (int r = 0; r < 4; r++) {
-            const block_q6_K *x = (const block_q6_K *)(w + r * w_row) + b;
-            for (int h = 0; h < 2; h++) { /* as tile_q6_K: v[8h + g] holds elements 128h + 16g .. +15 */
-                const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
-                const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
-                const uint8x16_t l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
-                const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
-                int8x16_t *o = v[r] + 8 * h;
-                o[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h0, m3), 4)));
-                o[1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(h1, m3), 4)));
-                o[2] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(h0, mc), 2)));
-                o[3] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l3, m4), vshlq_n_u8(vandq_u8(h1, mc), 2)));
-                o[4] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30)));
-                o[5] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30)));
-                o[6] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l2, 4), vshrq_n_u8(vandq_u8(h0, mc0), 2)));
-                o[7] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l3, 4), vshrq_n_u8(vandq_u8(h1, mc0), 2)));
+            const uint8_t *ql, *qh;
+            const int8_t *sc;
+            ggml_half dh;
+            if (x4) {
+                const uint8_t *tile = (const uint8_t *)w + (size_t)b * REPACK_X6K_TILE;
+                ql = tile + repack_x6k_ql(r, 0);
+                qh = tile + repack_x6k_qh(r, 0);
+                sc = (const int8_t *)tile + repack_x6k_sc(r);
+                memcpy(&dh, tile + repack_x6k_d(r), sizeof(dh));
+            } else {
+                const block_q6_K *x = (const block_q6_K *)(w + r * w_row) + b;
+                ql = x->ql;
+                qh = x->qh;
+                sc = x->scales;
+                dh = x->d;
             }
+            NEON_FN(q6_unpack_at)(ql, qh, x4 ? 64 : 16, v[r]); /* v[r][g]: elements 16g .. 16g+15 */
             for (int g = 0; g < 16; g++) {
                 v[r][g] = vsubq_s8(v[r][g], s32);
-                sc32[g][r] = x->scales[g];
+                sc32[g][r] = sc[g];
             }
-            d[r] = neon_h2f(x->d);
+            d[r] = neon_h2f(dh);
         }
         for (int g = 0; g < 16; g++) {
             const int8x16_t rows[4] = {v[0][g], v[1][g], v[2][g], v[3][g]};
@@ -447,8 +472,8 @@ NEON_INLINE void NEON_FN(gmk6_run)(const int NT, int64_t nb, const int8_t *pk, c
             const int32x4_t sc1 = vld1q_s32((const int32_t *)(pk + 1024) + 4 * g + 4);
             for (int t = 0; t < NT; t++) {
                 const int8x16x2_t av = vld1q_s8_x2(yb[t]->qs + 16 * g);
-                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(w0.val, av.val[0]), sc0);
-                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(w1.val, av.val[1]), sc1);
+                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(vdupq_n_s32(0), w0.val, av.val[0]), sc0);
+                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(vdupq_n_s32(0), w1.val, av.val[1]), sc1);
             }
         }
         const float32x4_t d = vld1q_f32((const float *)(pk + 1280));
@@ -525,8 +550,8 @@ NEON_INLINE void NEON_FN(x4_tile)(const int NT, int64_t n, const char *w, const 
         uint8x16_t q[4];
         float d[4];
         for (int r = 0; r < 4; r++) {
-            q[r] = vld1q_u8(NEON_FN(x4_qs)(w, r, b, nb));
-            d[r] = NEON_FN(x4_d)(w, r, b, nb);
+            q[r] = vld1q_u8(NEON_FN(x4_qs)(GGML_TYPE_Q4_0, w, r, b, nb));
+            d[r] = NEON_FN(x4_d)(GGML_TYPE_Q4_0, w, r, b, nb);
         }
         NEON_FN(x4_nibbles)(q, lo, hi);
         NEON_FN(x4_block)(NT, lo, hi, vld1q_f32(d), b, a, a_row, acc);
@@ -679,13 +704,235 @@ NEON_INLINE void NEON_FN(gmk4x4_pack)(int64_t nb, const char *w, int8_t *pk)
     }
 }
 
+/* ======================== Q6_K in the x4 layout ======================== */
+
+/*
+ * Decode's GEMV (and the 2-4 token tiles) on Q6_K's x4 layout (repack.h):
+ * per super-block column one 840-byte tile, read front to back.  A piece
+ * of ql or qh is 64 bytes, row r's 16 at 16 r: with SDOT one LD4 of 32-bit
+ * words makes vector k = elements 4k..4k+3 of rows 0-3, the layout
+ * gm_dot16 reads (one SDOT by element adds four products into each row's
+ * lane; plain NEON keeps the rows).  q6_bits unpacks bytewise, so it works
+ * on the transposed bytes alike: qh piece 2h+i with ql pieces 4h+i and
+ * 4h+2+i gives sub-blocks 8h+i, 8h+2+i, 8h+4+i, 8h+6+i of the four rows.
+ * The quants are unsigned (0..63) and their offset of 32 is each
+ * sub-block's start value, -32 bsums[g], so lane r holds row r's exact
+ * sum over sub-block g of (q - 32) p; times row r's scale g (an LD4 of the
+ * 64 scale bytes puts word g / 4 of row r in lane r, and two shifts take
+ * out byte g % 4, sign-extended) into isum: tile_q6_K's exact integer.
+ * Then vec_dot_q6_K's float step in the lanes: acc += (d * dy) * isum.
+ */
+
+/* Piece p of the four rows (64 bytes) as gm_dot16 reads them. */
+NEON_INLINE void NEON_FN(x6k_piece)(const uint8_t *p, uint8x16_t v[4])
+{
+#if GEMM_SDOT
+    const uint32x4x4_t x = vld4q_u32((const uint32_t *)p); /* val[k] lane r: word k of row r */
+    for (int k = 0; k < 4; k++)
+        v[k] = vreinterpretq_u8_u32(x.val[k]);
+#else
+    const uint8x16x4_t x = vld1q_u8_x4(p);
+    for (int k = 0; k < 4; k++)
+        v[k] = x.val[k];
+#endif
+}
+
+NEON_INLINE void NEON_FN(x6k_tile)(const int NT, int64_t n, const char *w, const char *a, size_t a_row, float *y,
+                                   size_t ys)
+{
+    const int64_t nb = n / QK_K;
+    const int16x4_t m32 = vdup_n_s16(-32);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = (const uint8_t *)w + (size_t)b * REPACK_X6K_TILE;
+        /* val[k] lane r: row r's scales 4k .. 4k+3 */
+        const int32x4x4_t sw = vld4q_s32((const int32_t *)(tile + repack_x6k_sc(0)));
+        const block_q8_K *yb[4];
+        int16x8_t bs[4][2];
+        int32x4_t isum[4];
+        for (int t = 0; t < NT; t++) {
+            yb[t] = (const block_q8_K *)(a + t * a_row) + b;
+            bs[t][0] = vld1q_s16(yb[t]->bsums);
+            bs[t][1] = vld1q_s16(yb[t]->bsums + 8);
+            isum[t] = vdupq_n_s32(0);
+        }
+/* sub-block g (a literal expression) of the four rows, wv: its quants */
+#define X6K_SUB(g, wv)                                                                                      \
+    do {                                                                                                    \
+        const int32x4_t sc_ = vshrq_n_s32(vshlq_n_s32(sw.val[(g) / 4], 24 - 8 * ((g) % 4)), 24);          \
+        for (int t = 0; t < NT; t++) {                                                                      \
+            const int32x4_t c_ = vmull_laneq_s16(m32, bs[t][(g) / 8], (g) % 8);                            \
+            isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(c_, wv, vld1q_s8(yb[t]->qs + 16 * (g))), sc_); \
+        }                                                                                                   \
+    } while (0)
+/* qh piece 2h+i with ql pieces 4h+i, 4h+2+i */
+#define X6K_PIECES(h, i)                                                                                    \
+    do {                                                                                                    \
+        uint8x16_t hq_[4], la_[4], lb_[4];                                                                  \
+        NEON_FN(x6k_piece)(tile + repack_x6k_qh(0, 2 * (h) + (i)), hq_);                                    \
+        NEON_FN(x6k_piece)(tile + repack_x6k_ql(0, 4 * (h) + (i)), la_);                                    \
+        NEON_FN(x6k_piece)(tile + repack_x6k_ql(0, 4 * (h) + 2 + (i)), lb_);                                \
+        int8x16_t o_[4][4]; /* [sub-block][k] */                                                            \
+        for (int k = 0; k < 4; k++) {                                                                       \
+            int8x16_t q_[4];                                                                                \
+            NEON_FN(q6_bits)(hq_[k], la_[k], lb_[k], q_);                                                   \
+            for (int j = 0; j < 4; j++)                                                                     \
+                o_[j][k] = q_[j];                                                                           \
+        }                                                                                                   \
+        X6K_SUB(8 * (h) + (i), o_[0]);                                                                      \
+        X6K_SUB(8 * (h) + 2 + (i), o_[1]);                                                                  \
+        X6K_SUB(8 * (h) + 4 + (i), o_[2]);                                                                  \
+        X6K_SUB(8 * (h) + 6 + (i), o_[3]);                                                                  \
+    } while (0)
+        X6K_PIECES(0, 0);
+        X6K_PIECES(0, 1);
+        X6K_PIECES(1, 0);
+        X6K_PIECES(1, 1);
+#undef X6K_PIECES
+#undef X6K_SUB
+        const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(tile + repack_x6k_d(0)))));
+        for (int t = 0; t < NT; t++)
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yb[t]->d), vcvtq_f32_s32(isum[t])));
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+static void NEON_FN(gemm_q6_Kx4)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,
+                                 size_t ys, int nt)
+{
+    (void)w_row; /* a group is contiguous */
+    switch (nt) {
+    case 1: NEON_FN(x6k_tile)(1, n, w, a, a_row, y, ys); break;
+    case 2: NEON_FN(x6k_tile)(2, n, w, a, a_row, y, ys); break;
+    case 3: NEON_FN(x6k_tile)(3, n, w, a, a_row, y, ys); break;
+    default: NEON_FN(x6k_tile)(4, n, w, a, a_row, y, ys); break;
+    }
+}
+
+/* ======================== Q5_0 in the x4 layout ======================== */
+
+/*
+ * Decode's GEMV (and the 2-4 token tiles) on Q5_0's x4 layout (repack.h,
+ * the x86 variants'): a tile of four block columns holds the four rows'
+ * sixteen d (one LD4: a vector per block, lanes = rows), per block 16 bytes
+ * of fifth bits (row r's 16 for elements 0-15 at bits 16r.., those for
+ * 16-31 in the next 8 bytes) and 64 of quants (row r's 16 at 16 r).  The
+ * quants are brought into gm_dot32's layout as Q6_K's pieces are (x6k_piece:
+ * with SDOT vector w holds elements 4w..4w+3 (low nibbles) and 16+4w..
+ * (high) of rows 0-3; plain NEON keeps row r in vector r), so that the
+ * sums need no horizontal adds with SDOT.  The fifth bit of each byte: a
+ * TBL takes the byte of the inverted bits that holds it (x5_idx) and a
+ * CMTST tests it (x5_bit): 0xFF where the bit is clear, and q - 16 is then
+ * the nibble with 0xF0 on top where it is clear, as int8: one BSL (low
+ * nibbles) or SRI (high) per vector.  Each block's sums are exact and the
+ * float step is vec_dot_q5_0's, (dx * dy) * (float)sumi, in the lanes; the
+ * block columns past the tiles are GGUF's blocks, unpacked as gemv4_32's.
+ */
+#if GEMM_SDOT
+/* [half][w]: byte 4r + m of vector w is element 4w + m (+16 for half 1) of
+ * row r, whose bit is in byte 8 half + 2r + w / 2, bit 4 (w % 2) + m */
+static const uint8_t NEON_FN(x5_idx)[2][4][16] = {{{0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6}, {0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6}, {1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7}, {1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7}},
+    {{8, 8, 8, 8, 10, 10, 10, 10, 12, 12, 12, 12, 14, 14, 14, 14}, {8, 8, 8, 8, 10, 10, 10, 10, 12, 12, 12, 12, 14, 14, 14, 14}, {9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15}, {9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15}}};
+static const uint8_t NEON_FN(x5_bit)[4][16] = {{1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8},
+    {16, 32, 64, 128, 16, 32, 64, 128, 16, 32, 64, 128, 16, 32, 64, 128},
+    {1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8},
+    {16, 32, 64, 128, 16, 32, 64, 128, 16, 32, 64, 128, 16, 32, 64, 128}};
+#else
+/* [half][r]: byte i of row r's vector is element i (+16), in byte
+ * 8 half + 2r + i / 8 of the bits, bit i % 8 */
+static const uint8_t NEON_FN(x5_idx)[2][4][16] = {{{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}, {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5}, {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7}},
+    {{8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9}, {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11}, {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13}, {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}}};
+static const uint8_t NEON_FN(x5_bit)[4][16] = {{1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128},
+    {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128},
+    {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128},
+    {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128}};
+#endif
+
+/* The float step of a block for NT tokens: lane r of s[t] is row r's sum. */
+NEON_INLINE void NEON_FN(x5_step)(const int NT, const int32x4_t s[4], float32x4_t dx, int64_t b, const char *a,
+                                  size_t a_row, float32x4_t acc[4])
+{
+    for (int t = 0; t < NT; t++) {
+        const float dy = neon_h2f(((const block_q8_0 *)(a + t * a_row) + b)->d);
+        acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(dx, dy), vcvtq_f32_s32(s[t])));
+    }
+}
+
+NEON_INLINE void NEON_FN(x5_tile)(const int NT, int64_t n, const char *w, const char *a, size_t a_row, float *y,
+                                  size_t ys)
+{
+    const int64_t nb = n / QK8_0, nb4 = nb / 4 * 4;
+    const size_t bs = sizeof(block_q5_0);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    int32x4_t s[4];
+    for (int64_t j = 0; j < nb4; j += 4) {
+        const uint16x4x4_t dh = vld4_u16((const uint16_t *)(w + repack_x4_tile(j, bs))); /* val[k] lane r: row r, block j + k */
+        const uint8x16x4_t hb = vld1q_u8_x4((const uint8_t *)w + repack_x4_qh(0, j, bs, 0)); /* val[k]: block j + k */
+        for (int k = 0; k < 4; k++) {
+            const uint8x16_t clear = vmvnq_u8(hb.val[k]);
+            uint8x16_t q[4];
+            NEON_FN(x6k_piece)((const uint8_t *)w + repack_x4_qs(GGML_TYPE_Q5_0, 0, j + k, bs), q);
+            int8x16_t wv[8]; /* as gm_dot32 reads them */
+            for (int v = 0; v < 4; v++) {
+                const uint8x16_t bit = vld1q_u8(NEON_FN(x5_bit)[v]);
+                const uint8x16_t c0 = vtstq_u8(vqtbl1q_u8(clear, vld1q_u8(NEON_FN(x5_idx)[0][v])), bit);
+                const uint8x16_t c1 = vtstq_u8(vqtbl1q_u8(clear, vld1q_u8(NEON_FN(x5_idx)[1][v])), bit);
+                const int8x16_t lo = vreinterpretq_s8_u8(vbslq_u8(m4, q[v], c0));
+                const int8x16_t hi = vreinterpretq_s8_u8(vsriq_n_u8(c1, q[v], 4));
+#if GEMM_SDOT
+                wv[v] = lo;
+                wv[4 + v] = hi;
+#else
+                wv[2 * v] = lo;
+                wv[2 * v + 1] = hi;
+#endif
+            }
+            for (int t = 0; t < NT; t++) {
+                const int8x16x2_t av = vld1q_s8_x2(((const block_q8_0 *)(a + t * a_row) + j + k)->qs);
+                s[t] = NEON_FN(gm_dot32)(wv, av.val[0], av.val[1], 1);
+            }
+            NEON_FN(x5_step)(NT, s, vcvt_f32_f16(vreinterpret_f16_u16(dh.val[k])), j + k, a, a_row, acc);
+        }
+    }
+    for (int64_t b = nb4; b < nb; b++) { /* GGUF's blocks, four rows side by side */
+        int8x16_t lo[4], hi[4];
+        float d[4];
+        for (int r = 0; r < 4; r++) {
+            NEON_FN(row32)(GGML_TYPE_Q5_0, w + repack_x4_whole(r, b, nb, bs), &lo[r], &hi[r]);
+            d[r] = NEON_FN(x4_d)(GGML_TYPE_Q5_0, w, r, b, nb);
+        }
+        for (int t = 0; t < NT; t++) {
+            const int8x16x2_t av = vld1q_s8_x2(((const block_q8_0 *)(a + t * a_row) + b)->qs);
+            int32x4_t v[4];
+            for (int r = 0; r < 4; r++)
+                v[r] = NEON_FN(dot32)(GGML_TYPE_Q5_0, lo[r], hi[r], av.val[0], av.val[1]);
+            s[t] = vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3]));
+        }
+        NEON_FN(x5_step)(NT, s, vld1q_f32(d), b, a, a_row, acc);
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+static void NEON_FN(gemm_q5_0x4)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,
+                                 size_t ys, int nt)
+{
+    (void)w_row;
+    switch (nt) {
+    case 1: NEON_FN(x5_tile)(1, n, w, a, a_row, y, ys); break;
+    case 2: NEON_FN(x5_tile)(2, n, w, a, a_row, y, ys); break;
+    case 3: NEON_FN(x5_tile)(3, n, w, a, a_row, y, ys); break;
+    default: NEON_FN(x5_tile)(4, n, w, a, a_row, y, ys); break;
+    }
+}
+
 /* ============================== the driver ============================== */
 
 /* Bytes per block of a group, and the packing and running of one group. */
 NEON_INLINE size_t NEON_FN(gm_bytes)(const int type)
 {
     return type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4 ? GMK4_BYTES
-           : type == GGML_TYPE_Q6_K                            ? GMK6_BYTES
+           : type == GGML_TYPE_Q6_K || type == INFER_TYPE_Q6_K_X4 ? GMK6_BYTES
                                                                : GM32_BYTES;
 }
 
@@ -695,8 +942,8 @@ NEON_INLINE void NEON_FN(gm_pack)(const int type, int64_t nb, const char *w, siz
         NEON_FN(gmk4_pack)(nb, w, w_row, pk);
     else if (type == INFER_TYPE_Q4_K_X4)
         NEON_FN(gmk4x4_pack)(nb, w, pk);
-    else if (type == GGML_TYPE_Q6_K)
-        NEON_FN(gmk6_pack)(nb, w, w_row, pk);
+    else if (type == GGML_TYPE_Q6_K || type == INFER_TYPE_Q6_K_X4)
+        NEON_FN(gmk6_pack)(type == INFER_TYPE_Q6_K_X4, nb, w, w_row, pk);
     else
         NEON_FN(gm32_pack)(type, nb, w, w_row, pk);
 }
@@ -708,7 +955,7 @@ NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const
 {
     if (type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4)
         NEON_FN(gmk4_run)(NT, nb, pk, a, a_row, y, ys);
-    else if (type == GGML_TYPE_Q6_K)
+    else if (type == GGML_TYPE_Q6_K || type == INFER_TYPE_Q6_K_X4)
         NEON_FN(gmk6_run)(NT, nb, pk, a, a_row, y, ys);
     else
         NEON_FN(gm32_run)(type, NT, nb, pk, pa, y, ys);
@@ -717,7 +964,8 @@ NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const
 NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, const char *w, size_t w_row, int64_t n_rows,
                                  const char *a, size_t a_row, int64_t n_tok, float *y, size_t ys)
 {
-    const bool k_quant = type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4 || type == GGML_TYPE_Q6_K;
+    const bool k_quant = type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4 || type == GGML_TYPE_Q6_K ||
+                         type == INFER_TYPE_Q6_K_X4;
     const int64_t nb = n / (k_quant ? QK_K : QK8_0);
     const size_t gbytes = (size_t)nb * NEON_FN(gm_bytes)(type);
     const size_t qbytes = k_quant ? 0 : (size_t)nb * GM32_BYTES; /* a packed token quad */
@@ -767,10 +1015,12 @@ NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, cons
 NEON_GEMM_MANY(q4_0, GGML_TYPE_Q4_0, vec_dot_q4_0_q8_0)
 NEON_GEMM_MANY(q4_0x4, INFER_TYPE_Q4_0_X4, vec_dot_q4_0_q8_0)
 NEON_GEMM_MANY(q5_0, GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0)
+NEON_GEMM_MANY(q5_0x4, INFER_TYPE_Q5_0_X4, vec_dot_q5_0_q8_0)
 NEON_GEMM_MANY(q8_0, GGML_TYPE_Q8_0, vec_dot_q8_0_q8_0)
 NEON_GEMM_MANY(q4_K, GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K)
 NEON_GEMM_MANY(q4_Kx4, INFER_TYPE_Q4_K_X4, vec_dot_q4_K_q8_K)
 NEON_GEMM_MANY(q6_K, GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K)
+NEON_GEMM_MANY(q6_Kx4, INFER_TYPE_Q6_K_X4, vec_dot_q6_K_q8_K)
 
 /* Install the gemm_many kernels, from GM_MIN_TOK tokens on: the unpacking
  * of the weights is paid once per call, which 2-4 sequences decoding
@@ -780,6 +1030,8 @@ static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
 {
     t->types[GGML_TYPE_Q4_0].gemm_many = NEON_FN(gemm_many_q4_0);
     t->types[GGML_TYPE_Q5_0].gemm_many = NEON_FN(gemm_many_q5_0);
+    kernels_use_x4(t, GGML_TYPE_Q5_0, NEON_FN(gemm_q5_0x4)); /* the x86 variants' layout */
+    t->types[INFER_TYPE_Q5_0_X4].gemm_many = NEON_FN(gemm_many_q5_0x4);
     /* Q4_0 weights repacked at load into the x4 layout (repack.h; the cache
      * file is per variant); rows after the last group of four stay as they
      * were, so vec_dot is Q4_0's */
@@ -791,5 +1043,8 @@ static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
     kernels_use_x4(t, GGML_TYPE_Q4_K, NEON_FN(gemm_q4_Kx4));
     t->types[INFER_TYPE_Q4_K_X4].gemm_many = NEON_FN(gemm_many_q4_Kx4);
     t->types[GGML_TYPE_Q6_K].gemm_many = NEON_FN(gemm_many_q6_K);
+    /* Q6_K likewise (the x86 variants' layout) */
+    kernels_use_x4(t, GGML_TYPE_Q6_K, NEON_FN(gemm_q6_Kx4));
+    t->types[INFER_TYPE_Q6_K_X4].gemm_many = NEON_FN(gemm_many_q6_Kx4);
     t->many_min_tok = GM_MIN_TOK;
 }

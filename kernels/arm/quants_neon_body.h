@@ -604,21 +604,36 @@ NEON_VEC_DOT_GEMM(q6_K, vec_dot_q6_K_q8_K)
  * tile_q6_K's exact integer and the float step is vec_dot_q6_K's,
  * (d * dy) * isum, in the lanes: the bits of vec_dot.
  */
+/* The four 16-byte vectors of sub-blocks 8h + i, 8h + 2 + i, 8h + 4 + i,
+ * 8h + 6 + i (o[0..3]) from piece 2h + i of qh (hh) and pieces 4h + i (la),
+ * 4h + 2 + i (lb) of ql.  Bytewise, so it serves any arrangement of the
+ * bytes that hh, la and lb share (the x4 tile's transposed rows too). */
+NEON_INLINE void NEON_FN(q6_bits)(uint8x16_t hh, uint8x16_t la, uint8x16_t lb, int8x16_t o[4])
+{
+    const uint8x16_t m6 = vdupq_n_u8(0x3F), m30 = vdupq_n_u8(0x30), h2 = vshrq_n_u8(hh, 2);
+    o[0] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(la, hh, 4), m6)); /* bits 0-1 */
+    o[1] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(lb, h2, 4), m6)); /* bits 2-3 */
+    o[2] = vreinterpretq_s8_u8(vsriq_n_u8(vandq_u8(hh, m30), la, 4)); /* bits 4-5 */
+    o[3] = vreinterpretq_s8_u8(vsriq_n_u8(h2, lb, 4));               /* bits 6-7 */
+}
+
+/* A block's quants from its ql and qh, whose 16-byte pieces lie ps bytes
+ * apart (16 in GGUF's block, 64 in the x4 tile). */
+NEON_INLINE void NEON_FN(q6_unpack_at)(const uint8_t *ql, const uint8_t *qh, size_t ps, int8x16_t v[16])
+{
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 2; i++) {
+            int8x16_t o[4];
+            NEON_FN(q6_bits)(vld1q_u8(qh + (2 * h + i) * ps), vld1q_u8(ql + (4 * h + i) * ps),
+                             vld1q_u8(ql + (4 * h + 2 + i) * ps), o);
+            for (int k = 0; k < 4; k++)
+                v[8 * h + 2 * k + i] = o[k];
+        }
+}
+
 NEON_INLINE void NEON_FN(q6_unpack)(const block_q6_K *x, int8x16_t v[16])
 {
-    const uint8x16_t m6 = vdupq_n_u8(0x3F), m30 = vdupq_n_u8(0x30);
-    for (int h = 0; h < 2; h++) {
-        const uint8x16x4_t l = vld1q_u8_x4(x->ql + 64 * h);
-        const uint8x16x2_t hb = vld1q_u8_x2(x->qh + 32 * h);
-        int8x16_t *o = v + 8 * h;
-        for (int i = 0; i < 2; i++) { /* qh[16 i ..] with ql[16 i ..] and ql[32 + 16 i ..] */
-            const uint8x16_t hh = hb.val[i], h2 = vshrq_n_u8(hh, 2);
-            o[i] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(l.val[i], hh, 4), m6));     /* bits 0-1 */
-            o[2 + i] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(l.val[2 + i], h2, 4), m6)); /* bits 2-3 */
-            o[4 + i] = vreinterpretq_s8_u8(vsriq_n_u8(vandq_u8(hh, m30), l.val[i], 4));     /* bits 4-5 */
-            o[6 + i] = vreinterpretq_s8_u8(vsriq_n_u8(h2, l.val[2 + i], 4));                /* bits 6-7 */
-        }
-    }
+    NEON_FN(q6_unpack_at)(x->ql, x->qh, 16, v);
 }
 
 NEON_INLINE void NEON_FN(q6_rows)(const int NT, int64_t n, const char *w, size_t w_row, const char *a, size_t a_row,
