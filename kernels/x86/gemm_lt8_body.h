@@ -474,23 +474,38 @@ INLINE __m256i add16(__m256i a, __m256i b)
     return a;
 }
 
-/* s[q][r] = m_r sum_{k < nk} u_{r,k} . a_{q,k} (+ start[q] when given),
- * exactly, for NG token groups q (dword k of each of their tokens at
- * aq[q][k]) and NR interleaved rows r (u_{r,k} at w[k LR + r]); m: the rows'
- * int16 factors (NULL: 1).  Each broadcast weight dword serves the NG
- * groups, and the NG x NR accumulation chains advance together.  Without
- * VNNI, vpmaddubsw adds into int16 runs of `per` dwords (its bound for
- * ubits-bit u), widened by vpmaddwd with m. */
+#if GEMM_VNNI
+/* acc + vpdpbusd(u, a), all three in registers: GCC folds the load of an
+ * activation vector into each instruction that uses it (one load per
+ * product where one per NR products is the point). */
+INLINE __m256i dp_reg(__m256i acc, __m256i u, __m256i a)
+{
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(a));
+    return acc;
+}
+#endif
+
+/* s[q][r] = m_r sum_{k < nk} u_{r,k} . a_{q,k} plus start[q] when given,
+ * or plus s[q][r] itself (accum), exactly, for NG token groups q (dword k
+ * of each of their tokens at aq[q][k]) and NR interleaved rows r (u_{r,k}
+ * at w[k LR + r]); m: the rows' int16 factors (NULL: 1).  Each broadcast
+ * weight dword serves the NG groups, and the NG x NR accumulation chains
+ * advance together.  Without VNNI, vpmaddubsw adds into int16 runs of
+ * `per` dwords (its bound for ubits-bit u), each widened by vpmaddwd with
+ * m; with VNNI, m multiplies the int32 sums (vpmulld). */
 INLINE void dot_tile(const int ubits, const int NG, const int NR, const uint32_t *w, const uint32_t (*const *aq)[LT],
-                     int nk, const int32_t *m, const int32_t *const *start, __m256i s[2][LR])
+                     int nk, const int32_t *m, const int32_t *const *start, bool accum, __m256i s[2][LR])
 {
 #if GEMM_VNNI
     (void)ubits;
+    __m256i t[2][LR];
     UNROLL
     for (int q = 0; q < NG; q++)
         UNROLL
         for (int r = 0; r < NR; r++)
-            s[q][r] = start ? _mm256_load_si256((const __m256i *)start[q]) : _mm256_setzero_si256();
+            t[q][r] = start && !m ? _mm256_load_si256((const __m256i *)start[q])
+                      : accum && !m ? s[q][r]
+                                    : _mm256_setzero_si256();
     UNROLL
     for (int k = 0; k < nk; k++) {
         __m256i av[2];
@@ -502,16 +517,22 @@ INLINE void dot_tile(const int ubits, const int NG, const int NR, const uint32_t
             const __m256i wv = bcast(w + k * LR + r);
             UNROLL
             for (int q = 0; q < NG; q++)
-                s[q][r] = _mm256_dpbusd_avx_epi32(s[q][r], wv, av[q]);
+                t[q][r] = dp_reg(t[q][r], wv, av[q]);
         }
     }
-    if (m) {
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const __m256i mr = _mm256_set1_epi32(m ? m[r] : 1);
         UNROLL
-        for (int r = 0; r < NR; r++) {
-            const __m256i mr = _mm256_set1_epi32(m[r]);
-            UNROLL
-            for (int q = 0; q < NG; q++)
-                s[q][r] = _mm256_mullo_epi32(s[q][r], mr);
+        for (int q = 0; q < NG; q++) {
+            if (!m) {
+                s[q][r] = t[q][r];
+                continue;
+            }
+            const __m256i v = _mm256_mullo_epi32(t[q][r], mr);
+            s[q][r] = start   ? _mm256_add_epi32(_mm256_load_si256((const __m256i *)start[q]), v)
+                      : accum ? _mm256_add_epi32(s[q][r], v)
+                              : v;
         }
     }
 #else
@@ -531,8 +552,8 @@ INLINE void dot_tile(const int ubits, const int NG, const int NR, const uint32_t
                 const __m256i wv = bcast(w + k * LR + r);
                 UNROLL
                 for (int q = 0; q < NG; q++) {
-                    const __m256i t = _mm256_maddubs_epi16(wv, av[q]);
-                    s16[q][r] = k == k0 ? t : add16(s16[q][r], t);
+                    const __m256i v = _mm256_maddubs_epi16(wv, av[q]);
+                    s16[q][r] = k == k0 ? v : add16(s16[q][r], v);
                 }
             }
         }
@@ -541,11 +562,11 @@ INLINE void dot_tile(const int ubits, const int NG, const int NR, const uint32_t
             const __m256i mr = _mm256_set1_epi16((short)(m ? m[r] : 1));
             UNROLL
             for (int q = 0; q < NG; q++) {
-                const __m256i t = _mm256_madd_epi16(s16[q][r], mr);
-                if (k0 > 0)
-                    s[q][r] = _mm256_add_epi32(s[q][r], t);
+                const __m256i v = _mm256_madd_epi16(s16[q][r], mr);
+                if (k0 > 0 || accum)
+                    s[q][r] = _mm256_add_epi32(s[q][r], v);
                 else /* s starts with the first run: not live during it */
-                    s[q][r] = start ? _mm256_add_epi32(_mm256_load_si256((const __m256i *)start[q]), t) : t;
+                    s[q][r] = start ? _mm256_add_epi32(_mm256_load_si256((const __m256i *)start[q]), v) : v;
             }
         }
     }
@@ -578,16 +599,10 @@ INLINE void step32(const int type, const int NG, const uint32_t *wb, size_t hi, 
     const uint32_t(*aq[2])[LT] = {ag[0]->q, ag[NG - 1]->q};
     const int32_t *corr[2] = {ag[0]->corr, ag[NG - 1]->corr};
     __m256i s[2][LR];
-    dot_tile(ubits, NG, LR, wb, aq, 8, NULL, corr, s);
+    dot_tile(ubits, NG, LR, wb, aq, 8, NULL, corr, false, s);
     if (planes32(type) == 2) {
         static const int32_t m16[LR] = {16, 16, 16, 16};
-        __m256i h[2][LR];
-        dot_tile(4, NG, LR, wb + hi, aq, 8, m16, NULL, h);
-        UNROLL
-        for (int q = 0; q < NG; q++)
-            UNROLL
-            for (int r = 0; r < LR; r++)
-                s[q][r] = _mm256_add_epi32(s[q][r], h[q][r]);
+        dot_tile(4, NG, LR, wb + hi, aq, 8, m16, NULL, true, s);
     }
     UNROLL
     for (int q = 0; q < NG; q++) {
@@ -662,25 +677,13 @@ INLINE void stepK(const int type, const int NG, const int NR, int r0, const uint
         UNROLL
         for (int r = 0; r < NR; r++)
             sc[r] = mb[r0 + r].sc[j];
-        __m256i t[2][LR];
-        dot_tile(ubits, NG, NR, wb + (size_t)(per_sub * j) * LR + r0, aq, per_sub, sc, NULL, t);
+        dot_tile(ubits, NG, NR, wb + (size_t)(per_sub * j) * LR + r0, aq, per_sub, sc, NULL, true, isum);
         if (planesK(type) == 2) { /* u = 16 hi + lo */
             UNROLL
             for (int r = 0; r < NR; r++)
                 sc[r] *= 16;
-            __m256i h[2][LR];
-            dot_tile(4, NG, NR, wb + hi + (size_t)(per_sub * j) * LR + r0, aq, per_sub, sc, NULL, h);
-            UNROLL
-            for (int q = 0; q < NG; q++)
-                UNROLL
-                for (int r = 0; r < NR; r++)
-                    t[q][r] = _mm256_add_epi32(t[q][r], h[q][r]);
+            dot_tile(4, NG, NR, wb + hi + (size_t)(per_sub * j) * LR + r0, aq, per_sub, sc, NULL, true, isum);
         }
-        UNROLL
-        for (int q = 0; q < NG; q++)
-            UNROLL
-            for (int r = 0; r < NR; r++)
-                isum[q][r] = _mm256_add_epi32(isum[q][r], t[q][r]);
     }
     UNROLL
     for (int q = 0; q < NG; q++) {
@@ -711,6 +714,12 @@ INLINE void stepK(const int type, const int NG, const int NR, int r0, const uint
 /* A tile of LR rows against all token groups, super-blocks [b0, b1) (one
  * pass; F: the tile's float accumulators, kept there between blocks):
  * pairs of groups by halves of the tile, then an odd last group whole. */
+/* Rows per stepK with two token groups: all four (8 accumulation chains;
+ * the 8 super-block sums do not fit the registers with the chains and
+ * partly wait in the stack), but 2 for IQ4_XS's two planes without VNNI
+ * (measured: 4 rows there spill more than they save). */
+INLINE int nrK(const int type) { return GEMM_VNNI || planesK(type) == 1 ? LR : LR / 2; }
+
 INLINE void runK(const int type, int64_t n, const uint32_t *w, const struct metaK *meta, const struct actK *A,
                  int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
@@ -723,8 +732,9 @@ INLINE void runK(const int type, int64_t n, const uint32_t *w, const struct meta
         for (int64_t b = b0; b < b1; b++) {
             const struct actK *ag[2] = {A + g * nb + b, A + (g + 1) * nb + b};
             const uint32_t *wb = w + (size_t)b * 64 * LR;
-            stepK(type, 2, LR / 2, 0, wb, hi, meta + b * LR, ag, F, g);
-            stepK(type, 2, LR / 2, LR / 2, wb, hi, meta + b * LR, ag, F, g);
+            UNROLL
+            for (int r0 = 0; r0 < LR; r0 += nrK(type))
+                stepK(type, 2, nrK(type), r0, wb, hi, meta + b * LR, ag, F, g);
         }
     for (; g < ng; g++)
         for (int64_t b = b0; b < b1; b++) {
