@@ -37,6 +37,7 @@
 
 #include "../dispatch.h"
 #include "../quants.h"
+#include "../repack.h"
 #include "x86_util.h"
 
 #ifndef GEMM_VNNI
@@ -161,31 +162,113 @@ INLINE int planesK(const int type) { return type == GGML_TYPE_IQ4_XS && !GEMM_VN
 
 INLINE int koff32(const int type) { return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : 128; }
 
-INLINE void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t *w, struct meta32 *meta)
+/* The unpacked weights of a tile: its LR rows interleaved by dword, so that
+ * the LR broadcasts of one step are consecutive dwords behind one pointer
+ * (as gemm_avx512.c): dword k of block b of row r at w[(b kpb + k) LR + r],
+ * kpb = 8 (Q4_0, Q5_0, Q8_0) or 64 (K-quants) dwords per block; the second
+ * plane of planes32/planesK follows the first (nb kpb LR dwords later).
+ * Per-block metadata likewise row last: meta[b LR + r]. */
+
+/* Four rows' eight dwords v[r] interleaved: dword k of row r to o[4 k + r]. */
+INLINE void store_x4(uint32_t *o, const __m256i *v)
 {
+    _Static_assert(LR == 4, "store_x4 interleaves four rows");
+    const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    /* four rows of dword k in 128-bit lane 0, of k + 4 in lane 1: k = 0, 1, 2, 3 */
+    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    _mm256_storeu_si256((__m256i *)o, _mm256_permute2x128_si256(u0, u1, 0x20));
+    _mm256_storeu_si256((__m256i *)(o + 8), _mm256_permute2x128_si256(u2, u3, 0x20));
+    _mm256_storeu_si256((__m256i *)(o + 16), _mm256_permute2x128_si256(u0, u1, 0x31));
+    _mm256_storeu_si256((__m256i *)(o + 24), _mm256_permute2x128_si256(u2, u3, 0x31));
+}
+
+/* Block b of row r of a tile whose rows start at `rows` (w_row apart), or
+ * (grouped) of its group of four rows in repack.h's x4 layout, whose parts
+ * are put back together in tmp (one block of the base type). */
+INLINE const uint8_t *tile_block(const int type, const uint8_t *rows, size_t w_row, int64_t nb, bool grouped, int r,
+                                 int64_t b, uint8_t *tmp)
+{
+    if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q5_0) {
+        if (!grouped)
+            return rows + (size_t)r * w_row + (size_t)b * (w_row / (size_t)nb);
+    } else {
+        return rows + (size_t)r * w_row + (size_t)b * (w_row / (size_t)nb);
+    }
+    if (type == GGML_TYPE_Q4_K) {
+        const uint8_t *t = rows + (size_t)b * REPACK_X4K_TILE;
+        memcpy(tmp + offsetof(block_q4_K, d), t + repack_x4k_d(r), 2);
+        memcpy(tmp + offsetof(block_q4_K, dmin), t + repack_x4k_dmin(r), 2);
+        for (int i = 0; i < 3; i++)
+            memcpy(tmp + offsetof(block_q4_K, scales) + 4 * i, t + repack_x4k_sw(r, i), 4);
+        for (int c = 0; c < 4; c++)
+            memcpy(tmp + offsetof(block_q4_K, qs) + 32 * c, t + repack_x4k_qs(r, c), 32);
+        return tmp;
+    }
+    if (type == GGML_TYPE_Q6_K) {
+        const uint8_t *t = rows + (size_t)b * REPACK_X6K_TILE;
+        memcpy(tmp + offsetof(block_q6_K, d), t + repack_x6k_d(r), 2);
+        memcpy(tmp + offsetof(block_q6_K, scales), t + repack_x6k_sc(r), 16);
+        for (int i = 0; i < 8; i++)
+            memcpy(tmp + offsetof(block_q6_K, ql) + 16 * i, t + repack_x6k_ql(r, i), 16);
+        for (int i = 0; i < 4; i++)
+            memcpy(tmp + offsetof(block_q6_K, qh) + 16 * i, t + repack_x6k_qh(r, i), 16);
+        return tmp;
+    }
     const size_t bs = bbytes32(type);
+    if (b >= nb / 4 * 4) /* past the tiles: whole blocks */
+        return rows + repack_x4_whole(r, b, nb, bs);
+    memcpy(tmp, rows + repack_x4_d(r, b, bs), 2);
+    if (type == GGML_TYPE_Q5_0) {
+        memcpy(tmp + offsetof(block_q5_0, qh), rows + repack_x4_qh(r, b, bs, 0), 2);
+        memcpy(tmp + offsetof(block_q5_0, qh) + 2, rows + repack_x4_qh(r, b, bs, 1), 2);
+        memcpy(tmp + offsetof(block_q5_0, qs), rows + repack_x4_qs(type, r, b, bs), 16);
+    } else {
+        memcpy(tmp + offsetof(block_q4_0, qs), rows + repack_x4_qs(type, r, b, bs), 16);
+    }
+    return tmp;
+}
+
+/* A tile's nr (<= LR) rows, Q4_0 / Q5_0 / Q8_0, into w and meta (padding
+ * rows: zero weights and scales). */
+INLINE void unpack_tile32(const int type, const uint8_t *rows, size_t w_row, int64_t nb, int nr, bool grouped,
+                          uint32_t *w, struct meta32 *meta)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = row + (size_t)b * bs;
-        const __m256i u = unpack32(type, blk);
-        if (planes32(type) == 2) { /* lo nibbles at w, hi nibbles one row (32 nb bytes) later */
-            const __m256i m4 = _mm256_set1_epi8(0x0F);
-            _mm256_storeu_si256((__m256i *)(w + 32 * b), _mm256_and_si256(u, m4));
-            _mm256_storeu_si256((__m256i *)(w + 32 * (nb + b)), _mm256_and_si256(_mm256_srli_epi16(u, 4), m4));
-        } else {
-            _mm256_storeu_si256((__m256i *)(w + 32 * b), u);
+        __m256i u[LR];
+        UNROLL
+        for (int r = 0; r < LR; r++) {
+            if (r >= nr) {
+                u[r] = _mm256_setzero_si256();
+                meta[b * LR + r].d = 0.0f;
+                continue;
+            }
+            uint8_t tmp[sizeof(block_q5_0)];
+            const uint8_t *blk = tile_block(type, rows, w_row, nb, grouped, r, b, tmp);
+            u[r] = unpack32(type, blk);
+            meta[b * LR + r].d = h2f(ld16(blk));
         }
-        meta[b].d = h2f(ld16(blk));
+        if (planes32(type) == 2) { /* lo nibbles, then (nb blocks later) the hi nibbles */
+            __m256i h[LR];
+            UNROLL
+            for (int r = 0; r < LR; r++) {
+                h[r] = _mm256_and_si256(_mm256_srli_epi16(u[r], 4), m4);
+                u[r] = _mm256_and_si256(u[r], m4);
+            }
+            store_x4(w + (size_t)(nb + b) * 8 * LR, h);
+        }
+        store_x4(w + (size_t)b * 8 * LR, u);
     }
 }
 
-INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t *w, struct metaK *meta)
+/* One K-quant super-block blk into wb (256 unsigned bytes u, natural order;
+ * IQ4_XS without VNNI: lo nibbles there, hi nibbles at whi) and mt. */
+INLINE void unpack_blockK(const int type, const uint8_t *blk, uint8_t *wb, uint8_t *whi, struct metaK *mt)
 {
-    const size_t bs = kbytes(type);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = row + (size_t)b * bs;
-        uint8_t *wb = w + 256 * b;
-        struct metaK *mt = meta + b;
+    {
         if (type == GGML_TYPE_Q6_K) {
             const block_q6_K *x = (const block_q6_K *)blk;
             const __m256i m2 = _mm256_set1_epi8(0x30);
@@ -209,7 +292,7 @@ INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
                 mt->mp[k] = (uint32_t)(uint16_t)x->scales[2 * k] | (uint32_t)(uint16_t)x->scales[2 * k + 1] << 16;
             mt->d = h2f(ld16(&x->d));
             mt->dmin = 0.0f;
-            continue;
+            return;
         }
         if (type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K) {
             /* element 128h + 32s + l: bits 2s, 2s+1 of qs[32h + l]; Q3_K's
@@ -249,7 +332,7 @@ INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
             }
             for (int k = 0; k < 8; k++)
                 mt->mp[k] = (uint32_t)(uint16_t)sc16[2 * k] | (uint32_t)(uint16_t)sc16[2 * k + 1] << 16;
-            continue;
+            return;
         }
         if (type == GGML_TYPE_IQ4_XS) { /* u = codebook value + 128, sub-block j: low nibbles, then high */
             const block_iq4_xs *x = (const block_iq4_xs *)blk;
@@ -268,7 +351,7 @@ INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
                 const __m256i u = _mm256_shuffle_epi8(tab2, nib);
                 if (planesK(type) == 2) { /* lo nibbles of u here, hi nibbles one plane (256 nb bytes) later */
                     _mm256_storeu_si256((__m256i *)(wb + 32 * j), _mm256_and_si256(u, m4v));
-                    _mm256_storeu_si256((__m256i *)(wb + 256 * nb + 32 * j),
+                    _mm256_storeu_si256((__m256i *)(whi + 32 * j),
                                         _mm256_and_si256(_mm256_srli_epi16(u, 4), m4v));
                 } else {
                     _mm256_storeu_si256((__m256i *)(wb + 32 * j), u);
@@ -279,7 +362,7 @@ INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
             }
             mt->d = h2f(ld16(&x->d));
             mt->dmin = 0.0f;
-            continue;
+            return;
         }
         uint8_t sc[8], m[8];
         for (int j = 0; j < 8; j++)
@@ -307,6 +390,36 @@ INLINE void unpack_rowK(const int type, const uint8_t *row, int64_t nb, uint8_t 
         }
         mt->d = h2f(ld16(blk));
         mt->dmin = h2f(ld16(blk + 2));
+    }
+}
+
+/* A tile's nr (<= LR) rows of K-quant super-blocks into w and meta
+ * (padding rows: zero weights and scales), block by block: each row's
+ * block unpacked in natural order, then the four interleaved. */
+INLINE void unpack_tileK(const int type, const uint8_t *rows, size_t w_row, int64_t nb, int nr, bool grouped,
+                         uint32_t *w, struct metaK *meta)
+{
+    _Alignas(32) uint8_t u[2][LR][256]; /* [plane][row] */
+    for (int64_t b = 0; b < nb; b++) {
+        for (int r = 0; r < LR; r++) {
+            if (r >= nr) {
+                memset(u[0][r], 0, 256);
+                memset(u[1][r], 0, 256);
+                memset(meta + b * LR + r, 0, sizeof *meta);
+                continue;
+            }
+            _Alignas(32) uint8_t tmp[sizeof(block_q6_K)];
+            unpack_blockK(type, tile_block(type, rows, w_row, nb, grouped, r, b, tmp), u[0][r], u[1][r],
+                          meta + b * LR + r);
+        }
+        for (int p = 0; p < planesK(type); p++)
+            for (int c = 0; c < 8; c++) {
+                __m256i v[LR];
+                UNROLL
+                for (int r = 0; r < LR; r++)
+                    v[r] = _mm256_load_si256((const __m256i *)(u[p][r] + 32 * c));
+                store_x4(w + ((size_t)(p * nb + b) * 64 + 8 * (size_t)c) * LR, v);
+            }
     }
 }
 
@@ -346,75 +459,201 @@ INLINE void store_tile(float *y, size_t ys, const __m256 *f, int nr, int nt)
 INLINE __m256i bcast(const uint32_t *p) { return _mm256_set1_epi32((int)*p); }
 INLINE __m256i ldq(const uint32_t *p) { return _mm256_load_si256((const __m256i *)p); }
 
-/* m * sum_i u_i a_i over groups [k0, k0 + nk) of four bytes of one row (u at
- * wr, broadcast) and the group's tokens (q), exactly; m is an int16 factor
- * (1, or a K-quant sub-block scale). */
-INLINE __m256i dot_groups(const int ubits, const uint32_t *wr, uint32_t (*q)[LT], int k0, int nk, int m)
-{
-#if GEMM_VNNI
-    (void)ubits;
-    __m256i acc = _mm256_setzero_si256();
-    UNROLL
-    for (int k = k0; k < k0 + nk; k++)
-        acc = _mm256_dpbusd_avx_epi32(acc, bcast(wr + k), ldq(q[k]));
-    return m == 1 ? acc : _mm256_mullo_epi32(acc, _mm256_set1_epi32(m));
-#else
-    /* int16 partial sums of at most `per` groups, widened by vpmaddwd with m */
-    const int per = ubits <= 4 ? 8 : ubits == 5 ? 4 : 2;
-    __m256i acc = _mm256_setzero_si256();
-    UNROLL
-    for (int k = k0; k < k0 + nk; k += per) {
-        __m256i s16 = _mm256_maddubs_epi16(bcast(wr + k), ldq(q[k]));
-        UNROLL
-        for (int i = 1; i < per; i++)
-            if (k + i < k0 + nk)
-                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(bcast(wr + k + i), ldq(q[k + i])));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s16, _mm256_set1_epi16((short)m)));
-    }
-    return acc;
-#endif
-}
-
 #define GP_VEC __m256
 #define GP_ZERO() _mm256_setzero_ps()
 #define GP_LOAD(p) _mm256_load_ps(p)
 #define GP_STORE(p, v) _mm256_store_ps(p, v)
 #include "gemm_pass.h"
 
-INLINE void run32(const int type, int64_t n, const uint8_t *w, const struct meta32 *meta, struct act32 *A,
-                  int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
+/* a + b in int16 lanes, opaque to the compiler: GCC reassociates a chain
+ * of vpaddw into a tree and, with eight chains in flight, spills the
+ * products it holds for the tree to the stack. */
+INLINE __m256i add16(__m256i a, __m256i b)
 {
-    const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
-    const int ubits = type == GGML_TYPE_Q4_0 ? 4 : type == GGML_TYPE_Q5_0 ? 5 : planes32(type) == 2 ? 4 : 8;
-    const size_t stride = (size_t)n * (size_t)planes32(type); /* bytes per unpacked row */
-    for (int64_t g = 0; g < ng; g++) {
-        __m256 facc[LR];
-        facc_load(facc, F, g, b0 == 0);
-        for (int64_t b = b0; b < b1; b++) {
-            struct act32 *ag = A + g * nb + b;
-            const __m256 dy = _mm256_load_ps(ag->d);
-            const __m256i corr = _mm256_load_si256((const __m256i *)ag->corr);
+    __asm__("vpaddw %1, %0, %0" : "+x"(a) : "x"(b));
+    return a;
+}
+
+#if GEMM_VNNI
+/* acc + vpdpbusd(u, a), all three in registers: GCC folds the load of an
+ * activation vector into each instruction that uses it (one load per
+ * product where one per NR products is the point). */
+INLINE __m256i dp_reg(__m256i acc, __m256i u, __m256i a)
+{
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(a));
+    return acc;
+}
+#endif
+
+/* s[q][r] = m_r sum_{k < nk} u_{r,k} . a_{q,k} plus start[q] when given,
+ * or plus s[q][r] itself (accum), exactly, for NG token groups q (dword k
+ * of each of their tokens at aq[q][k]) and NR interleaved rows r (u_{r,k}
+ * at w[k LR + r]); m: the rows' int16 factors (NULL: 1).  Each broadcast
+ * weight dword serves the NG groups, and the NG x NR accumulation chains
+ * advance together.  Without VNNI, vpmaddubsw adds into int16 runs of
+ * `per` dwords (its bound for ubits-bit u), each widened by vpmaddwd with
+ * m; with VNNI, m multiplies the int32 sums (vpmulld). */
+INLINE void dot_tile(const int ubits, const int NG, const int NR, const uint32_t *w, const uint32_t (*const *aq)[LT],
+                     int nk, const int32_t *m, const int32_t *const *start, bool accum, __m256i s[2][LR])
+{
+#if GEMM_VNNI
+    (void)ubits;
+    __m256i t[2][LR];
+    UNROLL
+    for (int q = 0; q < NG; q++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            t[q][r] = start && !m ? _mm256_load_si256((const __m256i *)start[q])
+                      : accum && !m ? s[q][r]
+                                    : _mm256_setzero_si256();
+    UNROLL
+    for (int k = 0; k < nk; k++) {
+        __m256i av[2];
+        UNROLL
+        for (int q = 0; q < NG; q++)
+            av[q] = ldq(aq[q][k]);
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const __m256i wv = bcast(w + k * LR + r);
             UNROLL
-            for (int r = 0; r < LR; r++) {
-                const uint32_t *wr = (const uint32_t *)(w + (size_t)r * stride + 32 * b);
-                __m256i acc = _mm256_add_epi32(dot_groups(ubits, wr, ag->q, 0, 8, 1), corr);
-                if (planes32(type) == 2) /* + 16 * (hi plane) */
-                    acc = _mm256_add_epi32(acc, dot_groups(4, wr + 8 * nb, ag->q, 0, 8, 16));
-                const __m256 f = _mm256_cvtepi32_ps(acc), dx = _mm256_set1_ps(meta[(size_t)r * (size_t)nb + b].d);
-                if (type == GGML_TYPE_Q4_0)
-                    facc[r] = _mm256_add_ps(facc[r], _mm256_mul_ps(_mm256_mul_ps(f, dx), dy));
-                else
-                    facc[r] = _mm256_add_ps(facc[r], _mm256_mul_ps(_mm256_mul_ps(dx, dy), f));
+            for (int q = 0; q < NG; q++)
+                t[q][r] = dp_reg(t[q][r], wv, av[q]);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const __m256i mr = _mm256_set1_epi32(m ? m[r] : 1);
+        UNROLL
+        for (int q = 0; q < NG; q++) {
+            if (!m) {
+                s[q][r] = t[q][r];
+                continue;
+            }
+            const __m256i v = _mm256_mullo_epi32(t[q][r], mr);
+            s[q][r] = start   ? _mm256_add_epi32(_mm256_load_si256((const __m256i *)start[q]), v)
+                      : accum ? _mm256_add_epi32(s[q][r], v)
+                              : v;
+        }
+    }
+#else
+    const int per = ubits <= 4 ? 8 : ubits == 5 ? 4 : 2;
+    UNROLL
+    for (int k0 = 0; k0 < nk; k0 += per) {
+        __m256i s16[2][LR];
+        const int k1 = k0 + per < nk ? k0 + per : nk;
+        UNROLL
+        for (int k = k0; k < k1; k++) {
+            __m256i av[2];
+            UNROLL
+            for (int q = 0; q < NG; q++)
+                av[q] = ldq(aq[q][k]);
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                const __m256i wv = bcast(w + k * LR + r);
+                UNROLL
+                for (int q = 0; q < NG; q++) {
+                    const __m256i v = _mm256_maddubs_epi16(wv, av[q]);
+                    s16[q][r] = k == k0 ? v : add16(s16[q][r], v);
+                }
             }
         }
-        facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const __m256i mr = _mm256_set1_epi16((short)(m ? m[r] : 1));
+            UNROLL
+            for (int q = 0; q < NG; q++) {
+                const __m256i v = _mm256_madd_epi16(s16[q][r], mr);
+                if (k0 > 0 || accum)
+                    s[q][r] = _mm256_add_epi32(s[q][r], v);
+                else /* s starts with the first run: not live during it */
+                    s[q][r] = start ? _mm256_add_epi32(_mm256_load_si256((const __m256i *)start[q]), v) : v;
+            }
+        }
+    }
+#endif
+}
+
+/* acc + (block sums s) * dx * dy in the reference's association per type. */
+INLINE __m256 fstep32(const int type, __m256 acc, __m256i s, float dxs, __m256 dy)
+{
+    const __m256 f = _mm256_cvtepi32_ps(s), dx = _mm256_set1_ps(dxs);
+    if (type == GGML_TYPE_Q4_0) /* (float)sumi * d_x * d_y */
+        return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(f, dx), dy));
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(dx, dy), f)); /* (d_x * d_y) * sumi */
+}
+
+/* Token groups per step of run32: two (4 rows x 2 groups = 8 accumulation
+ * chains, one broadcast per two products) when the int16 runs and the
+ * int32 sums fit the 16 registers together: with VNNI always, with
+ * vpmaddubsw when one int16 run covers the block (4-bit u). */
+INLINE int ng32(const int type) { return GEMM_VNNI || (type == GGML_TYPE_Q4_0 && planes32(type) == 1) ? 2 : 1; }
+
+/* Block b (weights wb, metadata mb) of NG token groups ag[q] into their
+ * float accumulators facc[q]: the exact sums u . a + corr (Q8_0 without
+ * VNNI: lo + 16 hi, the second plane `hi` dwords on), then the reference's
+ * float step. */
+INLINE void step32(const int type, const int NG, const uint32_t *wb, size_t hi, const struct meta32 *mb,
+                   const struct act32 *const *ag, __m256 facc[2][LR])
+{
+    const int ubits = type == GGML_TYPE_Q5_0 ? 5 : type == GGML_TYPE_Q8_0 && GEMM_VNNI ? 8 : 4;
+    const uint32_t(*aq[2])[LT] = {ag[0]->q, ag[NG - 1]->q};
+    const int32_t *corr[2] = {ag[0]->corr, ag[NG - 1]->corr};
+    __m256i s[2][LR];
+    dot_tile(ubits, NG, LR, wb, aq, 8, NULL, corr, false, s);
+    if (planes32(type) == 2) {
+        static const int32_t m16[LR] = {16, 16, 16, 16};
+        dot_tile(4, NG, LR, wb + hi, aq, 8, m16, NULL, true, s);
+    }
+    UNROLL
+    for (int q = 0; q < NG; q++) {
+        const __m256 dy = _mm256_load_ps(ag[q]->d);
+        UNROLL
+        for (int r = 0; r < LR; r++)
+            facc[q][r] = fstep32(type, facc[q][r], s[q][r], mb[r].d, dy);
     }
 }
 
-INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK *meta, struct actK *A,
-                 int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
+/* A tile of LR rows against all token groups, blocks [b0, b1) (one pass;
+ * F: the tile's float accumulators between passes), ng32(type) groups at a
+ * time, then an odd last group alone.  The float steps per (row, token) are
+ * the reference's, block after block, whatever the grouping. */
+INLINE void run32(const int type, int64_t n, const uint32_t *w, const struct meta32 *meta, const struct act32 *A,
+                  int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
-    const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
+    const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
+    const size_t hi = (size_t)nb * 8 * LR; /* dwords to the second plane */
+    int64_t g = 0;
+    if (ng32(type) == 2)
+        for (; g + 2 <= ng; g += 2) {
+            __m256 facc[2][LR];
+            facc_load(facc[0], F, g, b0 == 0);
+            facc_load(facc[1], F, g + 1, b0 == 0);
+            for (int64_t b = b0; b < b1; b++) {
+                const struct act32 *ag[2] = {A + g * nb + b, A + (g + 1) * nb + b};
+                step32(type, 2, w + (size_t)b * 8 * LR, hi, meta + b * LR, ag, facc);
+            }
+            facc_done(facc[0], F, g, b1 == nb, n_tok, nr, y, ys);
+            facc_done(facc[1], F, g + 1, b1 == nb, n_tok, nr, y, ys);
+        }
+    for (; g < ng; g++) {
+        __m256 facc[2][LR];
+        facc_load(facc[0], F, g, b0 == 0);
+        for (int64_t b = b0; b < b1; b++) {
+            const struct act32 *ag[1] = {A + g * nb + b};
+            step32(type, 1, w + (size_t)b * 8 * LR, hi, meta + b * LR, ag, facc);
+        }
+        facc_done(facc[0], F, g, b1 == nb, n_tok, nr, y, ys);
+    }
+}
+
+/* Super-block b of NG token groups (g, g + NG - 1) and NR rows (r0 ..
+ * r0 + NR - 1) of a tile: the sub-block sums scaled (dot_tile's m) and
+ * added, the offset or minimums through the bsums, then the reference's
+ * float steps into the groups' accumulators in F (row r of group g at
+ * F + LT (g LR + r)). */
+INLINE void stepK(const int type, const int NG, const int NR, int r0, const uint32_t *wb, size_t hi,
+                  const struct metaK *mb, const struct actK *const *ag, float *F, int64_t g)
+{
     const bool sub16 = type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K;
     const int n_sub = sub16 ? 16 : 8, per_sub = 64 / n_sub;
     const int ubits = type == GGML_TYPE_Q2_K   ? 2
@@ -422,56 +661,92 @@ INLINE void runK(const int type, int64_t n, const uint8_t *w, const struct metaK
                       : type == GGML_TYPE_Q4_K ? 4
                       : type == GGML_TYPE_Q5_K ? 5
                       : type == GGML_TYPE_Q6_K ? 6
-                                               : 8;
+                                               : planesK(type) == 2 ? 4 : 8;
     /* the offset of u taken off with the bsums (log2), or 0: the bsums carry the minimums */
     const int off_shift = type == GGML_TYPE_Q6_K ? 5 : type == GGML_TYPE_Q3_K ? 2 : type == GGML_TYPE_IQ4_XS ? 7 : 0;
     const bool mins = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q2_K;
-    const size_t stride = (size_t)n * (size_t)planesK(type); /* bytes per unpacked row */
-    for (int64_t g = 0; g < ng; g++) {
-        __m256 facc[LR];
-        facc_load(facc, F, g, b0 == 0);
-        for (int64_t b = b0; b < b1; b++) {
-            struct actK *ag = A + g * nb + b;
-            __m256i isum[LR];
+    __m256i isum[2][LR];
+    UNROLL
+    for (int q = 0; q < NG; q++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            isum[q][r] = _mm256_setzero_si256();
+    for (int j = 0; j < n_sub; j++) {
+        const uint32_t(*aq[2])[LT] = {ag[0]->q + per_sub * j, ag[NG - 1]->q + per_sub * j};
+        int32_t sc[LR];
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            sc[r] = mb[r0 + r].sc[j];
+        dot_tile(ubits, NG, NR, wb + (size_t)(per_sub * j) * LR + r0, aq, per_sub, sc, NULL, true, isum);
+        if (planesK(type) == 2) { /* u = 16 hi + lo */
             UNROLL
-            for (int r = 0; r < LR; r++)
-                isum[r] = _mm256_setzero_si256();
-            for (int j = 0; j < n_sub; j++) {
-                UNROLL
-                for (int r = 0; r < LR; r++) {
-                    const uint32_t *wr = (const uint32_t *)(w + (size_t)r * stride + 256 * b);
-                    const int32_t sc = meta[(size_t)r * (size_t)nb + b].sc[j];
-                    if (planesK(type) == 2) { /* u = 16 hi + lo */
-                        isum[r] = _mm256_add_epi32(isum[r], dot_groups(4, wr, ag->q, per_sub * j, per_sub, sc));
-                        isum[r] = _mm256_add_epi32(
-                            isum[r], dot_groups(4, wr + 64 * nb, ag->q, per_sub * j, per_sub, 16 * sc));
-                        continue;
-                    }
-                    isum[r] = _mm256_add_epi32(isum[r], dot_groups(ubits, wr, ag->q, per_sub * j, per_sub, sc));
-                }
-            }
-            const __m256 dy = _mm256_load_ps(ag->d);
-            UNROLL
-            for (int r = 0; r < LR; r++) {
-                const struct metaK *mt = meta + (size_t)r * (size_t)nb + b;
-                /* sum_j mp_j . (bsum pair j): the minimums (Q4_K/Q5_K/Q2_K)
-                 * or the scales, times the offset of u (Q6_K 32, Q3_K 4,
-                 * IQ4_XS 128) */
-                __m256i bs = _mm256_setzero_si256();
-                UNROLL
-                for (int k = 0; k < 8; k++)
-                    bs = _mm256_add_epi32(bs, _mm256_madd_epi16(ldq(ag->bsp[k]), bcast(&mt->mp[k])));
-                if (off_shift)
-                    isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(bs, off_shift));
-                const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(mt->d), dy);
-                facc[r] = _mm256_add_ps(facc[r], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum[r])));
-                if (mins)
-                    facc[r] = _mm256_sub_ps(facc[r], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(mt->dmin), dy),
-                                                                   _mm256_cvtepi32_ps(bs)));
-            }
+            for (int r = 0; r < NR; r++)
+                sc[r] *= 16;
+            dot_tile(4, NG, NR, wb + hi + (size_t)(per_sub * j) * LR + r0, aq, per_sub, sc, NULL, true, isum);
         }
-        facc_done(facc, F, g, b1 == nb, n_tok, nr, y, ys);
     }
+    UNROLL
+    for (int q = 0; q < NG; q++) {
+        const __m256 dy = _mm256_load_ps(ag[q]->d);
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const struct metaK *mt = mb + r0 + r;
+            float *fp = F + (size_t)((g + q) * LR + r0 + r) * LT;
+            /* sum_k mp_k . (bsum pair k): the minimums (Q4_K/Q5_K/Q2_K)
+             * or the scales, times the offset of u (Q6_K 32, Q3_K 4,
+             * IQ4_XS 128) */
+            __m256i bs = _mm256_setzero_si256();
+            UNROLL
+            for (int k = 0; k < 8; k++)
+                bs = _mm256_add_epi32(bs, _mm256_madd_epi16(ldq(ag[q]->bsp[k]), bcast(&mt->mp[k])));
+            __m256i is = isum[q][r];
+            if (off_shift)
+                is = _mm256_sub_epi32(is, _mm256_slli_epi32(bs, off_shift));
+            const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(mt->d), dy);
+            __m256 f = _mm256_add_ps(_mm256_load_ps(fp), _mm256_mul_ps(dd, _mm256_cvtepi32_ps(is)));
+            if (mins)
+                f = _mm256_sub_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(mt->dmin), dy), _mm256_cvtepi32_ps(bs)));
+            _mm256_store_ps(fp, f);
+        }
+    }
+}
+
+/* A tile of LR rows against all token groups, super-blocks [b0, b1) (one
+ * pass; F: the tile's float accumulators, kept there between blocks):
+ * pairs of groups by halves of the tile, then an odd last group whole. */
+/* Rows per stepK with two token groups: all four (8 accumulation chains;
+ * the 8 super-block sums do not fit the registers with the chains and
+ * partly wait in the stack), but 2 for IQ4_XS's two planes without VNNI
+ * (measured: 4 rows there spill more than they save). */
+INLINE int nrK(const int type) { return GEMM_VNNI || planesK(type) == 1 ? LR : LR / 2; }
+
+INLINE void runK(const int type, int64_t n, const uint32_t *w, const struct metaK *meta, const struct actK *A,
+                 int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
+{
+    const int64_t nb = n / QK_K, ng = (n_tok + LT - 1) / LT;
+    const size_t hi = (size_t)nb * 64 * LR; /* dwords to the second plane */
+    if (b0 == 0)
+        memset(F, 0, (size_t)ng * LR * LT * sizeof(float));
+    int64_t g = 0;
+    for (; g + 2 <= ng; g += 2)
+        for (int64_t b = b0; b < b1; b++) {
+            const struct actK *ag[2] = {A + g * nb + b, A + (g + 1) * nb + b};
+            const uint32_t *wb = w + (size_t)b * 64 * LR;
+            UNROLL
+            for (int r0 = 0; r0 < LR; r0 += nrK(type))
+                stepK(type, 2, nrK(type), r0, wb, hi, meta + b * LR, ag, F, g);
+        }
+    for (; g < ng; g++)
+        for (int64_t b = b0; b < b1; b++) {
+            const struct actK *ag[1] = {A + g * nb + b};
+            stepK(type, 1, LR, 0, w + (size_t)b * 64 * LR, hi, meta + b * LR, ag, F, g);
+        }
+    if (b1 == nb)
+        for (g = 0; g < ng; g++) {
+            __m256 facc[LR];
+            facc_load(facc, F, g, false);
+            facc_done(facc, F, g, true, n_tok, nr, y, ys);
+        }
 }
 
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -492,15 +767,12 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const size_t w_tile = (size_t)LR * stride, m_tile = (size_t)(LR * nb) * msz;
     const size_t w_bytes = up64((size_t)rb * w_tile), meta_bytes = up64((size_t)rb * m_tile);
     const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
-    /* x4 (repack.h): a tile's group of four rows, put back in GGUF's layout */
-    const size_t g_bytes = x4 ? up64(4 * w_row) : 0;
-    uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes + f_bytes + g_bytes);
+    uint8_t *scratch = kernels_scratch(act_bytes + w_bytes + meta_bytes + f_bytes);
     if (!scratch)
         return -1;
     void *act = scratch;
     uint8_t *w = scratch + act_bytes, *meta = scratch + act_bytes + w_bytes;
     float *F = (float *)(scratch + act_bytes + w_bytes + meta_bytes);
-    uint8_t *group = scratch + act_bytes + w_bytes + meta_bytes + f_bytes;
     const uint8_t *wb = wv;
     const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (k)
@@ -512,32 +784,22 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
         for (int64_t t = t0; t < t1; t++) {
             const int64_t r0 = t * LR;
             const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
-            uint8_t *wt = w + (size_t)(t - t0) * w_tile, *mt = meta + (size_t)(t - t0) * m_tile;
+            uint32_t *wt = (uint32_t *)(w + (size_t)(t - t0) * w_tile);
+            uint8_t *mt = meta + (size_t)(t - t0) * m_tile;
             /* matmul's ranges start at multiples of 16 rows: a call's groups
              * are its tiles, all full but perhaps a matrix's last */
             const bool grouped = x4 && nr == LR && r0 + LR <= n_rows / 4 * 4;
-            if (grouped)
-                repack_x4_unpack_group(type, wb + (size_t)r0 * w_row, nb, group);
-            for (int r = 0; r < LR; r++) {
-                uint8_t *wr = wt + (size_t)r * stride;
-                if (r >= nr) { /* padding rows: zero weights and scales */
-                    memset(wr, 0, stride);
-                    memset(mt + (size_t)(r * nb) * msz, 0, (size_t)nb * msz);
-                    continue;
-                }
-                const uint8_t *row = grouped ? group + (size_t)r * w_row : wb + (size_t)(r0 + r) * w_row;
-                if (k)
-                    unpack_rowK(type, row, nb, wr, (struct metaK *)mt + r * nb);
-                else
-                    unpack_row32(type, row, nb, wr, (struct meta32 *)mt + r * nb);
-            }
+            if (k)
+                unpack_tileK(type, wb + (size_t)r0 * w_row, w_row, nb, nr, grouped, wt, (struct metaK *)mt);
+            else
+                unpack_tile32(type, wb + (size_t)r0 * w_row, w_row, nb, nr, grouped, wt, (struct meta32 *)mt);
         }
         for (int64_t b0 = 0; b0 < nb; b0 += kc) {
             const int64_t b1 = b0 + kc < nb ? b0 + kc : nb;
             for (int64_t t = t0; t < t1; t++) {
                 const int64_t r0 = t * LR;
                 const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
-                const uint8_t *wt = w + (size_t)(t - t0) * w_tile;
+                const uint32_t *wt = (const uint32_t *)(w + (size_t)(t - t0) * w_tile);
                 const uint8_t *mt = meta + (size_t)(t - t0) * m_tile;
                 float *Ft = F + (size_t)(t - t0) * f_tile;
                 if (k)
