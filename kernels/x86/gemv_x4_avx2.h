@@ -50,20 +50,66 @@ INLINE __m128 x4_finish(const int type, const int KB, __m256i v[2][4], const __m
     return acc;
 }
 
+/* Rows 2p | 2p + 1's quants of one block as unsigned bytes, row 2p in the
+ * low 128-bit lane: lo gets elements 0-15, hi 16-31.  q holds the rows' 16
+ * quant bytes per lane; for Q5_0, hl and hh hold the high bits of elements
+ * 0-15 and 16-31, which shl and shh spread (bit i of a byte for element i
+ * mod 8) over each lane's 16 bytes. */
+INLINE void x4_unpack_pair(const int type, __m256i q, __m256i hl, __m256i hh, __m256i shl, __m256i shh,
+                           __m256i *lo, __m256i *hi)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b5 = _mm256_set1_epi8(16);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (type == GGML_TYPE_Q5_0) {
+        const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hl, shl), bits), bits);
+        const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hh, shh), bits), bits);
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(ml, b5));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(mh, b5));
+    }
+}
+
+/* x4_unpack_pair of two blocks in GGUF's format, r0 and r1. */
+INLINE void x4_unpack_blocks(const int type, const uint8_t *r0, const uint8_t *r1, __m256i *lo, __m256i *hi)
+{
+    const size_t off = type == GGML_TYPE_Q5_0 ? 6 : 2;
+    /* per lane: bytes 0-7 from qh byte 0 (elements 0-7), 8-15 from byte 1; or bytes 2, 3 (16-31) */
+    const __m256i shl = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1,
+                                         1, 1, 1, 1, 1, 1);
+    const __m256i shh = _mm256_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                         3, 3, 3, 3, 3, 3);
+    const __m256i q = _mm256_loadu2_m128i((const __m128i *)(r1 + off), (const __m128i *)(r0 + off));
+    __m256i qh = _mm256_setzero_si256();
+    if (type == GGML_TYPE_Q5_0)
+        qh = _mm256_set_m128i(_mm_set1_epi32((int)ld32(r1 + 2)), _mm_set1_epi32((int)ld32(r0 + 2)));
+    x4_unpack_pair(type, q, qh, qh, shl, shh, lo, hi);
+}
+
+/* x4_unpack_pair of block k of tile (the x4 layout, repack.h), rows 2p |
+ * 2p + 1: one 256-bit load of the quants, Q5_0's high bits two words. */
+INLINE void x4_unpack_tile(const int type, const uint8_t *tile, int p, int k, size_t bs, __m256i *lo, __m256i *hi)
+{
+    /* bytes 0-7 from bit byte 0, 8-15 from 1 | 16-23 from 2, 24-31 from 3 */
+    const __m256i sh = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                        3, 3, 3, 3, 3, 3);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(tile + repack_x4_qs(type, 2 * p, k, bs)));
+    __m256i hl = _mm256_setzero_si256(), hh = hl;
+    if (type == GGML_TYPE_Q5_0) {
+        hl = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 0)));
+        hh = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 1)));
+    }
+    x4_unpack_pair(type, q, hl, hh, sh, sh, lo, hi);
+}
+
 /* Blocks b .. b + KB - 1 (KB = 4, or 1 for the last blocks of a row) of four
  * rows, added to acc (lane r: row r) in block order. */
 INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_row, const block_q8_0 *ab, int64_t b,
                        __m128 acc)
 {
-    const size_t bs = bbytes32(type), off = type == GGML_TYPE_Q5_0 ? 6 : 2;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    const size_t bs = bbytes32(type);
+    const __m256i zero = _mm256_setzero_si256();
     const __m256i K = _mm256_set1_epi8(type == GGML_TYPE_Q5_0 ? 16 : 8);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull), b5 = _mm256_set1_epi8(16);
-    /* per lane: bytes 0-7 from qh byte 0 (elements 0-7), 8-15 from byte 1; or bytes 2, 3 (16-31) */
-    const __m256i shuf_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             1, 1, 1, 1, 1, 1, 1, 1);
-    const __m256i shuf_hi = _mm256_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
-                                             3, 3, 3, 3, 3, 3, 3, 3);
     __m256i v[2][4] = {{zero, zero, zero, zero}, {zero, zero, zero, zero}};
     uint16_t dxh[2][8] = {{0}}, dyh[4] = {0};
     /* one prefetch per cache line of each row's blocks, PF_ROWS rows on */
@@ -80,18 +126,8 @@ INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_
         UNROLL
         for (int p = 0; p < 2; p++) {
             const uint8_t *r0 = blk + (size_t)(2 * p) * w_row, *r1 = r0 + w_row;
-            const __m256i q = _mm256_loadu2_m128i((const __m128i *)(r1 + off), (const __m128i *)(r0 + off));
-            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (type == GGML_TYPE_Q5_0) {
-                uint32_t h0, h1;
-                memcpy(&h0, r0 + 2, 4);
-                memcpy(&h1, r1 + 2, 4);
-                const __m256i qh = _mm256_set_m128i(_mm_set1_epi32((int)h1), _mm_set1_epi32((int)h0));
-                const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, shuf_lo), bits), bits);
-                const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, shuf_hi), bits), bits);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
-            }
+            __m256i lo, hi;
+            x4_unpack_blocks(type, r0, r1, &lo, &hi);
             v[p][k] = _mm256_sub_epi32(X4_DOT(lo, a0, hi, a1), c);
             dxh[p][k] = ld16(r0);
             dxh[p][4 + k] = ld16(r1);
@@ -136,12 +172,7 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
 {
     const int64_t nb = n / 32, nb4 = nb / 4;
     const size_t bs = bbytes32(type), tb = 16 * bs;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b5 = _mm256_set1_epi8(16);
     const __m256i K = _mm256_set1_epi8(type == GGML_TYPE_Q5_0 ? 16 : 8);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    /* bytes 0-7 from bit byte 0, 8-15 from 1 | 16-23 from 2, 24-31 from 3 */
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                                          3, 3, 3, 3, 3, 3, 3);
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t j = 0; j < nb4; j++) {
         const uint8_t *tile = w + (size_t)j * tb;
@@ -162,16 +193,8 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
             }
             UNROLL
             for (int p = 0; p < 2; p++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(tile + repack_x4_qs(type, 2 * p, k, bs)));
-                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if (type == GGML_TYPE_Q5_0) {
-                    const __m256i hl = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 0)));
-                    const __m256i hh = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 1)));
-                    const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hl, shuf), bits), bits);
-                    const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hh, shuf), bits), bits);
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
-                }
+                __m256i lo, hi;
+                x4_unpack_tile(type, tile, p, k, bs, &lo, &hi);
                 UNROLL
                 for (int t = 0; t < NT; t++)
                     v[t][p][k] = _mm256_sub_epi32(X4_DOT(lo, a0[t], hi, a1[t]), c[t]);
@@ -248,12 +271,7 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
                        const struct x4_prep *prep, float *y, size_t ys)
 {
     const int64_t nb = n / 32, nb4 = nb / 4;
-    const size_t bs = bbytes32(type), tb = 16 * bs, off = type == GGML_TYPE_Q5_0 ? 6 : 2;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b5 = _mm256_set1_epi8(16);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    /* bytes 0-7 from bit byte 0, 8-15 from 1 | 16-23 from 2, 24-31 from 3 */
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                                          3, 3, 3, 3, 3, 3, 3);
+    const size_t bs = bbytes32(type), tb = 16 * bs;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t j = 0; j < nb4; j++) {
         const uint8_t *tile = w + (size_t)j * tb;
@@ -269,26 +287,13 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
             x4q_acts(NT, a, a_row, 4 * j + k, prep + 4 * j + k, a0, a1, &corr, &dy);
             UNROLL
             for (int p = 0; p < 2; p++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(tile + repack_x4_qs(type, 2 * p, k, bs)));
-                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if (type == GGML_TYPE_Q5_0) {
-                    const __m256i hl = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 0)));
-                    const __m256i hh = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 1)));
-                    const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hl, shuf), bits), bits);
-                    const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hh, shuf), bits), bits);
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
-                }
+                __m256i lo, hi;
+                x4_unpack_tile(type, tile, p, k, bs, &lo, &hi);
                 acc[p] = x4q_pair(type, NT, lo, hi, a0, a1, corr, _mm256_permutevar_ps(dx[p], _mm256_set1_epi32(k)),
                                   dy, acc[p]);
             }
         }
     }
-    /* per lane: bytes 0-7 from qh byte 0 (elements 0-7), 8-15 from byte 1; or bytes 2, 3 (16-31) */
-    const __m256i shuf_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             1, 1, 1, 1, 1, 1, 1, 1);
-    const __m256i shuf_hi = _mm256_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
-                                             3, 3, 3, 3, 3, 3, 3, 3);
     for (int64_t b = 4 * nb4; b < nb; b++) { /* GGUF's blocks, rows 0-3 side by side (as x4_group) */
         const uint8_t *col = w + repack_x4_whole(0, b, nb, bs);
         __m256i a0[4], a1[4], corr;
@@ -297,15 +302,8 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
         UNROLL
         for (int p = 0; p < 2; p++) {
             const uint8_t *r0 = col + (size_t)(2 * p) * bs, *r1 = r0 + bs;
-            const __m256i q = _mm256_loadu2_m128i((const __m128i *)(r1 + off), (const __m128i *)(r0 + off));
-            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (type == GGML_TYPE_Q5_0) {
-                const __m256i qh = _mm256_set_m128i(_mm_set1_epi32((int)ld32(r1 + 2)), _mm_set1_epi32((int)ld32(r0 + 2)));
-                const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, shuf_lo), bits), bits);
-                const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, shuf_hi), bits), bits);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
-            }
+            __m256i lo, hi;
+            x4_unpack_blocks(type, r0, r1, &lo, &hi);
             const __m256 dxk = _mm256_set_m128(_mm_set1_ps(h2f(ld16(r1))), _mm_set1_ps(h2f(ld16(r0))));
             acc[p] = x4q_pair(type, NT, lo, hi, a0, a1, corr, dxk, dy, acc[p]);
         }
