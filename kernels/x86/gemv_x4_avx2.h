@@ -320,6 +320,8 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
     }
 }
 
+_Static_assert(sizeof(struct x4_prep) <= GEMM_PREP_BLOCK, "an x4_prep per block of 32 fits matmul's prep");
+
 /* The 2-4 token gemm of an x4 type on its prep (one token: gemm32_x4p),
  * and the prep. */
 #define DEFINE_GEMM_X4Q(NAME, PREP, TYPE)                                                                     \
