@@ -217,58 +217,58 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
         _mm_storeu_ps(y + (size_t)t * ys, acc[t]);
 }
 
-/* Per 128-bit lane L: [sum of v0's four int32 in L, v1's, v2's, v3's]. */
-INLINE __m256i x4_reduce4_lanes(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
-{
-    const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
-    const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(v2, v3), _mm256_unpackhi_epi32(v2, v3));
-    return _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
-}
-
 /* One block of rows 2p | 2p + 1 (lo, hi: their quants + K in the two
- * 128-bit lanes) against NT tokens (a0, a1: their half-blocks in both
- * lanes): lane 4 i + t of the result gets (row 2p + i, token t)'s term,
- * added to acc. */
+ * 128-bit lanes) against NT tokens' rotated quants from the prep (a0, a1:
+ * x4r_prep's q[0][s], q[1][s] in both lanes; corr: its correction): lane
+ * 4 i + t of the result gets (row 2p + i, token t)'s term, added to acc.
+ * As avx512's x4q_block: product s has token (j + s) % 4's partial sum in
+ * dword j, so rotating it by s dwords and adding the four gives each
+ * token's exact sum in its own dword (two tokens: two pair swaps). */
 INLINE __m256 x4q_pair(const int type, const int NT, __m256i lo, __m256i hi, const __m256i *a0, const __m256i *a1,
                        __m256i corr, __m256 dxk, __m256 dy, __m256 acc)
 {
-    const __m256i zero = _mm256_setzero_si256();
-    __m256i v[4] = {zero, zero, zero, zero};
-    UNROLL
-    for (int t = 0; t < NT; t++)
-        v[t] = X4_DOT(lo, a0[t], hi, a1[t]);
-    const __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(x4_reduce4_lanes(v[0], v[1], v[2], v[3]), corr));
+    const __m256i v0 = _mm256_add_epi32(X4_DOT(lo, a0[0], hi, a1[0]), corr), v1 = X4_DOT(lo, a0[1], hi, a1[1]);
+    __m256i s;
+    if (NT == 2) { /* dword j: token j % 2 */
+        const __m256i x = _mm256_add_epi32(v0, _mm256_shuffle_epi32(v1, 0xB1));
+        s = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0x4E));
+    } else {
+        const __m256i v2 = X4_DOT(lo, a0[2], hi, a1[2]), v3 = X4_DOT(lo, a0[3], hi, a1[3]);
+        /* dword t of the result takes dword (t - s) % 4 of product s */
+        s = _mm256_add_epi32(_mm256_add_epi32(v0, _mm256_shuffle_epi32(v1, 0x93)),
+                             _mm256_add_epi32(_mm256_shuffle_epi32(v2, 0x4E), _mm256_shuffle_epi32(v3, 0x39)));
+    }
+    const __m256 f = _mm256_cvtepi32_ps(s);
     return _mm256_add_ps(acc, type == GGML_TYPE_Q4_0 ? _mm256_mul_ps(_mm256_mul_ps(f, dxk), dy)
                                                      : _mm256_mul_ps(_mm256_mul_ps(dxk, dy), f));
 }
 
-/* The tokens' half-blocks of block b in both lanes, and the block's prep. */
-INLINE void x4q_acts(const int NT, const uint8_t *a, size_t a_row, int64_t b, const struct x4_prep *p, __m256i *a0,
-                     __m256i *a1, __m256i *corr, __m256 *dy)
+/* Block b's prep (x4r_prep) in both lanes. */
+INLINE void x4q_acts(const int NT, const struct x4r_prep *p, __m256i *a0, __m256i *a1, __m256i *corr, __m256 *dy)
 {
     UNROLL
-    for (int t = 0; t < NT; t++) {
-        const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + b;
-        a0[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
-        a1[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
-    }
+    for (int s = 0; s < 4; s++)
+        if (s < 2 || NT > 2) {
+            a0[s] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->q[0][s]));
+            a1[s] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->q[1][s]));
+        }
     *corr = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->corr));
     *dy = _mm256_broadcast_ps((const __m128 *)p->d);
 }
 
 /*
  * 2-4 tokens against the four rows of a group in the x4 layout, with the
- * prep (x4_act_prep) made once per matmul: gemm32_x4p's products, but lanes
- * (row, token) after one in-lane reduction of the NT tokens' vectors per
- * block and row pair, so that the offset comes off with one subtraction
- * (K times the tokens' block sums, from the prep) and the reference's float
- * steps run once per block and row pair on eight outputs, added to the
- * accumulators in block order: vec_dot's bits.  gemm32_x4p instead takes
- * the offset off per token and block (X4_DOT of K) and pair, and does x4_finish's
- * reduction and float steps per token.
+ * prep (x4r_act_prep) made once per matmul: gemm32_x4p's products, but
+ * lanes (row, token) straight from the rotated products (x4q_pair), the
+ * offset taken off with one addition (minus K times the tokens' block sums,
+ * from the prep) and the reference's float steps run once per block and row
+ * pair on eight outputs, added to the accumulators in block order:
+ * vec_dot's bits.  gemm32_x4p instead takes the offset off per token and
+ * block (X4_DOT of K) and pair, and does x4_finish's reduction and float
+ * steps per token.
  */
-INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row,
-                       const struct x4_prep *prep, float *y, size_t ys)
+INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w, const struct x4r_prep *prep,
+                       float *y, size_t ys)
 {
     const int64_t nb = n / 32, nb4 = nb / 4;
     const size_t bs = bbytes32(type), tb = 16 * bs;
@@ -284,7 +284,7 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
         for (int k = 0; k < 4; k++) {
             __m256i a0[4], a1[4], corr;
             __m256 dy;
-            x4q_acts(NT, a, a_row, 4 * j + k, prep + 4 * j + k, a0, a1, &corr, &dy);
+            x4q_acts(NT, prep + 4 * j + k, a0, a1, &corr, &dy);
             UNROLL
             for (int p = 0; p < 2; p++) {
                 __m256i lo, hi;
@@ -298,7 +298,7 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
         const uint8_t *col = w + repack_x4_whole(0, b, nb, bs);
         __m256i a0[4], a1[4], corr;
         __m256 dy;
-        x4q_acts(NT, a, a_row, b, prep + b, a0, a1, &corr, &dy);
+        x4q_acts(NT, prep + b, a0, a1, &corr, &dy);
         UNROLL
         for (int p = 0; p < 2; p++) {
             const uint8_t *r0 = col + (size_t)(2 * p) * bs, *r1 = r0 + bs;
@@ -320,8 +320,6 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
     }
 }
 
-_Static_assert(sizeof(struct x4_prep) <= GEMM_PREP_BLOCK, "an x4_prep per block of 32 fits matmul's prep");
-
 /* The 2-4 token gemm of an x4 type on its prep (one token: gemm32_x4p),
  * and the prep. */
 #define DEFINE_GEMM_X4Q(NAME, PREP, TYPE)                                                                     \
@@ -331,14 +329,14 @@ _Static_assert(sizeof(struct x4_prep) <= GEMM_PREP_BLOCK, "an x4_prep per block 
         (void)w_row; /* a group is contiguous */                                                              \
         switch (nt) {                                                                                         \
         case 1: gemm32_x4p(TYPE, 1, n, w, a, a_row, y, ys); break;                                            \
-        case 2: gemm32_x4q(TYPE, 2, n, w, a, a_row, prep, y, ys); break;                                      \
-        case 3: gemm32_x4q(TYPE, 3, n, w, a, a_row, prep, y, ys); break;                                      \
-        default: gemm32_x4q(TYPE, 4, n, w, a, a_row, prep, y, ys); break;                                     \
+        case 2: gemm32_x4q(TYPE, 2, n, w, prep, y, ys); break;                                                \
+        case 3: gemm32_x4q(TYPE, 3, n, w, prep, y, ys); break;                                                \
+        default: gemm32_x4q(TYPE, 4, n, w, prep, y, ys); break;                                               \
         }                                                                                                     \
     }                                                                                                         \
     static void PREP(int64_t n, const void *a, size_t a_row, int nt, void *prep)                              \
     {                                                                                                         \
-        x4_act_prep(TYPE == GGML_TYPE_Q5_0 ? 16 : 8, n, a, a_row, nt, prep);                                  \
+        x4r_act_prep(TYPE == GGML_TYPE_Q5_0 ? 16 : 8, n, a, a_row, nt, prep);                                 \
     }
 
 /* The gemm of an x4 type (1-4 tokens). */

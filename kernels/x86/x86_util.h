@@ -120,33 +120,9 @@ INLINE void store_rows_tokens(float *y, size_t ys, const __m128 *acc, const int 
     }
 }
 
-/* The prep (dispatch.h's act_prep) of the x4 tiles for 2-4 tokens, per
- * block of 32: K (the weights' offset) times each token's quant sum, and its
- * scale as a float; zeros for tokens past nt.  A tile then subtracts one
- * vector of these per block instead of recomputing the sums in every group
- * of four rows. */
-struct x4_prep {
-    int32_t corr[4];
-    float d[4];
-};
-
-INLINE void x4_act_prep(const int K, int64_t n, const void *a, size_t a_row, int nt, void *prep)
-{
-    const __m256i x80 = _mm256_set1_epi8((char)0x80);
-    for (int64_t b = 0; b < n / 32; b++) {
-        struct x4_prep q = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-        for (int t = 0; t < nt; t++) {
-            const block_q8_0 *ab = (const block_q8_0 *)((const char *)a + (size_t)t * a_row) + b;
-            /* the bytes + 128 are unsigned: their sum less 32 * 128 */
-            q.corr[t] = K * (sum_u8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)ab->qs), x80)) - 4096);
-            q.d[t] = h2f(ld16(&ab->d));
-        }
-        memcpy((struct x4_prep *)prep + b, &q, sizeof(q));
-    }
-}
-
 /*
- * The prep of the rotated x4 tiles for 2-4 tokens (avx512's gemm32_x4q), per
+ * The prep (dispatch.h's act_prep) of the x4 tiles for 2-4 tokens (gemm32_x4q
+ * of avx512, and of avx2/avxvnni in gemv_x4_avx2.h), made once per matmul, per
  * block of 32: the tokens' quants arranged so that each dword lane of a
  * vpdpbusd against one weight row (a 128-bit lane: elements 0-15 low
  * nibbles, 16-31 high) sums for one token, with no reduction after it.
