@@ -70,13 +70,13 @@ typedef int (*gemm_many_fn)(int64_t n, const void *w, size_t w_row, int64_t n_ro
  * sets the pace: what every tile would otherwise recompute from the
  * activations for each group of GEMM_ROWS rows (e.g. the tokens' block sums
  * times the weights' offset, their scales as floats) is made once per
- * matmul.  act_prep(n, a, a_row, nt, prep) writes GEMM_PREP_BLOCK bytes per
+ * matmul.  act_prep(n, a, a_row, nt, prep) writes up to GEMM_PREP_BLOCK bytes per
  * 32 elements of n for the nt (<= GEMM_TOKS) activation rows at a, in a
  * format private to the variant; gemm_prep is then gemm_fn with that prep
  * added, under gemm_fn's contract (vec_dot's bits).  matmul uses them for
  * 2 .. many_min_tok - 1 tokens, and only when the table has both.
  */
-#define GEMM_PREP_BLOCK 32
+#define GEMM_PREP_BLOCK 160
 typedef void (*act_prep_fn)(int64_t n, const void *a, size_t a_row, int nt, void *prep);
 typedef void (*gemm_prep_fn)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, const void *prep,
                              float *y, size_t y_stride, int nt);

@@ -50,20 +50,66 @@ INLINE __m128 x4_finish(const int type, const int KB, __m256i v[2][4], const __m
     return acc;
 }
 
+/* Rows 2p | 2p + 1's quants of one block as unsigned bytes, row 2p in the
+ * low 128-bit lane: lo gets elements 0-15, hi 16-31.  q holds the rows' 16
+ * quant bytes per lane; for Q5_0, hl and hh hold the high bits of elements
+ * 0-15 and 16-31, which shl and shh spread (bit i of a byte for element i
+ * mod 8) over each lane's 16 bytes. */
+INLINE void x4_unpack_pair(const int type, __m256i q, __m256i hl, __m256i hh, __m256i shl, __m256i shh,
+                           __m256i *lo, __m256i *hi)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b5 = _mm256_set1_epi8(16);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (type == GGML_TYPE_Q5_0) {
+        const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hl, shl), bits), bits);
+        const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hh, shh), bits), bits);
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(ml, b5));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(mh, b5));
+    }
+}
+
+/* x4_unpack_pair of two blocks in GGUF's format, r0 and r1. */
+INLINE void x4_unpack_blocks(const int type, const uint8_t *r0, const uint8_t *r1, __m256i *lo, __m256i *hi)
+{
+    const size_t off = type == GGML_TYPE_Q5_0 ? 6 : 2;
+    /* per lane: bytes 0-7 from qh byte 0 (elements 0-7), 8-15 from byte 1; or bytes 2, 3 (16-31) */
+    const __m256i shl = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1,
+                                         1, 1, 1, 1, 1, 1);
+    const __m256i shh = _mm256_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                         3, 3, 3, 3, 3, 3);
+    const __m256i q = _mm256_loadu2_m128i((const __m128i *)(r1 + off), (const __m128i *)(r0 + off));
+    __m256i qh = _mm256_setzero_si256();
+    if (type == GGML_TYPE_Q5_0)
+        qh = _mm256_set_m128i(_mm_set1_epi32((int)ld32(r1 + 2)), _mm_set1_epi32((int)ld32(r0 + 2)));
+    x4_unpack_pair(type, q, qh, qh, shl, shh, lo, hi);
+}
+
+/* x4_unpack_pair of block k of tile (the x4 layout, repack.h), rows 2p |
+ * 2p + 1: one 256-bit load of the quants, Q5_0's high bits two words. */
+INLINE void x4_unpack_tile(const int type, const uint8_t *tile, int p, int k, size_t bs, __m256i *lo, __m256i *hi)
+{
+    /* bytes 0-7 from bit byte 0, 8-15 from 1 | 16-23 from 2, 24-31 from 3 */
+    const __m256i sh = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                        3, 3, 3, 3, 3, 3);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(tile + repack_x4_qs(type, 2 * p, k, bs)));
+    __m256i hl = _mm256_setzero_si256(), hh = hl;
+    if (type == GGML_TYPE_Q5_0) {
+        hl = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 0)));
+        hh = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 1)));
+    }
+    x4_unpack_pair(type, q, hl, hh, sh, sh, lo, hi);
+}
+
 /* Blocks b .. b + KB - 1 (KB = 4, or 1 for the last blocks of a row) of four
  * rows, added to acc (lane r: row r) in block order. */
 INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_row, const block_q8_0 *ab, int64_t b,
                        __m128 acc)
 {
-    const size_t bs = bbytes32(type), off = type == GGML_TYPE_Q5_0 ? 6 : 2;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    const size_t bs = bbytes32(type);
+    const __m256i zero = _mm256_setzero_si256();
     const __m256i K = _mm256_set1_epi8(type == GGML_TYPE_Q5_0 ? 16 : 8);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull), b5 = _mm256_set1_epi8(16);
-    /* per lane: bytes 0-7 from qh byte 0 (elements 0-7), 8-15 from byte 1; or bytes 2, 3 (16-31) */
-    const __m256i shuf_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             1, 1, 1, 1, 1, 1, 1, 1);
-    const __m256i shuf_hi = _mm256_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
-                                             3, 3, 3, 3, 3, 3, 3, 3);
     __m256i v[2][4] = {{zero, zero, zero, zero}, {zero, zero, zero, zero}};
     uint16_t dxh[2][8] = {{0}}, dyh[4] = {0};
     /* one prefetch per cache line of each row's blocks, PF_ROWS rows on */
@@ -80,18 +126,8 @@ INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_
         UNROLL
         for (int p = 0; p < 2; p++) {
             const uint8_t *r0 = blk + (size_t)(2 * p) * w_row, *r1 = r0 + w_row;
-            const __m256i q = _mm256_loadu2_m128i((const __m128i *)(r1 + off), (const __m128i *)(r0 + off));
-            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (type == GGML_TYPE_Q5_0) {
-                uint32_t h0, h1;
-                memcpy(&h0, r0 + 2, 4);
-                memcpy(&h1, r1 + 2, 4);
-                const __m256i qh = _mm256_set_m128i(_mm_set1_epi32((int)h1), _mm_set1_epi32((int)h0));
-                const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, shuf_lo), bits), bits);
-                const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, shuf_hi), bits), bits);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
-            }
+            __m256i lo, hi;
+            x4_unpack_blocks(type, r0, r1, &lo, &hi);
             v[p][k] = _mm256_sub_epi32(X4_DOT(lo, a0, hi, a1), c);
             dxh[p][k] = ld16(r0);
             dxh[p][4 + k] = ld16(r1);
@@ -136,12 +172,7 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
 {
     const int64_t nb = n / 32, nb4 = nb / 4;
     const size_t bs = bbytes32(type), tb = 16 * bs;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b5 = _mm256_set1_epi8(16);
     const __m256i K = _mm256_set1_epi8(type == GGML_TYPE_Q5_0 ? 16 : 8);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    /* bytes 0-7 from bit byte 0, 8-15 from 1 | 16-23 from 2, 24-31 from 3 */
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                                          3, 3, 3, 3, 3, 3, 3);
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t j = 0; j < nb4; j++) {
         const uint8_t *tile = w + (size_t)j * tb;
@@ -162,16 +193,8 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
             }
             UNROLL
             for (int p = 0; p < 2; p++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(tile + repack_x4_qs(type, 2 * p, k, bs)));
-                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if (type == GGML_TYPE_Q5_0) {
-                    const __m256i hl = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 0)));
-                    const __m256i hh = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 1)));
-                    const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hl, shuf), bits), bits);
-                    const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hh, shuf), bits), bits);
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
-                }
+                __m256i lo, hi;
+                x4_unpack_tile(type, tile, p, k, bs, &lo, &hi);
                 UNROLL
                 for (int t = 0; t < NT; t++)
                     v[t][p][k] = _mm256_sub_epi32(X4_DOT(lo, a0[t], hi, a1[t]), c[t]);
@@ -194,66 +217,61 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
         _mm_storeu_ps(y + (size_t)t * ys, acc[t]);
 }
 
-/* Per 128-bit lane L: [sum of v0's four int32 in L, v1's, v2's, v3's]. */
-INLINE __m256i x4_reduce4_lanes(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
-{
-    const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
-    const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(v2, v3), _mm256_unpackhi_epi32(v2, v3));
-    return _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
-}
-
 /* One block of rows 2p | 2p + 1 (lo, hi: their quants + K in the two
- * 128-bit lanes) against NT tokens (a0, a1: their half-blocks in both
- * lanes): lane 4 i + t of the result gets (row 2p + i, token t)'s term,
- * added to acc. */
+ * 128-bit lanes) against NT tokens' rotated quants from the prep (a0, a1:
+ * x4r_prep's q[0][s], q[1][s] in both lanes; corr: its correction): lane
+ * 4 i + t of the result gets (row 2p + i, token t)'s term, added to acc.
+ * As avx512's x4q_block: product s has token (j + s) % 4's partial sum in
+ * dword j, so rotating it by s dwords and adding the four gives each
+ * token's exact sum in its own dword (two tokens: two pair swaps). */
 INLINE __m256 x4q_pair(const int type, const int NT, __m256i lo, __m256i hi, const __m256i *a0, const __m256i *a1,
                        __m256i corr, __m256 dxk, __m256 dy, __m256 acc)
 {
-    const __m256i zero = _mm256_setzero_si256();
-    __m256i v[4] = {zero, zero, zero, zero};
-    UNROLL
-    for (int t = 0; t < NT; t++)
-        v[t] = X4_DOT(lo, a0[t], hi, a1[t]);
-    const __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(x4_reduce4_lanes(v[0], v[1], v[2], v[3]), corr));
+    const __m256i v0 = _mm256_add_epi32(X4_DOT(lo, a0[0], hi, a1[0]), corr), v1 = X4_DOT(lo, a0[1], hi, a1[1]);
+    __m256i s;
+    if (NT == 2) { /* dword j: token j % 2 */
+        const __m256i x = _mm256_add_epi32(v0, _mm256_shuffle_epi32(v1, 0xB1));
+        s = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0x4E));
+    } else {
+        const __m256i v2 = X4_DOT(lo, a0[2], hi, a1[2]), v3 = X4_DOT(lo, a0[3], hi, a1[3]);
+        /* dword t of the result takes dword (t - s) % 4 of product s */
+        s = _mm256_add_epi32(_mm256_add_epi32(v0, _mm256_shuffle_epi32(v1, 0x93)),
+                             _mm256_add_epi32(_mm256_shuffle_epi32(v2, 0x4E), _mm256_shuffle_epi32(v3, 0x39)));
+    }
+    const __m256 f = _mm256_cvtepi32_ps(s);
     return _mm256_add_ps(acc, type == GGML_TYPE_Q4_0 ? _mm256_mul_ps(_mm256_mul_ps(f, dxk), dy)
                                                      : _mm256_mul_ps(_mm256_mul_ps(dxk, dy), f));
 }
 
-/* The tokens' half-blocks of block b in both lanes, and the block's prep. */
-INLINE void x4q_acts(const int NT, const uint8_t *a, size_t a_row, int64_t b, const struct x4_prep *p, __m256i *a0,
-                     __m256i *a1, __m256i *corr, __m256 *dy)
+/* Block b's prep (x4r_prep) in both lanes. */
+INLINE void x4q_acts(const int NT, const struct x4r_prep *p, __m256i *a0, __m256i *a1, __m256i *corr, __m256 *dy)
 {
     UNROLL
-    for (int t = 0; t < NT; t++) {
-        const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + b;
-        a0[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
-        a1[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
-    }
+    for (int s = 0; s < 4; s++)
+        if (s < 2 || NT > 2) {
+            a0[s] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->q[0][s]));
+            a1[s] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->q[1][s]));
+        }
     *corr = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->corr));
     *dy = _mm256_broadcast_ps((const __m128 *)p->d);
 }
 
 /*
  * 2-4 tokens against the four rows of a group in the x4 layout, with the
- * prep (x4_act_prep) made once per matmul: gemm32_x4p's products, but lanes
- * (row, token) after one in-lane reduction of the NT tokens' vectors per
- * block and row pair, so that the offset comes off with one subtraction
- * (K times the tokens' block sums, from the prep) and the reference's float
- * steps run once per block and row pair on eight outputs, added to the
- * accumulators in block order: vec_dot's bits.  gemm32_x4p instead takes
- * the offset off per token and block (X4_DOT of K) and pair, and does x4_finish's
- * reduction and float steps per token.
+ * prep (x4r_act_prep) made once per matmul: gemm32_x4p's products, but
+ * lanes (row, token) straight from the rotated products (x4q_pair), the
+ * offset taken off with one addition (minus K times the tokens' block sums,
+ * from the prep) and the reference's float steps run once per block and row
+ * pair on eight outputs, added to the accumulators in block order:
+ * vec_dot's bits.  gemm32_x4p instead takes the offset off per token and
+ * block (X4_DOT of K) and pair, and does x4_finish's reduction and float
+ * steps per token.
  */
-INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row,
-                       const struct x4_prep *prep, float *y, size_t ys)
+INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w, const struct x4r_prep *prep,
+                       float *y, size_t ys)
 {
     const int64_t nb = n / 32, nb4 = nb / 4;
-    const size_t bs = bbytes32(type), tb = 16 * bs, off = type == GGML_TYPE_Q5_0 ? 6 : 2;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b5 = _mm256_set1_epi8(16);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    /* bytes 0-7 from bit byte 0, 8-15 from 1 | 16-23 from 2, 24-31 from 3 */
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                                          3, 3, 3, 3, 3, 3, 3);
+    const size_t bs = bbytes32(type), tb = 16 * bs;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t j = 0; j < nb4; j++) {
         const uint8_t *tile = w + (size_t)j * tb;
@@ -266,46 +284,26 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
         for (int k = 0; k < 4; k++) {
             __m256i a0[4], a1[4], corr;
             __m256 dy;
-            x4q_acts(NT, a, a_row, 4 * j + k, prep + 4 * j + k, a0, a1, &corr, &dy);
+            x4q_acts(NT, prep + 4 * j + k, a0, a1, &corr, &dy);
             UNROLL
             for (int p = 0; p < 2; p++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(tile + repack_x4_qs(type, 2 * p, k, bs)));
-                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if (type == GGML_TYPE_Q5_0) {
-                    const __m256i hl = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 0)));
-                    const __m256i hh = _mm256_set1_epi32((int)ld32(tile + repack_x4_qh(2 * p, k, bs, 1)));
-                    const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hl, shuf), bits), bits);
-                    const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hh, shuf), bits), bits);
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
-                }
+                __m256i lo, hi;
+                x4_unpack_tile(type, tile, p, k, bs, &lo, &hi);
                 acc[p] = x4q_pair(type, NT, lo, hi, a0, a1, corr, _mm256_permutevar_ps(dx[p], _mm256_set1_epi32(k)),
                                   dy, acc[p]);
             }
         }
     }
-    /* per lane: bytes 0-7 from qh byte 0 (elements 0-7), 8-15 from byte 1; or bytes 2, 3 (16-31) */
-    const __m256i shuf_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             1, 1, 1, 1, 1, 1, 1, 1);
-    const __m256i shuf_hi = _mm256_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
-                                             3, 3, 3, 3, 3, 3, 3, 3);
     for (int64_t b = 4 * nb4; b < nb; b++) { /* GGUF's blocks, rows 0-3 side by side (as x4_group) */
         const uint8_t *col = w + repack_x4_whole(0, b, nb, bs);
         __m256i a0[4], a1[4], corr;
         __m256 dy;
-        x4q_acts(NT, a, a_row, b, prep + b, a0, a1, &corr, &dy);
+        x4q_acts(NT, prep + b, a0, a1, &corr, &dy);
         UNROLL
         for (int p = 0; p < 2; p++) {
             const uint8_t *r0 = col + (size_t)(2 * p) * bs, *r1 = r0 + bs;
-            const __m256i q = _mm256_loadu2_m128i((const __m128i *)(r1 + off), (const __m128i *)(r0 + off));
-            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (type == GGML_TYPE_Q5_0) {
-                const __m256i qh = _mm256_set_m128i(_mm_set1_epi32((int)ld32(r1 + 2)), _mm_set1_epi32((int)ld32(r0 + 2)));
-                const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, shuf_lo), bits), bits);
-                const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, shuf_hi), bits), bits);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(ml, b5));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(mh, b5));
-            }
+            __m256i lo, hi;
+            x4_unpack_blocks(type, r0, r1, &lo, &hi);
             const __m256 dxk = _mm256_set_m128(_mm_set1_ps(h2f(ld16(r1))), _mm_set1_ps(h2f(ld16(r0))));
             acc[p] = x4q_pair(type, NT, lo, hi, a0, a1, corr, dxk, dy, acc[p]);
         }
@@ -331,14 +329,14 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
         (void)w_row; /* a group is contiguous */                                                              \
         switch (nt) {                                                                                         \
         case 1: gemm32_x4p(TYPE, 1, n, w, a, a_row, y, ys); break;                                            \
-        case 2: gemm32_x4q(TYPE, 2, n, w, a, a_row, prep, y, ys); break;                                      \
-        case 3: gemm32_x4q(TYPE, 3, n, w, a, a_row, prep, y, ys); break;                                      \
-        default: gemm32_x4q(TYPE, 4, n, w, a, a_row, prep, y, ys); break;                                     \
+        case 2: gemm32_x4q(TYPE, 2, n, w, prep, y, ys); break;                                                \
+        case 3: gemm32_x4q(TYPE, 3, n, w, prep, y, ys); break;                                                \
+        default: gemm32_x4q(TYPE, 4, n, w, prep, y, ys); break;                                               \
         }                                                                                                     \
     }                                                                                                         \
     static void PREP(int64_t n, const void *a, size_t a_row, int nt, void *prep)                              \
     {                                                                                                         \
-        x4_act_prep(TYPE == GGML_TYPE_Q5_0 ? 16 : 8, n, a, a_row, nt, prep);                                  \
+        x4r_act_prep(TYPE == GGML_TYPE_Q5_0 ? 16 : 8, n, a, a_row, nt, prep);                                 \
     }
 
 /* The gemm of an x4 type (1-4 tokens). */

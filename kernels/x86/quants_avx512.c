@@ -467,40 +467,50 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
 
 /*
  * 2-4 tokens against the four rows of a group in the x4 layout, with the
- * prep of the tokens (x4_act_prep: K times their block sums, their scales
- * as floats) made once per matmul.  Lanes are (row, token): for block k of a
- * tile, token t's products with the four rows (row r in 128-bit lane r, as
- * in gemm32_x4p) leave four partial sums per row, and one in-lane reduction
- * of the NT tokens' vectors gives the exact sum of (row r, token t) in lane
- * 4 r + t.  Then one subtraction takes off the offset for all sixteen, and
- * the float steps of gemm32 run once per block on sixteen outputs (the row
+ * prep of the tokens (x4r_act_prep: their quants rotated, minus K times
+ * their block sums, their scales as floats) made once per matmul.  Lanes
+ * are (row, token): for block k of a tile, row r's quants (128-bit lane r,
+ * as in gemm32_x4p) against the prep's rotated quants leave in dword j of
+ * product s the sum of token (j + s) % 4 over elements 4j .. 4j + 3 and
+ * 16 + 4j ..; rotating product s by s dwords (vpshufd) and adding the four
+ * gives the exact sum of (row r, token t) in lane 4 r + t, the offset
+ * already off (product 0 starts from the prep's correction).  Then the
+ * float steps of gemm32 run once per block on sixteen outputs (the row
  * scale of block k broadcast within each 128-bit lane, the tokens' scales
  * from the prep), added to the accumulator in block order: vec_dot's bits.
- * gemm32_x4p instead spends two vpdpbusd and a subtraction per token and
- * block on the offset, and a reduction and the float steps per token.
+ * Per block: 8 vpdpbusd, 3 rotations and 3 additions for four tokens
+ * (gemm32_x4p: 16 vpdpbusd, 4 subtractions and a reduction of 9 shuffles
+ * and additions per token); two tokens take 4 vpdpbusd and two pair swaps.
  */
-INLINE __m512 x4q_block(const int type, const int NT, __m512i lo, __m512i hi, const uint8_t *a, size_t a_row,
-                        int64_t b, const struct x4_prep *p, __m512 dxk, __m512 acc)
+INLINE __m512 x4q_block(const int type, const int NT, __m512i lo, __m512i hi, const struct x4r_prep *p, __m512 dxk,
+                        __m512 acc)
 {
+#define X4Q_ACT(h, s) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p->q[h][s]))
     const __m512i zero = _mm512_setzero_si512();
-    __m512i v[4] = {zero, zero, zero, zero};
-    UNROLL
-    for (int t = 0; t < NT; t++) {
-        const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + b;
-        const __m512i a0 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab->qs));
-        const __m512i a1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
-        v[t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, a0), hi, a1);
+    const __m512i c = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p->corr));
+    const __m512i v0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, lo, X4Q_ACT(0, 0)), hi, X4Q_ACT(1, 0));
+    const __m512i v1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, X4Q_ACT(0, 1)), hi, X4Q_ACT(1, 1));
+    __m512i s;
+    if (NT == 2) { /* dword j: token j % 2 */
+        const __m512i x = _mm512_add_epi32(v0, _mm512_shuffle_epi32(v1, (_MM_PERM_ENUM)0xB1));
+        s = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, (_MM_PERM_ENUM)0x4E));
+    } else {
+        const __m512i v2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, X4Q_ACT(0, 2)), hi, X4Q_ACT(1, 2));
+        const __m512i v3 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, X4Q_ACT(0, 3)), hi, X4Q_ACT(1, 3));
+        /* dword t of the result takes dword (t - s) % 4 of product s */
+        s = _mm512_add_epi32(_mm512_add_epi32(v0, _mm512_shuffle_epi32(v1, (_MM_PERM_ENUM)0x93)),
+                             _mm512_add_epi32(_mm512_shuffle_epi32(v2, (_MM_PERM_ENUM)0x4E),
+                                              _mm512_shuffle_epi32(v3, (_MM_PERM_ENUM)0x39)));
     }
-    const __m512i s = _mm512_sub_epi32(reduce4_lanes(v[0], v[1], v[2], v[3]),
-                                       _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p->corr)));
+#undef X4Q_ACT
     const __m512 f = _mm512_cvtepi32_ps(s);
     const __m512 dy = _mm512_broadcast_f32x4(_mm_loadu_ps(p->d));
     return _mm512_add_ps(acc, type == GGML_TYPE_Q4_0 ? _mm512_mul_ps(_mm512_mul_ps(f, dxk), dy)
                                                      : _mm512_mul_ps(_mm512_mul_ps(dxk, dy), f));
 }
 
-INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row,
-                       const struct x4_prep *prep, float *y, size_t ys)
+INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w, const struct x4r_prep *prep,
+                       float *y, size_t ys)
 {
     const int64_t nb = n / 32, nb4 = nb / 4;
     const size_t bs = bbytes32(type), tb = 16 * bs, off = type == GGML_TYPE_Q5_0 ? 6 : 2;
@@ -522,8 +532,7 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
                 lo = _mm512_mask_add_epi8(lo, (__mmask64)hb[0], lo, sixteen);
                 hi = _mm512_mask_add_epi8(hi, (__mmask64)hb[1], hi, sixteen);
             }
-            acc = x4q_block(type, NT, lo, hi, a, a_row, 4 * j + k, prep + 4 * j + k,
-                            _mm512_permutevar_ps(dx, _mm512_set1_epi32(k)), acc);
+            acc = x4q_block(type, NT, lo, hi, prep + 4 * j + k, _mm512_permutevar_ps(dx, _mm512_set1_epi32(k)), acc);
         }
     }
     for (int64_t b = 4 * nb4; b < nb; b++) { /* GGUF's blocks, rows 0-3 side by side */
@@ -547,7 +556,7 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
         }
         const __m512 dxk = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
                                                  _mm512_castps128_ps512(h2f4(dxh[0], dxh[1], dxh[2], dxh[3])));
-        acc = x4q_block(type, NT, lo, hi, a, a_row, b, prep + b, dxk, acc);
+        acc = x4q_block(type, NT, lo, hi, prep + b, dxk, acc);
     }
     float out[16];
     _mm512_storeu_ps(out, acc);
@@ -558,7 +567,7 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
             y[(size_t)t * ys + (size_t)r] = out[4 * r + t];
 }
 
-_Static_assert(sizeof(struct x4_prep) == GEMM_PREP_BLOCK, "one x4_prep per block of 32");
+_Static_assert(sizeof(struct x4r_prep) == GEMM_PREP_BLOCK, "one x4r_prep per block of 32");
 
 #define DEFINE_GEMM_X4Q(NAME, PREP, TYPE)                                                                     \
     static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, const void *prep,    \
@@ -566,14 +575,14 @@ _Static_assert(sizeof(struct x4_prep) == GEMM_PREP_BLOCK, "one x4_prep per block
     {                                                                                                         \
         switch (nt) {                                                                                         \
         case 1: gemm32_x4p(TYPE, 1, n, w, w_row, a, a_row, y, ys); break; /* the GEMV needs no prep */        \
-        case 2: gemm32_x4q(TYPE, 2, n, w, a, a_row, prep, y, ys); break;                                      \
-        case 3: gemm32_x4q(TYPE, 3, n, w, a, a_row, prep, y, ys); break;                                      \
-        default: gemm32_x4q(TYPE, 4, n, w, a, a_row, prep, y, ys); break;                                     \
+        case 2: gemm32_x4q(TYPE, 2, n, w, prep, y, ys); break;                                                \
+        case 3: gemm32_x4q(TYPE, 3, n, w, prep, y, ys); break;                                                \
+        default: gemm32_x4q(TYPE, 4, n, w, prep, y, ys); break;                                               \
         }                                                                                                     \
     }                                                                                                         \
     static void PREP(int64_t n, const void *a, size_t a_row, int nt, void *prep)                              \
     {                                                                                                         \
-        x4_act_prep(koff(TYPE), n, a, a_row, nt, prep);                                                       \
+        x4r_act_prep(koff(TYPE), n, a, a_row, nt, prep);                                                      \
     }
 DEFINE_GEMM_X4Q(gemm_q4_0x4q, prep_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4Q(gemm_q5_0x4q, prep_q5_0x4, GGML_TYPE_Q5_0)

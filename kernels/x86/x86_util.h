@@ -120,28 +120,51 @@ INLINE void store_rows_tokens(float *y, size_t ys, const __m128 *acc, const int 
     }
 }
 
-/* The prep (dispatch.h's act_prep) of the x4 tiles for 2-4 tokens, per
- * block of 32: K (the weights' offset) times each token's quant sum, and its
- * scale as a float; zeros for tokens past nt.  A tile then subtracts one
- * vector of these per block instead of recomputing the sums in every group
- * of four rows. */
-struct x4_prep {
+/*
+ * The prep (dispatch.h's act_prep) of the x4 tiles for 2-4 tokens (gemm32_x4q
+ * of avx512, and of avx2/avxvnni in gemv_x4_avx2.h), made once per matmul, per
+ * block of 32: the tokens' quants arranged so that each dword lane of a
+ * vpdpbusd against one weight row (a 128-bit lane: elements 0-15 low
+ * nibbles, 16-31 high) sums for one token, with no reduction after it.
+ * q[h][s] holds in dword j the bytes 4j .. 4j + 3 of half h (elements 16h
+ * + 4j ..) of token (j + s) % 4, so that the products with row r's
+ * unpermuted quants leave (token (j + s) % 4, elements 4j ..) in dword j,
+ * and rotating product s by s dwords lines every token up in its own
+ * dword: summed over s = 0-3, dword t is token t's whole block.  For two
+ * tokens, q[h][s] (s < 2) holds token (j + s) % 2's bytes, and two pair
+ * swaps sum dwords t, t + 2 (both token t).  corr: minus K (the weights'
+ * offset) times each token's quant sum in dword t (two tokens: dwords 0, 1
+ * only, as both dwords of a token are summed); d: the tokens' scales in
+ * dword t.  Tokens past nt are zeros.
+ */
+struct x4r_prep {
     int32_t corr[4];
     float d[4];
+    int8_t q[2][4][16];
 };
 
-INLINE void x4_act_prep(const int K, int64_t n, const void *a, size_t a_row, int nt, void *prep)
+INLINE void x4r_act_prep(const int K, int64_t n, const void *a, size_t a_row, int nt, void *prep)
 {
     const __m256i x80 = _mm256_set1_epi8((char)0x80);
+    const int slots = nt == 2 ? 2 : 4;
     for (int64_t b = 0; b < n / 32; b++) {
-        struct x4_prep q = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+        struct x4r_prep q;
+        memset(&q, 0, sizeof(q));
+        const block_q8_0 *ab[4];
         for (int t = 0; t < nt; t++) {
-            const block_q8_0 *ab = (const block_q8_0 *)((const char *)a + (size_t)t * a_row) + b;
+            ab[t] = (const block_q8_0 *)((const char *)a + (size_t)t * a_row) + b;
             /* the bytes + 128 are unsigned: their sum less 32 * 128 */
-            q.corr[t] = K * (sum_u8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)ab->qs), x80)) - 4096);
-            q.d[t] = h2f(ld16(&ab->d));
+            q.corr[t] = -K * (sum_u8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)ab[t]->qs), x80)) - 4096);
+            q.d[t] = h2f(ld16(&ab[t]->d));
         }
-        memcpy((struct x4_prep *)prep + b, &q, sizeof(q));
+        for (int h = 0; h < 2; h++)
+            for (int s = 0; s < slots; s++)
+                for (int j = 0; j < 4; j++) {
+                    const int t = (j + s) % slots;
+                    if (t < nt)
+                        memcpy(&q.q[h][s][4 * j], ab[t]->qs + 16 * h + 4 * j, 4);
+                }
+        memcpy((struct x4r_prep *)prep + b, &q, sizeof(q));
     }
 }
 
