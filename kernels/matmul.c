@@ -215,6 +215,12 @@ size_t matmul_act_size(uint32_t wtype, int64_t n_in, int64_t n_tok)
 struct act_cache {
     void *p[ACT_KEEP];
     size_t size[ACT_KEEP];
+    /* kept buffers handed out and not yet back, with their real sizes: a
+     * caller releases with the size it asked for, which may be smaller, and
+     * keeping that smaller size would have the next larger request malloc
+     * (and page-fault) a fresh block while this one sits unused */
+    void *lent[ACT_KEEP];
+    size_t lent_size[ACT_KEEP];
 };
 
 static pthread_key_t act_key;
@@ -257,11 +263,21 @@ void *matmul_act_alloc(size_t bytes)
                 best = i;
         if (best >= 0) {
             void *p = c->p[best];
+            for (int i = 0; i < ACT_KEEP; i++)
+                if (!c->lent[i]) {
+                    c->lent[i] = p;
+                    c->lent_size[i] = c->size[best];
+                    break;
+                }
             c->p[best] = NULL;
             return p;
         }
     }
-    return malloc(bytes ? bytes : 1);
+    void *p = malloc(bytes ? bytes : 1);
+    for (int i = 0; c && p && i < ACT_KEEP; i++)
+        if (c->lent[i] == p) /* a stale record (its buffer went back on another thread) */
+            c->lent[i] = NULL;
+    return p;
 }
 
 void matmul_act_release(void *p, size_t bytes)
@@ -271,6 +287,12 @@ void matmul_act_release(void *p, size_t bytes)
         free(p);
         return;
     }
+    for (int i = 0; i < ACT_KEEP; i++)
+        if (c->lent[i] == p) {
+            if (c->lent_size[i] > bytes)
+                bytes = c->lent_size[i];
+            c->lent[i] = NULL;
+        }
     int slot = 0; /* an empty slot, else the smallest kept buffer if smaller than p */
     for (int i = 0; i < ACT_KEEP; i++)
         if (!c->p[i] || (c->p[slot] && c->size[i] < c->size[slot]))

@@ -17,6 +17,8 @@
 #include "test-common.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -975,6 +977,52 @@ static void test_matmul_errors(void **state)
     free(xq);
 }
 
+/* The per-thread activation buffers: a kept buffer lent for a smaller
+ * request and given back under that smaller size is still known by its real
+ * size, so the next large request reuses it instead of allocating afresh.
+ * Run on a thread of its own, whose cache starts empty (the test thread's
+ * holds the earlier tests' buffers); cmocka asserts on the test thread. */
+struct act_trace {
+    char *p[5];
+};
+
+static void *act_buffers_run(void *arg)
+{
+    struct act_trace *t = arg;
+    const size_t big = 1 << 20, small = 1 << 10;
+    t->p[0] = matmul_act_alloc(big);
+    if (t->p[0])
+        memset(t->p[0], 1, big);
+    matmul_act_release(t->p[0], big);
+    t->p[1] = matmul_act_alloc(small); /* the kept buffer serves the small request */
+    matmul_act_release(t->p[1], small);
+    t->p[2] = matmul_act_alloc(big); /* and, known as 1 MiB, the large one again */
+    if (t->p[2])
+        memset(t->p[2], 2, big);
+    matmul_act_release(t->p[2], big);
+    /* a fresh buffer keeps the size it was given back with */
+    t->p[3] = matmul_act_alloc(2 * big);
+    matmul_act_release(t->p[3], 2 * big);
+    t->p[4] = matmul_act_alloc(2 * big);
+    matmul_act_release(t->p[4], 2 * big);
+    return NULL;
+}
+
+static void test_act_buffers(void **state)
+{
+    (void)state;
+    struct act_trace t = {{NULL}};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, act_buffers_run, &t), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_non_null(t.p[0]);
+    assert_ptr_equal(t.p[1], t.p[0]);
+    assert_ptr_equal(t.p[2], t.p[0]);
+    assert_non_null(t.p[3]);
+    assert_ptr_not_equal(t.p[3], t.p[0]);
+    assert_ptr_equal(t.p[4], t.p[3]);
+}
+
 /* Kernels work before kernels_init() (kern starts as the reference table),
  * and kernels_init() keeps every entry filled. */
 static void test_dispatch(void **state)
@@ -1093,6 +1141,7 @@ int main(void)
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_threads),
         cmocka_unit_test(test_matmul_errors),
+        cmocka_unit_test(test_act_buffers),
         cmocka_unit_test(test_model_matmul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -278,8 +278,7 @@ static void moe_sum_run(void *ctx, int64_t t0, int64_t t1)
  * a 512-token batch of the qwen3moe bench file) was mmap'd anew every time,
  * and zero-filling its pages on first touch, inside the expert kernels'
  * writes, took ~8% of a prefill's CPU time (perf).  (matmul_act_alloc's
- * cache does not fit: a smaller request takes a kept block and gives it
- * back under its own size.) */
+ * cache keeps two buffers, and the FFN holds six at once.) */
 struct moe_wsp {
     void *p;
     size_t size;
