@@ -31,7 +31,6 @@
 #include "../../kernels/types.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -272,56 +271,6 @@ static void moe_sum_run(void *ctx, int64_t t0, int64_t t1)
     }
 }
 
-/* The calling thread's workspace for the large buffers of moe_ffn: at
- * least `bytes` (64-byte aligned), NULL when out of memory; it only grows
- * and is freed when the thread exits.  A fresh malloc per layer (~47 MB for
- * a 512-token batch of the qwen3moe bench file) was mmap'd anew every time,
- * and zero-filling its pages on first touch, inside the expert kernels'
- * writes, took ~8% of a prefill's CPU time (perf).  (matmul_act_alloc's
- * cache keeps two buffers, and the FFN holds six at once.) */
-struct moe_wsp {
-    void *p;
-    size_t size;
-};
-
-static pthread_key_t ws_key;
-static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
-static int ws_key_ok;
-
-static void moe_ws_free(void *v)
-{
-    struct moe_wsp *w = v;
-    free(w->p);
-    free(w);
-}
-
-static void moe_ws_init(void) { ws_key_ok = pthread_key_create(&ws_key, moe_ws_free) == 0; }
-
-static void *moe_ws(size_t bytes)
-{
-    pthread_once(&ws_once, moe_ws_init);
-    if (!ws_key_ok)
-        return NULL;
-    struct moe_wsp *w = pthread_getspecific(ws_key);
-    if (!w) {
-        w = calloc(1, sizeof(*w));
-        if (!w || pthread_setspecific(ws_key, w) != 0) {
-            free(w);
-            return NULL;
-        }
-    }
-    if (bytes > w->size || !w->p) {
-        const size_t n = (bytes + 63) & ~(size_t)63;
-        void *p = aligned_alloc(64, n ? n : 64);
-        if (!p)
-            return NULL;
-        free(w->p);
-        w->p = p;
-        w->size = n;
-    }
-    return w->p;
-}
-
 static int64_t round_up(int64_t v, int64_t u) { return (v + u - 1) / u * u; }
 
 static int64_t gcd64(int64_t a, int64_t b)
@@ -360,7 +309,11 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     const int nth = pool_threads();
 
     /* (token, slot) pairs are numbered in expert order: pair p = off[e] + j.
-     * The large buffers are carved from this thread's workspace (moe_ws). */
+     * The large buffers are carved from one block of matmul_act_alloc's
+     * per-thread cache, which keeps it for the next layer: a fresh malloc
+     * per layer (~47 MB for a 512-token batch of the qwen3moe bench file)
+     * was mmap'd anew each time, and zero-filling its pages on first touch,
+     * inside the expert kernels' writes, took ~8% of a prefill (perf). */
     float *logits = malloc(nt * (size_t)E * sizeof(float));
     int32_t *sel = malloc(nk * sizeof(int32_t));
     float *wts = malloc(nk * sizeof(float));
@@ -384,7 +337,9 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
         ws_off[i] = ws_bytes;
         ws_bytes += (ws_len[i] + 63) & ~(size_t)63;
     }
-    char *ws = moe_ws(ws_bytes);
+    const size_t ws_alloc = ws_bytes + 64;
+    char *ws_raw = matmul_act_alloc(ws_alloc);
+    char *ws = ws_raw ? ws_raw + (64 - (uintptr_t)ws_raw % 64) % 64 : NULL;
     void *xq_g = ws ? ws + ws_off[0] : NULL;
     void *xq_u = !ws ? NULL : two_act ? ws + ws_off[1] : xq_g;
     void *xg = !ws ? NULL : one_tok ? xq_g : ws + ws_off[2]; /* converted rows of every pair */
@@ -520,6 +475,7 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     if (c->n_ff_shexp > 0)
         st = shared_expert(c, l, x, n_tok, out);
 done:
+    matmul_act_release(ws_raw, ws_alloc);
     free(logits);
     free(sel);
     free(wts);
