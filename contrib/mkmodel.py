@@ -16,7 +16,8 @@ Usage:
   mkmodel.py --arch ARCH --type {f32,f16,q8_0,q4_0,q4_k_m,q3_k_m,q2_k,iq4_xs,iq4_nl} --vocab VOCAB.gguf
              --dim D --layers L --heads H --kv-heads KVH --ffn F [--head-dim HD] [--ctx 2048]
              [--sliding-window W] [--rope-base B] [--seed S] [--tied]
-             [--experts E --experts-used K --ffn-exp F --shexp S --merged-gate-up] -o OUT.gguf
+             [--experts E --experts-used K --ffn-exp F --shexp S --merged-gate-up]
+             [--think-script] -o OUT.gguf
 
 Needs the PyPI packages `gguf` and `numpy`.  The output is a pure function of the arguments
 (same arguments, same numpy -> byte-identical file; the sha256 is printed).
@@ -52,6 +53,35 @@ scale, so greedy runs would diverge for no fault of the code.  So the model is b
   dominates the hidden state, so greedy decoding mostly repeats the last token.  Fine for
   benchmarks and loader tests; the golden test models are untied (the default Gemma 3 model
   covers the tied path).
+
+A scripted thinking model (--think-script)
+------------------------------------------
+  No thinking model can be downloaded where the tests run, so --think-script writes one
+  whose greedy output is fixed text: after a chat prompt (which ends with "\n" after
+  "<|im_start|>assistant") it writes
+
+    <think> \n Some  reasoning .\n </think> \n\n The  answer . <|im_end|>
+
+  (one token each), i.e. "<think>\nSome reasoning.\n</think>\n\nThe answer." and the end of
+  the turn, as Qwen3 does.  Architecture qwen3 only, with a Qwen (chatml) vocabulary: where
+  the vocabulary has placeholders instead of Qwen3's added tokens (ggml-vocab-qwen2.gguf has
+  [PAD151646]...) they get Qwen3's names and types (<|...|> CONTROL, <tool_call>, <think>,
+  </think> ... USER_DEFINED, as convert_hf_to_gguf writes "special": false tokens); eos is
+  <|im_end|> and the chat template is a short Qwen3-style chatml that names <think>.
+
+  The weights are not random.  A token's embedding has a bias coordinate (1 for every token),
+  an identity coordinate (one per scripted token; one shared by all other tokens) and, for
+  <think> only, a flag source; each layer's attention_output and ffn_down are zero except
+  layer 0's first head, which sets a flag coordinate F in the residual stream when <think> is
+  anywhere in the context: its query reads the bias, its key and value the flag source (a
+  token without it has k = v = 0), in the slowest RoPE pair of the head (rotation < 1e-3 rad
+  over the context), with q/k norm gains that give <think> a score of THINK_SCORE against 0.  So the
+  final hidden state is (bias, identity of the current token, F), all entries equal, and
+  output.weight maps it to the successor: logit(next) = THINK_A per unit entry, everything
+  else 0 or -THINK_A.  "\n" is in the script twice: without F it is followed by <think> (the
+  prompt's end), with F by "Some"; any other token is followed by <think>, or by </think>
+  when F is set; <|im_end|> by "\n".  A prompt that already ends with "<think>\n"
+  (Qwen3-Thinking-2507's template) gets "Some reasoning.\n</think>\n\nThe answer.".
 
 Mixture of experts
 ------------------
@@ -164,6 +194,29 @@ GRANITE_EMBD, GRANITE_RESID, GRANITE_LOGIT = 12.0, 0.25, 8.0
 LOGIT_A = 32.0      # coherent logit of next(t), before the rho factor
 LOGIT_B = 2.0       # standard deviation of the noise logits (per unit-RMS hidden state)
 CONTEXT_RMS = 0.85  # RMS of all 2L attention/FFN contributions together (embedding: 1)
+
+# --think-script: Qwen3's added tokens from id 151646 on (name, GGUF token type: 3 CONTROL,
+# 4 USER_DEFINED), the scripted chain (GPT-2 byte-level pieces: \u010a = "\n", \u0120 = " "),
+# the logit per unit entry of the hidden state, the attention score of <think>.
+QWEN3_ADDED = [(t, 3) for t in ("<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
+                                "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                                "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")] + \
+              [("<tool_call>", 4), ("</tool_call>", 4)] + \
+              [(t, 3) for t in ("<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+                                "<|repo_name|>", "<|file_sep|>")] + \
+              [("<tool_response>", 4), ("</tool_response>", 4), ("<think>", 4), ("</think>", 4)]
+THINK_CHAIN = ["<think>", "\u010a", "Some", "\u0120reasoning", ".\u010a", "</think>", "\u010a\u010a", "The",
+               "\u0120answer", ".", "<|im_end|>"]
+THINK_A = 5.0
+THINK_SCORE = 32.0
+THINK_TEMPLATE = (
+    "{%- for message in messages %}{%- set content = message.content %}"
+    "{%- if message.role == 'assistant' and '</think>' in content %}"
+    "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}"
+    "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}")
 
 
 # --------------------------------------------------------------------------- quantizers
@@ -828,6 +881,121 @@ def build_plan(a, n_vocab, types, rng):
     return plan
 
 
+def think_vocab(vocab_kvs, n_vocab, types):
+    """--think-script: Qwen3's added tokens in the vocabulary's placeholders, eos <|im_end|>,
+    a Qwen3-style template.  Returns (kvs, types, {piece: id})."""
+    d = {k: v for k, v, _, _ in vocab_kvs}
+    toks = list(d["tokenizer.ggml.tokens"])
+    ids = {t.decode("utf-8", "replace"): i for i, t in enumerate(toks)}
+    if "<|im_start|>" not in ids or "<|im_end|>" not in ids:
+        sys.exit("mkmodel.py: --think-script needs a Qwen (chatml) vocabulary")
+    types = types.copy()
+    if "<think>" not in ids:
+        first = ids["<|im_end|>"] + 1
+        if first + len(QWEN3_ADDED) > n_vocab:
+            sys.exit("mkmodel.py: --think-script: no room for Qwen3's added tokens")
+        for k, (piece, ttype) in enumerate(QWEN3_ADDED):
+            old = toks[first + k].decode("utf-8", "replace")
+            if not old.startswith("[PAD"):
+                sys.exit(f"mkmodel.py: --think-script: token {first + k} is {old!r}, not a placeholder")
+            toks[first + k] = piece.encode()
+            types[first + k] = ttype
+            ids[piece] = first + k
+    missing = [t for t in THINK_CHAIN if t not in ids]
+    if missing:
+        sys.exit(f"mkmodel.py: --think-script: the vocabulary has no {missing}")
+    out = []
+    for key, val, vt, st in vocab_kvs:
+        if key == "tokenizer.ggml.tokens":
+            val = toks
+        elif key == "tokenizer.ggml.token_type":
+            val = types.tolist()
+        elif key in ("tokenizer.ggml.eos_token_id", "tokenizer.chat_template"):
+            continue
+        out.append((key, val, vt, st))
+    out.append(("tokenizer.ggml.eos_token_id", ids["<|im_end|>"], gguf.GGUFValueType.UINT32, None))
+    out.append(("tokenizer.chat_template", THINK_TEMPLATE, gguf.GGUFValueType.STRING, None))
+    return out, types, ids
+
+
+def build_think_plan(a, n_vocab, ids):
+    """--think-script: the weights of the scripted thinking model (see the module comment)."""
+    D, L, H, KV, F, hd = a.dim, a.layers, a.heads, a.kv_heads, a.ffn, a.head_dim
+    chain = [ids[t] for t in THINK_CHAIN]
+    BIAS, OTHER, FLAG_SRC, FLAG = 0, 1, 2, 3
+    ident = {t: 4 + k for k, t in enumerate(chain)}
+    nl, think, end_think = ids["\u010a"], ids["<think>"], ids["</think>"]
+    slow = a.n_rot // 2 - 1  # the slowest NEOX pair is (slow, slow + n_rot/2)
+    gain = np.float32(np.sqrt(THINK_SCORE / np.sqrt(hd)))  # score = sqrt(hd) gain^2
+    A = np.float32(THINK_A)
+
+    def embd():
+        e = np.zeros((n_vocab, D), dtype=np.float32)
+        e[:, BIAS] = 1
+        e[:, OTHER] = 1
+        for t, c in ident.items():
+            e[t, OTHER] = 0
+            e[t, c] = 1
+        e[think, FLAG_SRC] = 1
+        return e
+
+    def output():
+        w = np.zeros((n_vocab, D), dtype=np.float32)
+        for k, t in enumerate(chain):  # the script's unconditional steps
+            if t != nl:
+                w[chain[k + 1] if k + 1 < len(chain) else nl, ident[t]] += A
+        # "\n" -> <think> (no F) or "Some" (F); any other token -> <think> or </think>
+        some = chain[chain.index(nl) + 1]
+        w[think, [ident[nl], OTHER]] += A
+        w[think, FLAG] -= A
+        w[some, [ident[nl], FLAG]] += A
+        w[some, BIAS] -= A
+        w[end_think, [OTHER, FLAG]] += A
+        w[end_think, BIAS] -= A
+        return w
+
+    def ones(n, v=1.0):
+        return lambda: np.full((n,), np.float32(v), dtype=np.float32)
+
+    def zeros(shape):
+        return lambda: np.zeros(shape, dtype=np.float32)
+
+    def wq():  # head 0 asks for the bias in the slow pair
+        w = np.zeros((H * hd, D), dtype=np.float32)
+        w[slow, BIAS] = 1
+        return w
+
+    def wk(src):  # kv head 0: the flag source, in the slow pair (key) or first entry (value)
+        def gen():
+            w = np.zeros((KV * hd, D), dtype=np.float32)
+            w[src, FLAG_SRC] = 1
+            return w
+        return gen
+
+    def wo():  # <think>'s value (its normed flag source, sqrt(D/3)) becomes F = 1
+        w = np.zeros((D, H * hd), dtype=np.float32)
+        w[FLAG, 0] = np.sqrt(3.0 / D)
+        return w
+
+    plan = [("token_embd.weight", (n_vocab, D), embd), ("output_norm.weight", (D,), ones(D)),
+            ("output.weight", (n_vocab, D), output)]
+    for i in range(L):
+        p = f"blk.{i}."
+        first = i == 0
+        plan += [(p + "attn_norm.weight", (D,), ones(D)),
+                 (p + "attn_q.weight", (H * hd, D), wq if first else zeros((H * hd, D))),
+                 (p + "attn_k.weight", (KV * hd, D), wk(slow) if first else zeros((KV * hd, D))),
+                 (p + "attn_v.weight", (KV * hd, D), wk(0) if first else zeros((KV * hd, D))),
+                 (p + "attn_q_norm.weight", (hd,), ones(hd, gain)),
+                 (p + "attn_k_norm.weight", (hd,), ones(hd, gain)),
+                 (p + "attn_output.weight", (D, H * hd), wo if first else zeros((D, H * hd))),
+                 (p + "ffn_norm.weight", (D,), ones(D)),
+                 (p + "ffn_gate.weight", (F, D), zeros((F, D))),
+                 (p + "ffn_up.weight", (F, D), zeros((F, D))),
+                 (p + "ffn_down.weight", (D, F), zeros((D, F)))]
+    return plan
+
+
 def write_kvs(w, a, n_vocab, vocab_kvs, name):
     arch = a.arch
     w.add_string("general.type", "model")
@@ -906,6 +1074,8 @@ def canonical_args(a):
         s.append(f"--rope-scaling {a.rope_scaling} --rope-orig-ctx {a.rope_orig_ctx}")
     if a.tied:
         s.append("--tied")
+    if a.think_script:
+        s.append("--think-script")
     if a.arch in MOE_ARCHS:
         s.append(f"--experts {a.experts} --experts-used {a.experts_used} --ffn-exp {a.ffn_exp}"
                  f" --shexp {a.shexp}")
@@ -946,6 +1116,8 @@ def parse_args(argv):
                    help="MoE: shared expert width (qwen2moe: default --ffn; granitemoe: default 0 = none)")
     p.add_argument("--merged-gate-up", action="store_true",
                    help="MoE: one ffn_gate_up_exps tensor (gate rows first) instead of two")
+    p.add_argument("--think-script", action="store_true",
+                   help="qwen3: the scripted thinking model (fixed greedy output; not random)")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args(argv)
     eps, base = ARCH_DEFAULTS[a.arch]
@@ -987,6 +1159,11 @@ def parse_args(argv):
             p.error("qwen2moe always has a shared expert")
     else:
         a.experts = a.experts_used = a.ffn_exp = a.shexp = 0
+    if a.think_script:
+        if a.arch != "qwen3" or a.tied:
+            p.error("--think-script is a qwen3 model with an output.weight (not --tied)")
+        if a.dim < 4 + len(THINK_CHAIN) or a.head_dim < 2:
+            p.error(f"--think-script needs --dim >= {4 + len(THINK_CHAIN)}")
     return a
 
 
@@ -995,7 +1172,11 @@ def main(argv):
     a = parse_args(argv)
     vocab_kvs, n_vocab, types = read_vocab(a.vocab)
     rng = np.random.default_rng(a.seed)
-    plan = build_plan(a, n_vocab, types, rng)
+    if a.think_script:
+        vocab_kvs, types, ids = think_vocab(vocab_kvs, n_vocab, types)
+        plan = build_think_plan(a, n_vocab, ids)
+    else:
+        plan = build_plan(a, n_vocab, types, rng)
     name = os.path.splitext(os.path.basename(a.output))[0]
 
     tmp = a.output + ".tmp"
