@@ -562,14 +562,17 @@ static bool sse_push_raw(struct conn_ctx *ctx, const char *s)
  * the engine has produced something, turns it into chunks and copies them
  * out.  Ends the stream after "data: [DONE]", or with an error when the
  * client has gone.  The lock is held only to take the new text and the
- * job's state; chunks are built without it. */
+ * job's state; chunks are built without it.  New text can make no chunk (a
+ * thinking model's splitter holds whitespace and a possible start of its
+ * closing marker): it then waits for more (that ended the stream as "out of
+ * memory" before, cancelling the answer after its reasoning). */
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     struct conn_ctx *ctx = cls;
     struct server *srv = ctx->srv;
     struct job *j = ctx->job;
-    if (ctx->out_off == ctx->out_len) {
+    while (ctx->out_off == ctx->out_len) {
         if (ctx->sent_final)
             return MHD_CONTENT_READER_END_OF_STREAM;
         ctx->out_off = ctx->out_len = 0;
@@ -714,7 +717,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
             /* idle timeout again (it was off while generating) */
             MHD_set_connection_option(ctx->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)srv->cfg->timeout);
         }
-        if (ctx->out_len == 0)
+        if (ctx->out_len == 0 && ctx->sent_final)
             return MHD_CONTENT_READER_END_WITH_ERROR; /* out of memory */
     }
     size_t n = ctx->out_len - ctx->out_off;
