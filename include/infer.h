@@ -773,6 +773,12 @@ void infer_reasoning_free(infer_reasoning *r);
 infer_status infer_reasoning_push(infer_reasoning *r, const char *text, size_t n, bool final,
                                   const char **reasoning, size_t *n_reasoning, const char **content,
                                   size_t *n_content);
+/* The answer of an assistant turn sent back whole (reasoning included):
+ * what follows the last closing marker, whitespace skipped, i.e. what the
+ * splitter returns as the answer; content itself when it has no closing
+ * marker.  A pointer into content.  Qwen3's and DeepSeek-R1's templates drop
+ * old reasoning the same way. */
+const char *infer_reasoning_answer(const char *content, const char *close);
 
 /* ------------------------------------------------------------- tokenizer */
 

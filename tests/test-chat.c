@@ -975,6 +975,22 @@ static void test_reasoning_split(void **state)
     assert_null(infer_reasoning_new("<think>", NULL, false));
 }
 
+/* An assistant turn sent back with its reasoning: the answer the splitter
+ * would have returned (after the last closing marker, whitespace skipped). */
+static void test_reasoning_answer(void **state)
+{
+    (void)state;
+    assert_string_equal(infer_reasoning_answer("<think>\nHmm.\n</think>\n\nYes.", "</think>"), "Yes.");
+    assert_string_equal(infer_reasoning_answer("a</think>b </think> \t\nc", "</think>"), "c");
+    assert_string_equal(infer_reasoning_answer("Yes.\n", "</think>"), "Yes.\n"); /* no marker: verbatim */
+    assert_string_equal(infer_reasoning_answer("<think>cut", "</think>"), "<think>cut");
+    assert_string_equal(infer_reasoning_answer("x</think>", "</think>"), "");
+    assert_string_equal(infer_reasoning_answer("[THINK]a[/THINK]b", "[/THINK]"), "b");
+    const char *s = "abc";
+    assert_ptr_equal(infer_reasoning_answer(s, ""), s);
+    assert_null(infer_reasoning_answer(NULL, "</think>"));
+}
+
 static bool no_tokens(void *ctx, const char *piece)
 {
     (void)ctx;
@@ -1109,6 +1125,7 @@ int main(void)
         cmocka_unit_test(test_template_tokens_bpe),
         cmocka_unit_test(test_reasoning_split),
         cmocka_unit_test(test_reasoning_markers),
+        cmocka_unit_test(test_reasoning_answer),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_big_message),
     };

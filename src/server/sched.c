@@ -379,6 +379,17 @@ static bool admit(struct sched *s, struct job *j)
     if (r->kind == GEN_CHAT) {
         j->think_open = s->think_open;
         j->think_close = s->think_close;
+        /* an assistant turn sent back whole (a client that knows nothing of
+         * reasoning_content): its reasoning is dropped, as the model's own
+         * template does, so the prompt is the one its answer alone gives
+         * (and its cached prefix).  The strings are the request's own. */
+        for (size_t i = 0; s->think_close && i < r->n_msgs; i++)
+            if (!strcmp(r->msgs[i].role, "assistant")) {
+                char *c = (char *)r->msgs[i].content;
+                const char *answer = infer_reasoning_answer(c, s->think_close);
+                if (answer != c)
+                    memmove(c, answer, strlen(answer) + 1);
+            }
         /* tools and tool turns: rendered in the family's format */
         if (!api_tools_render(&j->req, s->fam, cfg->tool_choice == TOOL_CHOICE_REQUIRED ? TOOL_CHOICE_REQUIRED
                                                                                         : TOOL_CHOICE_AUTO,

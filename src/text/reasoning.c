@@ -216,6 +216,21 @@ infer_status infer_reasoning_push(infer_reasoning *r, const char *text, size_t n
     return INFER_OK;
 }
 
+const char *infer_reasoning_answer(const char *content, const char *close)
+{
+    if (!content || !close || !*close)
+        return content;
+    const size_t n = strlen(close);
+    const char *answer = NULL;
+    for (const char *p = strstr(content, close); p; p = strstr(p + n, close))
+        answer = p + n;
+    if (!answer)
+        return content;
+    while (is_ws(*answer))
+        answer++;
+    return answer;
+}
+
 /* ---------------------------------------------------------------- markers */
 
 static const struct {

@@ -9,7 +9,8 @@
 # at random points with --cache-dir, the repack cache killed in its first write, a full disk), test_structured.py (response_format and
 # tools on the default model, validated with jsonschema; skipped without it), test_semcache.py (its semantic tier;
 # skipped without models/fetch-embedder), test_ollama.py (the Ollama API
-# through the official ollama client; skipped without it), load.py (a bounded concurrent load:
+# through the official ollama client; skipped without it), test_think.py (a thinking model's
+# reasoning split on the scripted qwen3think-f32 model; skipped without it), load.py (a bounded concurrent load:
 # zero errors, no memory growth).
 # In an --enable-asan build the server runs under ASan/UBSan and any report fails it.
 #
@@ -59,6 +60,7 @@ rc=0
 "$PYTHON" "$here/test_structured.py"; e=$?; [ $e -eq 0 ] || [ $e -eq 77 ] || rc=1
 "$PYTHON" "$here/test_semcache.py"; e=$?; [ $e -eq 0 ] || [ $e -eq 77 ] || rc=1
 "$PYTHON" "$here/test_ollama.py"; e=$?; [ $e -eq 0 ] || [ $e -eq 77 ] || rc=1
+"$PYTHON" "$here/test_think.py"; e=$?; [ $e -eq 0 ] || [ $e -eq 77 ] || rc=1
 "$PYTHON" "$here/load.py" --clients "$1" --requests "$2" --max-tokens 4 --check || rc=1
 if [ $rc -eq 0 ]; then echo "server suite: all passed"; else echo "server suite: FAILED"; fi
 exit $rc

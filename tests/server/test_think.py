@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""test_think.py - a thinking model through `infer serve`, end to end.
+
+The model is qwen3think-f32 (contrib/mkmodel.py --think-script, built by `make check`): after any
+chat prompt its greedy output is "<think>\\nSome reasoning.\\n</think>\\n\\nThe answer." and
+<|im_end|>, the same in llama.cpp (tests/golden/qwen3think-f32.txt).  Checks, as llama.cpp's
+server and Ollama return a reasoning model's output:
+  - /v1/chat/completions: message.reasoning_content is the reasoning, message.content the answer;
+    streamed, the deltas' reasoning_content and content add up to the same, and the stream ends
+    with a finish chunk and [DONE] (several requests: chunking depends on timing);
+  - an assistant turn sent back whole (reasoning included) is rendered as its answer alone (the
+    model notices <think> in its context and would then skip its opening marker);
+  - /v1/completions (raw): the text verbatim, markers included;
+  - Ollama /api/chat: message.thinking and message.content, streamed and not; "think": false
+    drops the thinking; /api/generate: thinking and response; /api/show names the capability.
+Skipped (77) when the model was not built.  Run by tests/server/run.sh.
+"""
+import json
+import os
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(__file__))
+import harness  # noqa: E402
+from harness import Server  # noqa: E402
+
+MODEL = os.path.join(harness.builddir(), "models", "gen", "qwen3think-f32.gguf")
+NAME = "qwen3think-f32"
+REASONING, ANSWER = "Some reasoning.", "The answer."
+RAW = "<think>\nSome reasoning.\n</think>\n\nThe answer."
+S = None
+
+
+def chat(messages, **kw):
+    st, o = S.post("/v1/chat/completions", {"messages": messages, "temperature": 0, **kw})
+    assert st == 200, (st, o)
+    return o
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+def test_chat_split():
+    o = chat(user("Hello"))
+    m = o["choices"][0]["message"]
+    assert m["content"] == ANSWER, m
+    assert m["reasoning_content"] == REASONING, m
+    assert o["choices"][0]["finish_reason"] == "stop", o
+    assert o["usage"]["completion_tokens"] == 10, o["usage"]
+
+
+def test_chat_stream_split():
+    for i in range(8):
+        st, h, body = S.request("POST", "/v1/chat/completions",
+                                {"messages": user(f"Question {i}"), "temperature": 0, "stream": True})
+        assert st == 200, (st, body)
+        events = harness.sse_events(body)
+        assert events and events[-1] == "[DONE]", body
+        chunks = [json.loads(e) for e in events[:-1]]
+        deltas = [c["choices"][0]["delta"] for c in chunks]
+        reasoning = "".join(d.get("reasoning_content", "") for d in deltas)
+        content = "".join(d.get("content", "") for d in deltas)
+        assert reasoning == REASONING and content == ANSWER, (i, reasoning, content, body)
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop", body
+        # no delta carries both, nor any marker
+        for d in deltas:
+            assert not (d.get("content") and d.get("reasoning_content")), d
+            assert "think>" not in d.get("content", "") + d.get("reasoning_content", ""), d
+
+
+def test_history_drops_reasoning():
+    # the second turn with the first answer sent back alone, then whole: the same split, the same
+    # prompt (a <think> left in the context makes this model skip its opening marker, and its
+    # reasoning would come back as content)
+    n_prompt = set()
+    for first in (ANSWER, RAW, "<think>\nOther.\n</think>\n" + ANSWER):
+        msgs = user("Hi") + [{"role": "assistant", "content": first}] + user("And?")
+        o = chat(msgs)
+        m = o["choices"][0]["message"]
+        assert m["content"] == ANSWER and m.get("reasoning_content") == REASONING, (first, m)
+        n_prompt.add(o["usage"]["prompt_tokens"])
+    assert len(n_prompt) == 1, n_prompt
+
+
+def test_completion_raw():
+    st, o = S.post("/v1/completions", {"prompt": "Once upon a time", "temperature": 0})
+    assert st == 200, (st, o)
+    assert o["choices"][0]["text"] == RAW, o
+
+
+def ollama(path, body):
+    st, o = S.post(path, {"model": NAME, "options": {"temperature": 0}, **body})
+    assert st == 200, (st, o)
+    return o
+
+
+def test_ollama_chat():
+    for think in (None, True):
+        body = {"messages": user("Hello"), "stream": False}
+        if think is not None:
+            body["think"] = think
+        m = ollama("/api/chat", body)["message"]
+        assert m["content"] == ANSWER and m["thinking"] == REASONING, (think, m)
+    m = ollama("/api/chat", {"messages": user("Hello"), "stream": False, "think": False})["message"]
+    assert m["content"] == ANSWER and "thinking" not in m, m
+    o = ollama("/api/generate", {"prompt": "Hello", "stream": False, "think": True})
+    assert o["response"] == ANSWER and o["thinking"] == REASONING, o
+
+
+def test_ollama_chat_stream():
+    for i in range(4):
+        st, h, body = S.request("POST", "/api/chat", {"model": NAME, "messages": user(f"Question {i}"),
+                                                      "options": {"temperature": 0}, "think": True})
+        assert st == 200, (st, body)
+        lines = [json.loads(x) for x in body.decode().splitlines() if x.strip()]
+        assert lines[-1]["done"] is True and lines[-1]["done_reason"] == "stop", body
+        thinking = "".join(x["message"].get("thinking", "") for x in lines)
+        content = "".join(x["message"]["content"] for x in lines)
+        assert thinking == REASONING and content == ANSWER, (i, thinking, content, body)
+
+
+def test_ollama_show():
+    o = ollama("/api/show", {})
+    assert "thinking" in o["capabilities"], o["capabilities"]
+
+
+def main():
+    global S
+    if not os.path.exists(MODEL):
+        print(f"SKIP: {MODEL} not built (make check builds it)")
+        return 77
+    S = Server(MODEL, ["-c", "256", "--max-tokens", "32"], name="think")
+    tests = [test_chat_split, test_chat_stream_split, test_history_drops_reasoning, test_completion_raw,
+             test_ollama_chat, test_ollama_chat_stream, test_ollama_show]
+    return harness.run_with_server(S, tests, "test_think")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
