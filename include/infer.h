@@ -737,6 +737,10 @@ char *infer_chat_format(infer_chat_family f, const infer_chat_msg *msgs, size_t 
  * token count, or a negative infer_status with infer_last_error(). */
 int64_t infer_model_tokenize_chat(const infer_model *m, infer_chat_family f, const infer_chat_msg *msgs, size_t n,
                                   bool add_gen, int32_t **out);
+/* Append the tokens of text (special-token text parsed, no BOS) to the n
+ * tokens of *toks (malloc'ed; realloc'ed here).  Returns the new count, or
+ * a negative infer_status with *toks and its n tokens unchanged. */
+int64_t infer_model_tokenize_append(const infer_model *m, const char *text, int32_t **toks, int64_t n);
 /* End-of-turn marker texts (NULL-terminated): generation stops on the tokens
  * they name as well as on EOS; markers missing from the vocabulary are to be
  * skipped. */
@@ -753,6 +757,13 @@ const char *const *infer_chat_eot_markers(infer_chat_family f);
  * static strings), from its chat template, else from its vocabulary.  False
  * when it has none (then its output is all answer); g may be NULL. */
 bool infer_chat_reasoning_markers(const infer_gguf *g, const char **open, const char **close);
+/* Does the chat template (override_tmpl when it is given, e.g. --chat-template
+ * TEXT, else g's) end its generation prompt with the opening marker `open`
+ * and a newline, as Qwen3's -Thinking-2507 files and DeepSeek-R1 do?  Then
+ * the prompt is to end with them (infer_model_tokenize_append) and the
+ * output starts inside the reasoning (infer_reasoning_new's in_reasoning),
+ * as llama.cpp's thinking_forced_open. */
+bool infer_chat_reasoning_forced(const infer_gguf *g, const char *override_tmpl, const char *open);
 
 /* Splits one generated answer, fed as it streams, into reasoning and answer
  * text: whitespace before the opening marker is skipped, the reasoning is

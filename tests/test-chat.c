@@ -975,6 +975,37 @@ static void test_reasoning_split(void **state)
     assert_null(infer_reasoning_new("<think>", NULL, false));
 }
 
+/* Templates whose generation prompt opens the reasoning (the output then
+ * starts inside it), and those that do not. */
+static void test_reasoning_forced(void **state)
+{
+    (void)state;
+    /* Qwen3-*-Thinking-2507, QwQ */
+    assert_true(reasoning_forced_open("{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n<think>\\n' + "
+                                      "m.reasoning_content + '\\n</think>\\n\\n' }}{%- endfor %}{%- if "
+                                      "add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}",
+                                      "<think>"));
+    /* DeepSeek-R1 (double quotes, a real newline) */
+    assert_true(reasoning_forced_open("{% if add_generation_prompt %}{{\"<｜Assistant｜><think>\n\"}}{% endif %}",
+                                      "<think>"));
+    /* Qwen3: the history renders '\n<think>\n' + reasoning, the generation prompt
+     * opens nothing (its '<think>\n\n</think>' is enable_thinking=false) */
+    assert_false(reasoning_forced_open(
+        "{{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') }}"
+        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and "
+        "enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}",
+        "<think>"));
+    /* a forced open after the generation block's endif does not count; nor without one */
+    assert_false(reasoning_forced_open("{% if add_generation_prompt %}{{ 'A:' }}{% endif %}{{ '<think>\\n' }}",
+                                       "<think>"));
+    assert_false(reasoning_forced_open("{{ '<think>\\n' }}", "<think>"));
+    assert_false(reasoning_forced_open(NULL, "<think>"));
+    assert_false(reasoning_forced_open("{% if add_generation_prompt %}'<think>\\n'", ""));
+    assert_false(infer_chat_reasoning_forced(NULL, NULL, "<think>"));
+    assert_true(infer_chat_reasoning_forced(NULL, "{% if add_generation_prompt %}{{ 'A:[THINK]\\n' }}{% endif %}",
+                                            "[THINK]"));
+}
+
 /* An assistant turn sent back with its reasoning: the answer the splitter
  * would have returned (after the last closing marker, whitespace skipped). */
 static void test_reasoning_answer(void **state)
@@ -1126,6 +1157,7 @@ int main(void)
         cmocka_unit_test(test_reasoning_split),
         cmocka_unit_test(test_reasoning_markers),
         cmocka_unit_test(test_reasoning_answer),
+        cmocka_unit_test(test_reasoning_forced),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_big_message),
     };

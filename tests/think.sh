@@ -9,7 +9,8 @@
 #   - `infer chat` shows the answer alone: one line per answer in a script, the reasoning
 #     hidden; the second answer is the same, i.e. the history holds the answer alone (a
 #     <think> left in the context makes this model skip its opening marker, and its reasoning
-#     would be shown); --show-thinking prints the reasoning between its markers;
+#     would be shown); --show-thinking prints the reasoning between its markers; a template
+#     whose generation prompt opens the reasoning gives the same answers;
 #   - on a terminal (through script(1), when installed): a dim "thinking..." that is erased
 #     before the answer, or with --show-thinking the reasoning dim, then the answer.
 # Exit status as automake's test driver expects: 0 pass, 77 skip, 1 fail.
@@ -45,6 +46,20 @@ printf 'Hello\nAnd then?\n' | "$infer" chat -m "$model" --temp 0 --show-thinking
 printf '%s\n%s\n' '<think>Some reasoning.</think>\nThe answer.' '<think>Some reasoning.</think>\nThe answer.' \
     >"$tmp/show.want"
 cmp -s "$tmp/show" "$tmp/show.want" || fail "chat --show-thinking printed '$(cat "$tmp/show")'"
+
+# a template whose generation prompt opens the reasoning (Qwen3-*-Thinking-2507): the prompt
+# ends with "<think>\n", the model answers "Some reasoning.\n</think>\n\nThe answer." without
+# opening it, and that is still reasoning
+forced=$(cat <<'EOF'
+{%- for message in messages %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n<think>\n' }}{%- endif %}
+EOF
+)
+# (-n 9: the 8 tokens after "<think>\n" end the turn; generating "<think>\n" too would be cut)
+printf 'Hello\nAnd then?\n' | "$infer" chat -m "$model" --temp 0 -n 9 --chat-template "$forced" >"$tmp/forced" \
+    2>"$tmp/forced.err" ||
+    fail "chat --chat-template (forced open) exited $?"
+cmp -s "$tmp/forced" "$tmp/chat.want" ||
+    fail "chat with a template that opens the reasoning printed '$(cat "$tmp/forced")' (want 'The answer.' twice)"
 
 # chat on a terminal
 if command -v script >/dev/null 2>&1; then

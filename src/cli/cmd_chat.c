@@ -18,6 +18,9 @@
  * --show-thinking printed dim on a terminal and between its markers
  * otherwise.  Only the answer goes into the history, as an API client sends
  * it back (and as Qwen3's and DeepSeek-R1's templates drop old reasoning).
+ * A template whose generation prompt opens the reasoning (DeepSeek-R1,
+ * Qwen3's -Thinking-2507) has the prompt end with the marker, and the
+ * output is read as starting inside the reasoning.
  */
 #include "cli.h"
 
@@ -104,6 +107,7 @@ struct think_out {
     infer_reasoning *r;
     const char *open, *close;
     bool show, tty;
+    bool forced;       /* the template's generation prompt opens the reasoning: the prompt ends with it */
     bool in_reasoning; /* reasoning shown (dim or marked) or "thinking..." shown, not closed */
     char *answer;      /* the answer part, for the history */
     size_t len, cap;
@@ -221,6 +225,11 @@ static int turn(infer_model *m, infer_session *s, infer_sampler *smp, infer_chat
         return 1;
     int32_t *toks = NULL;
     int64_t n = infer_model_tokenize_chat(m, fam, c->msgs, c->n, true, &toks);
+    if (n > 0 && think->forced) {
+        char open_nl[40];
+        snprintf(open_nl, sizeof(open_nl), "%s\n", think->open);
+        n = infer_model_tokenize_append(m, open_nl, &toks, n);
+    }
     if (n < 0 || n > infer_session_n_ctx(s) - 1) {
         if (n < 0)
             fprintf(stderr, "error: %s\n", infer_last_error());
@@ -245,7 +254,7 @@ static int turn(infer_model *m, infer_session *s, infer_sampler *smp, infer_chat
     int n_gen;
     struct think_out t = *think;
     FILE *out = NULL;
-    if (t.open && (t.r = infer_reasoning_new(t.open, t.close, false)) &&
+    if (t.open && (t.r = infer_reasoning_new(t.open, t.close, t.forced)) &&
         (out = fopencookie(&t, "w", (cookie_io_functions_t){.write = think_write}))) {
         setvbuf(out, NULL, _IONBF, 0);
         n_gen = cli_generate(m, s, smp, n_predict, out, &answer, NULL);
@@ -336,6 +345,7 @@ int cmd_chat(int argc, char **argv)
         setvbuf(esc, NULL, _IONBF, 0);
     struct think_out think = {.dst = esc ? esc : stdout, .show = show_thinking, .tty = tty};
     infer_chat_reasoning_markers(infer_model_gguf(m), &think.open, &think.close);
+    think.forced = think.open && infer_chat_reasoning_forced(infer_model_gguf(m), tmpl, think.open);
     if (tty)
         fprintf(stderr, "chat template: %s%s. Type /help for commands, Ctrl-D to quit.\n",
                 infer_chat_family_name(fam),

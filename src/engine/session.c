@@ -563,6 +563,23 @@ int64_t infer_model_tokenize(const infer_model *m, const char *text, size_t len,
     return tokenizer_encode(m->tok, text, len, add_special, parse_special, out, cap);
 }
 
+int64_t infer_model_tokenize_append(const infer_model *m, const char *text, int32_t **toks, int64_t n)
+{
+    const size_t len = strlen(text);
+    int64_t cap = (int64_t)len + 16;
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *p = realloc(*toks, (size_t)(n + cap) * sizeof(int32_t));
+        if (!p)
+            return infer_error(INFER_ERR_NOMEM, "tokenize: out of memory for %lld tokens", (long long)(n + cap));
+        *toks = p;
+        int64_t got = infer_model_tokenize(m, text, len, false, true, p + n, cap);
+        if (got < 0 || got <= cap)
+            return got < 0 ? got : n + got;
+        cap = got;
+    }
+    return infer_error(INFER_ERR_INVALID, "tokenize: token count changed between passes");
+}
+
 int64_t infer_model_tokenize_chat(const infer_model *m, infer_chat_family f, const infer_chat_msg *msgs, size_t n,
                                   bool add_gen, int32_t **out)
 {

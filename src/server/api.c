@@ -505,7 +505,7 @@ static json_t *chat_message(const struct job *j)
     const char *text = j->text ? j->text : "";
     if (!j->think_open)
         return json_pack("{s:s, s:s%}", "role", "assistant", "content", text, j->text_len);
-    infer_reasoning *r = infer_reasoning_new(j->think_open, j->think_close, false);
+    infer_reasoning *r = infer_reasoning_new(j->think_open, j->think_close, j->think_forced);
     const char *pr, *pc;
     size_t nr, nc;
     if (!r || infer_reasoning_push(r, text, j->text_len, true, &pr, &nr, &pc, &nc) != INFER_OK) {
@@ -519,18 +519,47 @@ static json_t *chat_message(const struct job *j)
     return m;
 }
 
-/* The assistant message when the answer is tool calls (NULL otherwise). */
+size_t api_answer_start(const struct job *j, char **reasoning)
+{
+    if (reasoning)
+        *reasoning = NULL;
+    if (!j->think_open || !j->text)
+        return 0;
+    infer_reasoning *r = infer_reasoning_new(j->think_open, j->think_close, j->think_forced);
+    const char *pr, *pc;
+    size_t nr, nc, start = 0;
+    /* the answer is always a suffix of the text (verbatim after the
+     * closing marker and its whitespace, or all of it) */
+    if (r && infer_reasoning_push(r, j->text, j->text_len, true, &pr, &nr, &pc, &nc) == INFER_OK) {
+        start = j->text_len - nc;
+        if (reasoning && nr && (*reasoning = malloc(nr + 1))) {
+            memcpy(*reasoning, pr, nr);
+            (*reasoning)[nr] = '\0';
+        }
+    }
+    infer_reasoning_free(r);
+    return start;
+}
+
+/* The assistant message when the answer is tool calls (NULL otherwise); a
+ * thinking model's reasoning before them is reasoning_content. */
 static json_t *tool_call_message(const struct job *j)
 {
-    char *content = NULL;
-    json_t *calls = api_tools_parse(&j->req, j->text, j->text_len, &content);
-    if (!calls)
+    char *content = NULL, *reasoning = NULL;
+    const size_t from = api_answer_start(j, &reasoning);
+    json_t *calls = api_tools_parse(&j->req, j->text + from, j->text_len - from, &content);
+    if (!calls) {
+        free(reasoning);
         return NULL;
+    }
     const char *id = strchr(j->id, '-') ? strchr(j->id, '-') + 1 : j->id;
     json_t *m = json_pack("{s:s, s:o, s:o}", "role", "assistant", "content",
                           content ? json_string(content) : json_null(), "tool_calls",
                           api_tool_calls_openai(calls, id, false));
+    if (m && reasoning)
+        json_object_set_new(m, "reasoning_content", json_string(reasoning));
     free(content);
+    free(reasoning);
     json_decref(calls);
     return m;
 }
@@ -586,6 +615,9 @@ json_t *api_tool_calls_chunk(const struct job *j, const char *model_id, size_t f
     char *content = NULL;
     if (from > j->text_len)
         from = j->text_len;
+    const size_t answer = api_answer_start(j, NULL); /* (the reasoning went out as reasoning_content) */
+    if (from < answer)
+        from = answer;
     json_t *calls = j->req.kind == GEN_CHAT && j->text
                         ? api_tools_parse(&j->req, j->text + from, j->text_len - from, &content)
                         : NULL;

@@ -416,16 +416,25 @@ json_t *ollama_final(const struct job *j, const char *model)
  * text around them as content (NULL when the answer is not tool calls). */
 static json_t *with_tool_calls(const struct job *j, const char *model, bool done, size_t from)
 {
-    char *content = NULL;
+    char *content = NULL, *reasoning = NULL;
     if (from > j->text_len)
         from = j->text_len;
+    /* a thinking model: the calls are in the answer; the reasoning goes in
+     * "thinking" of the whole response (a stream has sent it already) */
+    const size_t answer = api_answer_start(j, done ? &reasoning : NULL);
+    if (from < answer)
+        from = answer;
     json_t *calls = j->req.ollama == OLLAMA_CHAT && j->text
                         ? api_tools_parse(&j->req, j->text + from, j->text_len - from, &content)
                         : NULL;
-    if (!calls)
+    if (!calls) {
+        free(reasoning);
         return NULL;
+    }
     const char *id = strchr(j->id, '-') ? strchr(j->id, '-') + 1 : j->id;
-    json_t *o = base(j, model, content ? content : "", content ? strlen(content) : 0, "", 0, done);
+    json_t *o = base(j, model, content ? content : "", content ? strlen(content) : 0, reasoning ? reasoning : "",
+                     reasoning ? strlen(reasoning) : 0, done);
+    free(reasoning);
     json_t *m = json_object_get(o, "message");
     if (m)
         json_object_set_new(m, "tool_calls", api_tool_calls_ollama(calls, id));
@@ -448,7 +457,7 @@ json_t *ollama_response(const struct job *j, const char *model)
     if (!j->think_open)
         return add_stats(base(j, model, text, j->text_len, "", 0, true), j);
     /* a thinking model: the reasoning goes to "thinking", the answer to content */
-    infer_reasoning *r = infer_reasoning_new(j->think_open, j->think_close, false);
+    infer_reasoning *r = infer_reasoning_new(j->think_open, j->think_close, j->think_forced);
     const char *pr, *pc;
     size_t nr, nc;
     json_t *o = NULL;

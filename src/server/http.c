@@ -594,7 +594,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
             if ((n_text || done) && !ctx->reasoning_checked) {
                 ctx->reasoning_checked = true; /* the job is admitted: its markers are set */
                 if (j->think_open && j->req.kind == GEN_CHAT)
-                    ctx->reasoning = infer_reasoning_new(j->think_open, j->think_close, false);
+                    ctx->reasoning = infer_reasoning_new(j->think_open, j->think_close, j->think_forced);
                 ctx->tools_hold = j->req.kind == GEN_CHAT && j->req.tools &&
                                   j->req.tool_choice_eff != TOOL_CHOICE_NONE;
             }
@@ -665,25 +665,37 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
                     sse_push_raw(ctx, ctx->ollama_shape ? "\n" : "\n\n");
                     free(e);
                 }
-            } else if (ctx->tools_hold && ctx->ollama_shape) {
-                /* as Ollama streams a call: a line with message.tool_calls, then the final line */
-                json_t *tc = ollama_tool_calls_chunk(j, j->req.model, ctx->tools_out);
-                if (tc)
-                    sse_push(ctx, tc);
-                else if (j->text_len > ctx->tools_out) /* the rest of the content */
-                    sse_push(ctx, ollama_chunk(j, j->req.model, j->text + ctx->tools_out, j->text_len - ctx->tools_out,
-                                               "", 0));
-                sse_push(ctx, ollama_final(j, j->req.model));
             } else if (ctx->tools_hold) {
-                json_t *tc = api_tool_calls_chunk(j, srv->model_id, ctx->tools_out);
-                if (tc)
-                    sse_push(ctx, tc);
-                else if (j->text_len > ctx->tools_out) /* the rest of the content */
-                    sse_push(ctx, api_chunk(j, srv->model_id, j->text + ctx->tools_out, j->text_len - ctx->tools_out,
-                                            "", 0, false, FINISH_NONE));
-                sse_push(ctx, api_chunk(j, srv->model_id, "", 0, "", 0, false, tc ? FINISH_TOOL_CALLS : j->finish));
-                if (j->req.include_usage)
-                    sse_push(ctx, api_usage_chunk(j, srv->model_id));
+                /* a thinking model's text was held whole: its reasoning goes
+                 * first, then the calls or the rest, from its answer */
+                char *reasoning = NULL;
+                const size_t rest = ctx->reasoning ? api_answer_start(j, &reasoning) : ctx->tools_out;
+                if (ctx->ollama_shape) {
+                    /* as Ollama streams a call: a line with message.tool_calls, then the final line */
+                    if (reasoning && j->req.think != 0)
+                        sse_push(ctx, ollama_chunk(j, j->req.model, "", 0, reasoning, strlen(reasoning)));
+                    json_t *tc = ollama_tool_calls_chunk(j, j->req.model, rest);
+                    if (tc)
+                        sse_push(ctx, tc);
+                    else if (j->text_len > rest) /* the rest of the content */
+                        sse_push(ctx, ollama_chunk(j, j->req.model, j->text + rest, j->text_len - rest, "", 0));
+                    sse_push(ctx, ollama_final(j, j->req.model));
+                } else {
+                    if (reasoning)
+                        sse_push(ctx, api_chunk(j, srv->model_id, "", 0, reasoning, strlen(reasoning), false,
+                                                FINISH_NONE));
+                    json_t *tc = api_tool_calls_chunk(j, srv->model_id, rest);
+                    if (tc)
+                        sse_push(ctx, tc);
+                    else if (j->text_len > rest) /* the rest of the content */
+                        sse_push(ctx, api_chunk(j, srv->model_id, j->text + rest, j->text_len - rest, "", 0, false,
+                                                FINISH_NONE));
+                    sse_push(ctx, api_chunk(j, srv->model_id, "", 0, "", 0, false,
+                                            tc ? FINISH_TOOL_CALLS : j->finish));
+                    if (j->req.include_usage)
+                        sse_push(ctx, api_usage_chunk(j, srv->model_id));
+                }
+                free(reasoning);
             } else {
                 const char *content, *reasoning;
                 size_t n_content, n_reasoning;

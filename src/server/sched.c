@@ -83,6 +83,7 @@ struct sched {
     infer_engine *engine;
     infer_chat_family fam;
     const char *think_open, *think_close; /* reasoning markers, NULL when the model has none */
+    bool think_forced; /* the template's generation prompt opens the reasoning */
     int n_vocab, n_ctx;
     struct slot *slots;
     int n_slots;
@@ -291,6 +292,8 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
         infer_model_add_eog(s->model, *mk);
     s->think_open = s->think_close = NULL;
     infer_chat_reasoning_markers(infer_model_gguf(s->model), &s->think_open, &s->think_close);
+    s->think_forced =
+        s->think_open && infer_chat_reasoning_forced(infer_model_gguf(s->model), cfg->chat_template, s->think_open);
     s->n_vocab = infer_model_n_vocab(s->model);
     infer_engine_params ep;
     infer_engine_params_default(&ep);
@@ -379,6 +382,7 @@ static bool admit(struct sched *s, struct job *j)
     if (r->kind == GEN_CHAT) {
         j->think_open = s->think_open;
         j->think_close = s->think_close;
+        j->think_forced = s->think_forced;
         /* an assistant turn sent back whole (a client that knows nothing of
          * reasoning_content): its reasoning is dropped, as the model's own
          * template does, so the prompt is the one its answer alone gives
@@ -399,6 +403,11 @@ static bool admit(struct sched *s, struct job *j)
         if (n == INFER_ERR_INVALID) {
             api_error_set(e, 400, "invalid_request_error", "invalid_value", "messages: %s", infer_last_error());
             return false;
+        }
+        if (n > 0 && s->think_forced) { /* as the template: the answer starts inside the reasoning */
+            char open_nl[40];
+            snprintf(open_nl, sizeof(open_nl), "%s\n", s->think_open);
+            n = infer_model_tokenize_append(s->model, open_nl, &j->tokens, n);
         }
     } else if (r->prompt) {
         n = tokenize(s->model, r->prompt, &j->tokens);

@@ -343,6 +343,7 @@ struct job {
     /* engine thread only, from admission on (the markers are read by the
      * connection once text or the end shows, under mu) */
     const char *think_open, *think_close; /* a thinking model's reasoning markers (chat), or NULL */
+    bool think_forced;                    /* the prompt opened the reasoning (the template does) */
     int32_t *tokens;           /* the prompt, tokenized (n_tokens) */
     int64_t n_tokens;
     int64_t max_gen;           /* completion tokens allowed */
@@ -484,6 +485,12 @@ json_t *api_chunk(const struct job *j, const char *model_id, const char *text, s
  * Only j->text from byte `from` on is looked at: what was streamed already
  * as content (api_tools_stream_len) is not sent again. */
 json_t *api_tool_calls_chunk(const struct job *j, const char *model_id, size_t from);
+/* Where the answer of a finished chat job starts in j->text: after a thinking
+ * model's reasoning, which is split off as the reasoning splitter does (0
+ * without markers; j->text_len when the text ends inside the reasoning).
+ * *reasoning (may be NULL) gets the reasoning, malloc'ed, or NULL when there
+ * is none (or no memory).  Tool calls are looked for in the answer only. */
+size_t api_answer_start(const struct job *j, char **reasoning);
 /* The final usage-only chunk of stream_options.include_usage. */
 json_t *api_usage_chunk(const struct job *j, const char *model_id);
 json_t *api_usage(const struct job_stats *s);

@@ -704,6 +704,14 @@ bool infer_chat_reasoning_markers(const infer_gguf *g, const char **open, const 
                              open, close);
 }
 
+bool infer_chat_reasoning_forced(const infer_gguf *g, const char *override_tmpl, const char *open)
+{
+    const char *tmpl = override_tmpl && *override_tmpl ? override_tmpl
+                       : g                             ? infer_gguf_get_str(g, "tokenizer.chat_template", NULL)
+                                                       : NULL;
+    return reasoning_forced_open(tmpl, open);
+}
+
 const char *infer_chat_family_name(infer_chat_family f) { return chat_family_name((enum chat_family)f); }
 
 bool infer_chat_family_from_name(const char *name, infer_chat_family *out)

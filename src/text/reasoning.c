@@ -240,6 +240,31 @@ static const struct {
     {"[THINK]", "[/THINK]"}, /* Magistral, Ministral 3 reasoning */
 };
 
+bool reasoning_forced_open(const char *tmpl, const char *open)
+{
+    if (!tmpl || !open || !*open)
+        return false;
+    const char *gen = NULL;
+    for (const char *p = strstr(tmpl, "add_generation_prompt"); p; p = strstr(p + 1, "add_generation_prompt"))
+        gen = p;
+    if (!gen)
+        return false;
+    const char *end = strstr(gen, "endif");
+    const size_t n = strlen(open);
+    for (const char *p = strstr(gen, open); p && (!end || p < end); p = strstr(p + n, open)) {
+        const char *q = p + n;
+        if (q[0] == '\\' && q[1] == 'n') /* "\n" in a template string literal */
+            q += 2;
+        else if (q[0] == '\n')
+            q++;
+        else
+            continue;
+        if (*q == '\'' || *q == '"') /* the literal ends there */
+            return true;
+    }
+    return false;
+}
+
 bool reasoning_markers(const char *tmpl, bool (*has)(void *ctx, const char *piece), void *ctx,
                        const char **open, const char **close)
 {

@@ -17,4 +17,12 @@
 bool reasoning_markers(const char *tmpl, bool (*has)(void *ctx, const char *piece), void *ctx,
                        const char **open, const char **close);
 
+/* Does the template's generation prompt end with the opening marker and a
+ * newline ('<|im_start|>assistant\n<think>\n' of Qwen3's -Thinking-2507
+ * files, QwQ; '<｜Assistant｜><think>\n' of DeepSeek-R1)?  Then the model
+ * writes its reasoning without opening it.  Looked for in the block after
+ * the last "add_generation_prompt", up to its first "endif" (Qwen3's own
+ * '<think>\n\n</think>\n\n' of enable_thinking=false does not count). */
+bool reasoning_forced_open(const char *tmpl, const char *open);
+
 #endif

@@ -350,6 +350,36 @@ static void test_tools_stream_len(void **state)
     j.text_len = strlen(j.text);
     assert_null(api_tool_calls_chunk(&j, "m", api_tools_stream_len(j.text, j.text_len)));
     assert_null(api_tool_calls_chunk(&j, "m", 1000)); /* past the end: clamped */
+
+    /* a thinking model's call after its reasoning (Qwen3): the call from the
+     * answer, the reasoning as reasoning_content, never in content */
+    j.think_open = "<think>";
+    j.think_close = "</think>";
+    j.text = "<think>\nOslo, so call it.\n</think>\n\n<tool_call>{\"name\": \"get_weather\", \"arguments\": "
+             "{\"city\": \"Oslo\"}}</tool_call>";
+    j.text_len = strlen(j.text);
+    j.finish = FINISH_STOP;
+    char *reasoning = NULL;
+    assert_int_equal(api_answer_start(&j, &reasoning), strstr(j.text, "<tool_call>") - j.text);
+    assert_string_equal(reasoning, "Oslo, so call it.");
+    free(reasoning);
+    json_t *o = api_response(&j, "m");
+    json_t *m = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "message");
+    assert_string_equal(json_string_value(json_object_get(m, "reasoning_content")), "Oslo, so call it.");
+    assert_true(json_is_null(json_object_get(m, "content")));
+    call = json_array_get(json_object_get(m, "tool_calls"), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(call, "function"), "name")), "get_weather");
+    json_decref(o);
+    c = api_tool_calls_chunk(&j, "m", 0); /* streamed: the reasoning went out before */
+    delta = json_object_get(json_array_get(json_object_get(c, "choices"), 0), "delta");
+    assert_non_null(json_object_get(delta, "tool_calls"));
+    assert_null(json_object_get(delta, "content"));
+    json_decref(c);
+    /* no reasoning: the answer is all of it */
+    j.text = "Sure.";
+    j.text_len = 5;
+    assert_int_equal(api_answer_start(&j, &reasoning), 0);
+    assert_null(reasoning);
     gen_request_free(&j.req);
 }
 

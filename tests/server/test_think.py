@@ -10,7 +10,11 @@ server and Ollama return a reasoning model's output:
     with a finish chunk and [DONE] (several requests: chunking depends on timing);
   - an assistant turn sent back whole (reasoning included) is rendered as its answer alone (the
     model notices <think> in its context and would then skip its opening marker);
+  - with tools offered (the text is held to the end, as it could be a call): the same split,
+    whole and streamed, OpenAI and Ollama;
   - /v1/completions (raw): the text verbatim, markers included;
+  - a template whose generation prompt opens the reasoning (--chat-template, Qwen3-Thinking-2507's
+    shape): the prompt ends with "<think>\n", the output (no opening marker) is still split;
   - Ollama /api/chat: message.thinking and message.content, streamed and not; "think": false
     drops the thinking; /api/generate: thinking and response; /api/show names the capability.
 Skipped (77) when the model was not built.  Run by tests/server/run.sh.
@@ -82,6 +86,31 @@ def test_history_drops_reasoning():
     assert len(n_prompt) == 1, n_prompt
 
 
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                           "parameters": {"type": "object",
+                                                          "properties": {"city": {"type": "string"}}}}}]
+
+
+def test_tools_offered():
+    # tools offered, a text answer: the text is held to the end (it could be a call), then split
+    o = chat(user("Hello"), tools=TOOLS)
+    m = o["choices"][0]["message"]
+    assert m["content"] == ANSWER and m.get("reasoning_content") == REASONING, m
+    st, h, body = S.request("POST", "/v1/chat/completions",
+                            {"messages": user("Hello"), "temperature": 0, "stream": True, "tools": TOOLS})
+    assert st == 200, (st, body)
+    deltas = [json.loads(e)["choices"][0]["delta"] for e in harness.sse_events(body)[:-1]]
+    reasoning = "".join(d.get("reasoning_content", "") for d in deltas)
+    content = "".join(d.get("content", "") for d in deltas)
+    assert reasoning == REASONING and content == ANSWER, (reasoning, content, body)
+    st, h, body = S.request("POST", "/api/chat", {"model": NAME, "messages": user("Hello"), "tools": TOOLS,
+                                                  "options": {"temperature": 0}})
+    lines = [json.loads(x) for x in body.decode().splitlines() if x.strip()]
+    thinking = "".join(x["message"].get("thinking", "") for x in lines)
+    content = "".join(x["message"]["content"] for x in lines)
+    assert thinking == REASONING and content == ANSWER, (thinking, content, body)
+
+
 def test_completion_raw():
     st, o = S.post("/v1/completions", {"prompt": "Once upon a time", "temperature": 0})
     assert st == 200, (st, o)
@@ -124,13 +153,42 @@ def test_ollama_show():
     assert "thinking" in o["capabilities"], o["capabilities"]
 
 
+FORCED = ("{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
+          "'<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
+          "{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}")
+
+
+def test_forced_open():
+    # a template whose generation prompt opens the reasoning (Qwen3-*-Thinking-2507): the prompt
+    # ends with "<think>\n" and the output, which has no opening marker, starts as reasoning
+    srv = Server(MODEL, ["-c", "256", "--max-tokens", "32", "--chat-template", FORCED], name="think-forced")
+    try:
+        st, o = srv.post("/v1/chat/completions", {"messages": user("Hello"), "temperature": 0})
+        assert st == 200, (st, o)
+        m = o["choices"][0]["message"]
+        assert m["content"] == ANSWER and m.get("reasoning_content") == REASONING, m
+        assert o["usage"]["completion_tokens"] == 8, o["usage"]  # no <think> nor its "\n" generated
+        st, h, body = srv.request("POST", "/v1/chat/completions",
+                                  {"messages": user("Hello"), "temperature": 0, "stream": True})
+        deltas = [json.loads(e)["choices"][0]["delta"] for e in harness.sse_events(body)[:-1]]
+        reasoning = "".join(d.get("reasoning_content", "") for d in deltas)
+        content = "".join(d.get("content", "") for d in deltas)
+        assert reasoning == REASONING and content == ANSWER, (reasoning, content, body)
+        st, o = srv.post("/api/chat", {"model": NAME, "messages": user("Hello"), "stream": False,
+                                       "options": {"temperature": 0}})
+        assert o["message"]["content"] == ANSWER and o["message"]["thinking"] == REASONING, o
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+
+
 def main():
     global S
     if not os.path.exists(MODEL):
         print(f"SKIP: {MODEL} not built (make check builds it)")
         return 77
     S = Server(MODEL, ["-c", "256", "--max-tokens", "32"], name="think")
-    tests = [test_chat_split, test_chat_stream_split, test_history_drops_reasoning, test_completion_raw,
+    tests = [test_chat_split, test_chat_stream_split, test_history_drops_reasoning, test_tools_offered,
+             test_completion_raw, test_forced_open,
              test_ollama_chat, test_ollama_chat_stream, test_ollama_show]
     return harness.run_with_server(S, tests, "test_think")
 
