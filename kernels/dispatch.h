@@ -145,18 +145,24 @@ struct kernel_table {
 
 extern struct kernel_table kern;
 
-/* A variant's gemm tile for the x4 layout of `base` (repack.h): the loader
- * then repacks `base` weights for it, and the rows after a matrix's last
- * group of four (kept as stored) use base's vec_dot, which must already be
- * in the table. */
-static inline void kernels_use_x4(struct kernel_table *t, uint32_t base, gemm_fn gemm)
+/* A variant's gemm tile for layout x4 (repack.h) of its base type: the
+ * loader then repacks the base type's weights into it, and the rows after
+ * a matrix's last group of four (kept as stored) use the base type's
+ * vec_dot, which must already be in the table. */
+static inline void kernels_use_layout(struct kernel_table *t, uint32_t x4, gemm_fn gemm)
 {
-    const uint32_t x4 = repack_x4_of(base);
+    const uint32_t base = repack_base_of(x4);
     t->types[base].repack_type = x4;
     t->types[x4].vec_dot = t->types[base].vec_dot;
     t->types[x4].gemm = gemm;
     t->types[x4].act_prep = NULL; /* a lesser variant's would go with its own gemm */
     t->types[x4].gemm_prep = NULL;
+}
+
+/* The same for base's x4 layout (repack_x4_of). */
+static inline void kernels_use_x4(struct kernel_table *t, uint32_t base, gemm_fn gemm)
+{
+    kernels_use_layout(t, repack_x4_of(base), gemm);
 }
 
 /* The same with the 2-4 token pair (act_prep, gemm_prep) of the x4 type. */

@@ -98,7 +98,7 @@ GEMM_REF(iq4_xs, vec_dot_iq4_xs_q8_K_ref)
  * vec_dot of a single block is exactly that block's term (0 + term), and
  * adding the terms in block order is what vec_dot does, so the bits are the
  * reference's on the original rows. */
-static void gemm_x4_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w, const void *a, size_t a_row,
+static void gemm_x4_ref(uint32_t x4, vec_dot_fn dot, int64_t n, const void *w, const void *a, size_t a_row,
                         float *y, size_t ys, int nt)
 {
     const int64_t nb = n / 32;
@@ -106,8 +106,8 @@ static void gemm_x4_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w,
         for (int r = 0; r < GEMM_ROWS; r++) {
             float sum = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                block_q5_0 blk; /* the larger of the two blocks */
-                repack_x4_block(base, w, nb, r, b, &blk);
+                block_q8_0 blk; /* the largest of the blocks */
+                repack_x4_block(x4, w, nb, r, b, &blk);
                 sum += dot(32, &blk, (const char *)a + (size_t)t * a_row + (size_t)b * sizeof(block_q8_0));
             }
             y[(size_t)t * ys + (size_t)r] = sum;
@@ -117,28 +117,41 @@ static void gemm_x4_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w,
 void gemm_q4_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
     (void)w_row;
-    gemm_x4_ref(GGML_TYPE_Q4_0, vec_dot_q4_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
+    gemm_x4_ref(INFER_TYPE_Q4_0_X4, vec_dot_q4_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
+}
+
+void gemm_q4_0x4s_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                      int nt)
+{
+    (void)w_row;
+    gemm_x4_ref(INFER_TYPE_Q4_0_X4S, vec_dot_q4_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
+}
+
+void gemm_q8_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
+{
+    (void)w_row;
+    gemm_x4_ref(INFER_TYPE_Q8_0_X4, vec_dot_q8_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
 }
 
 void gemm_q5_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
     (void)w_row;
-    gemm_x4_ref(GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
+    gemm_x4_ref(INFER_TYPE_Q5_0_X4, vec_dot_q5_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
 }
 
 /* Q4_K, Q6_K: the super-block's float steps (Q4_K: two) and their order
  * are vec_dot's, so the row is put back whole (into the thread's kernel
  * scratch) and given to vec_dot; all NaN if the scratch cannot be had. */
-static void gemm_xk_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w, size_t w_row, const void *a,
+static void gemm_xk_ref(uint32_t x4, vec_dot_fn dot, int64_t n, const void *w, size_t w_row, const void *a,
                         size_t a_row, float *y, size_t ys, int nt)
 {
     const int64_t nb = n / QK_K;
-    const size_t bs = ggml_row_size(base, QK_K);
+    const size_t bs = ggml_row_size(repack_base_of(x4), QK_K);
     uint8_t *row = kernels_scratch(w_row);
     for (int r = 0; r < GEMM_ROWS; r++) {
         if (row)
             for (int64_t b = 0; b < nb; b++)
-                repack_x4_block(base, w, nb, r, b, row + (size_t)b * bs);
+                repack_x4_block(x4, w, nb, r, b, row + (size_t)b * bs);
         for (int t = 0; t < nt; t++)
             y[(size_t)t * ys + (size_t)r] = row ? dot(n, row, (const char *)a + (size_t)t * a_row) : NAN;
     }
@@ -146,12 +159,12 @@ static void gemm_xk_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w,
 
 void gemm_q4_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
-    gemm_xk_ref(GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
+    gemm_xk_ref(INFER_TYPE_Q4_K_X4, vec_dot_q4_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
 }
 
 void gemm_q6_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
-    gemm_xk_ref(GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
+    gemm_xk_ref(INFER_TYPE_Q6_K_X4, vec_dot_q6_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
 }
 
 /* ------------------------------- matmul ------------------------------- */
