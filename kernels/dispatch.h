@@ -74,7 +74,8 @@ typedef int (*gemm_many_fn)(int64_t n, const void *w, size_t w_row, int64_t n_ro
  * 32 elements of n for the nt (<= GEMM_TOKS) activation rows at a, in a
  * format private to the variant; gemm_prep is then gemm_fn with that prep
  * added, under gemm_fn's contract (vec_dot's bits).  matmul uses them for
- * 2 .. many_min_tok - 1 tokens, and only when the table has both.
+ * prep_min_tok (2 when 0) .. many_min_tok - 1 tokens, and only when the
+ * table has both.
  */
 #define GEMM_PREP_BLOCK 160
 typedef void (*act_prep_fn)(int64_t n, const void *a, size_t a_row, int nt, void *prep);
@@ -111,6 +112,7 @@ struct kernel_type_ops {
     gemm_prep_fn gemm_prep;   /* activation data made once per matmul */
     act_prep_fn many_prep;    /* optional, with gemm_many_prep: gemm_many on */
     gemm_many_prep_fn gemm_many_prep; /* activations prepared once per matmul */
+    uint8_t prep_min_tok;     /* fewest tokens for act_prep (0: 2) */
     uint16_t many_prep_tok;   /* tokens per group of many_prep */
     uint16_t many_prep_bytes; /* its bytes per 32 elements per group */
     uint32_t vec_dot_type;    /* activation format vec_dot expects */
@@ -157,6 +159,7 @@ static inline void kernels_use_layout(struct kernel_table *t, uint32_t x4, gemm_
     t->types[x4].gemm = gemm;
     t->types[x4].act_prep = NULL; /* a lesser variant's would go with its own gemm */
     t->types[x4].gemm_prep = NULL;
+    t->types[x4].prep_min_tok = 0;
 }
 
 /* The same for base's x4 layout (repack_x4_of). */

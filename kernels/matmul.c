@@ -6,9 +6,10 @@
  * OpenMP keeps its thread pool, so nothing is created per call):
  *   GEMV, n_tok <= GEMM_TOKS (one token, or a few sequences decoding
  *     together): the GEMM_ROWS-row tiles are divided into runs, a few per
- *     thread; each weight byte is read once.  From 2 tokens, a type with
- *     act_prep/gemm_prep (dispatch.h) has each group of GEMM_TOKS tokens'
- *     prep made once here and its tiles read it (mm_prep).
+ *     thread; each weight byte is read once.  From 2 tokens (or the type's
+ *     prep_min_tok), a type with act_prep/gemm_prep (dispatch.h) has each
+ *     group of GEMM_TOKS tokens' prep made once here and its tiles read it
+ *     (mm_prep).
  *   many tokens (n_tok >= kern.many_min_tok) and a gemm_many kernel: each
  *     thread passes its contiguous range of rows, with the tokens in chunks
  *     of MATMUL_MANY_TOK, to gemm_many (which reorganizes both operands for
@@ -480,8 +481,8 @@ static void mm_prep_run(void *ctx, int64_t g0, int64_t g1)
 }
 
 /* The prep (dispatch.h) of each group of tokens of m, when its type has a
- * pair for the batch: act_prep/gemm_prep (groups of GEMM_TOKS) for 2 ..
- * many_min - 1 tokens, many_prep/gemm_many_prep (groups of many_prep_tok)
+ * pair for the batch: act_prep/gemm_prep (groups of GEMM_TOKS) for
+ * prep_min_tok (2 when 0) .. many_min - 1 tokens, many_prep/gemm_many_prep (groups of many_prep_tok)
  * in place of gemm_many.  Into a buffer of *bytes from matmul_act_alloc,
  * returned (NULL: none, plain gemm or gemm_many); the groups start at the
  * first 64-byte boundary in it.  Made by the pool when `parallel`. */
@@ -495,7 +496,8 @@ static void *mm_prep(struct mm *m, uint32_t wtype, int64_t many_min, bool parall
         fn = o->many_prep;
         m->prep_tok = o->many_prep_tok;
         block = o->many_prep_bytes;
-    } else if (o->act_prep && o->gemm_prep && m->n_tok >= 2 && m->n_tok < many_min && m->n_in % 32 == 0) {
+    } else if (o->act_prep && o->gemm_prep && m->n_tok >= (o->prep_min_tok ? o->prep_min_tok : 2) &&
+               m->n_tok < many_min && m->n_in % 32 == 0) {
         fn = o->act_prep;
         m->prep_tok = GEMM_TOKS;
         block = GEMM_PREP_BLOCK;
