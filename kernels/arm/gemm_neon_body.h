@@ -51,6 +51,16 @@
 #define GM_TOKS 64
 #define GM_CHUNK 16
 
+/* Move a stream's pointer on by n bytes, kept in its register (an empty
+ * asm the compiler cannot see through): GCC would otherwise give each load
+ * of an unrolled step its own address register, one ADD each, where a
+ * post-indexed load moves the one pointer for free. */
+#define GM_NEXT(p, n)          \
+    do {                       \
+        (p) += (n);            \
+        __asm__("" : "+r"(p)); \
+    } while (0)
+
 /* --------------------------- packing helpers --------------------------- */
 
 /* Store the 32 elements of four rows (lo[r]: elements 0-15, hi[r]: 16-31)
@@ -316,12 +326,20 @@ NEON_INLINE void NEON_FN(gm32_run)(const int xtype, const int NT, int64_t nb, co
                      : xtype == INFER_TYPE_Q4_0_X4 || xtype == INFER_TYPE_Q4_0_X4S ? GGML_TYPE_Q4_0
                                                                                    : xtype;
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES, pa += GM32_BYTES) {
-        const int8x16x4_t w0 = vld1q_s8_x4(pk), w1 = vld1q_s8_x4(pk + 64);
+    for (int64_t b = 0; b < nb; b++) { /* pk, pa: GM32_BYTES a block, post-indexed loads */
+        const int8x16x4_t w0 = vld1q_s8_x4(pk);
+        GM_NEXT(pk, 64);
+        const int8x16x4_t w1 = vld1q_s8_x4(pk);
+        GM_NEXT(pk, 64);
         const int8x16_t w[8] = {w0.val[0], w0.val[1], w0.val[2], w0.val[3], w1.val[0], w1.val[1], w1.val[2], w1.val[3]};
-        const float32x4_t dx = vld1q_f32((const float *)(pk + 128));
-        const int8x16x4_t a01 = vld1q_s8_x4(pa), a23 = vld1q_s8_x4(pa + 64);
-        const float32x4_t dy = vld1q_f32((const float *)(pa + 128));
+        const float32x4_t dx = vld1q_f32((const float *)pk);
+        GM_NEXT(pk, GM32_BYTES - 128);
+        const int8x16x4_t a01 = vld1q_s8_x4(pa);
+        GM_NEXT(pa, 64);
+        const int8x16x4_t a23 = vld1q_s8_x4(pa);
+        GM_NEXT(pa, 64);
+        const float32x4_t dy = vld1q_f32((const float *)pa);
+        GM_NEXT(pa, GM32_BYTES - 128);
         const int wide = type == GGML_TYPE_Q8_0 ? 2 : type == GGML_TYPE_Q5_0 ? 1 : 0;
         int32x4_t s[4];
         s[0] = NEON_FN(gm_dot32)(w, a01.val[0], a01.val[1], wide);
@@ -1023,16 +1041,6 @@ NEON_INLINE void NEON_FN(xs_step)(const int q8, const int NT, const int8x16_t wv
     }
 }
 
-/* Move a stream's pointer on by n bytes, kept in its register (an empty
- * asm the compiler cannot see through): GCC would otherwise give each load
- * of an unrolled step its own address register, one ADD each, where a
- * post-indexed load moves the one pointer for free. */
-#define XS_NEXT(p, n)                   \
-    do {                                \
-        (p) += (n);                     \
-        __asm__("" : "+r"(p));          \
-    } while (0)
-
 /* P: the activations come from prep (xs_prep) instead of a. */
 NEON_INLINE void NEON_FN(xs_tile)(const int x4, const int NT, const int P, int64_t n, const char *w, const char *a,
                                   size_t a_row, const int8_t *prep, float *y, size_t ys)
@@ -1054,7 +1062,7 @@ NEON_INLINE void NEON_FN(xs_tile)(const int x4, const int NT, const int P, int64
                    "an SDOT layout's tile is its d, then its quants");
     for (int64_t j = 0; j < nb4; j += 4) {
         const uint16x4x4_t dh = vld4_u16((const uint16_t *)q); /* val[k] lane r: row r, block j + k */
-        XS_NEXT(q, 32);
+        GM_NEXT(q, 32);
         float32x4_t dyv[4]; /* with prep, lane k: token t's d of block j + k */
         for (int t = 0; t < NT; t++)
             dyv[t] = P ? vld1q_f32(pd + (size_t)t * (size_t)nb + (size_t)j) : vdupq_n_f32(0.0f);
@@ -1063,16 +1071,16 @@ NEON_INLINE void NEON_FN(xs_tile)(const int x4, const int NT, const int P, int64
         int8x16_t wv[8];                                                                              \
         if (q8) {                                                                                     \
             const int8x16x4_t x0 = vld1q_s8_x4(q);                                                    \
-            XS_NEXT(q, 64);                                                                           \
+            GM_NEXT(q, 64);                                                                           \
             const int8x16x4_t x1 = vld1q_s8_x4(q);                                                    \
-            XS_NEXT(q, 64);                                                                           \
+            GM_NEXT(q, 64);                                                                           \
             for (int v = 0; v < 4; v++) {                                                             \
                 wv[v] = x0.val[v];                                                                    \
                 wv[4 + v] = x1.val[v];                                                                \
             }                                                                                         \
         } else {                                                                                      \
             const int8x16x4_t x = vld1q_s8_x4(q);                                                     \
-            XS_NEXT(q, 64);                                                                           \
+            GM_NEXT(q, 64);                                                                           \
             for (int v = 0; v < 4; v++) {                                                             \
                 wv[v] = vshlq_n_s8(x.val[v], 4);                                                      \
                 wv[4 + v] = vandq_s8(x.val[v], hi4);                                                  \
@@ -1082,7 +1090,7 @@ NEON_INLINE void NEON_FN(xs_tile)(const int x4, const int NT, const int P, int64
         float dy[4];                                                                                  \
         for (int t = 0; t < NT; t++) {                                                                \
             av[t] = vld1q_s8_x2(P ? pq : ya[t][k].qs);                                                \
-            XS_NEXT(pq, P ? 32 : 0);                                                                  \
+            GM_NEXT(pq, P ? 32 : 0);                                                                  \
             dy[t] = P ? vgetq_lane_f32(dyv[t], k) : neon_h2f(ya[t][k].d);                             \
         }                                                                                             \
         NEON_FN(xs_step)(q8, NT, wv, vcvt_f32_f16(vreinterpret_f16_u16(dh.val[k])), !q8, av, dy, acc); \
