@@ -66,6 +66,10 @@
                                         .vec_dot_type = GGML_TYPE_Q8_K},                                         \
                 [INFER_TYPE_Q6_K_X4] = {.vec_dot = vec_dot_q6_K_q8_K_ref, .gemm = gemm_q6_Kx4_ref,               \
                                         .vec_dot_type = GGML_TYPE_Q8_K},                                         \
+                [INFER_TYPE_Q8_0_X4] = {.vec_dot = vec_dot_q8_0_q8_0_ref, .gemm = gemm_q8_0x4_ref,               \
+                                        .vec_dot_type = GGML_TYPE_Q8_0},                                         \
+                [INFER_TYPE_Q4_0_X4S] = {.vec_dot = vec_dot_q4_0_q8_0_ref, .gemm = gemm_q4_0x4s_ref,             \
+                                         .vec_dot_type = GGML_TYPE_Q8_0},                                        \
             },                                                                                                  \
         .rmsnorm = rmsnorm_ref, .rope_norm = rope_norm_ref, .rope_neox = rope_neox_ref, .softmax = softmax_ref, \
         .silu = silu_ref, .gelu = gelu_ref, .gelu_ggml = gelu_ggml_ref, .vec_mul = vec_mul_ref,                 \

@@ -74,7 +74,8 @@ typedef int (*gemm_many_fn)(int64_t n, const void *w, size_t w_row, int64_t n_ro
  * 32 elements of n for the nt (<= GEMM_TOKS) activation rows at a, in a
  * format private to the variant; gemm_prep is then gemm_fn with that prep
  * added, under gemm_fn's contract (vec_dot's bits).  matmul uses them for
- * 2 .. many_min_tok - 1 tokens, and only when the table has both.
+ * prep_min_tok (2 when 0) .. many_min_tok - 1 tokens, and only when the
+ * table has both.
  */
 #define GEMM_PREP_BLOCK 160
 typedef void (*act_prep_fn)(int64_t n, const void *a, size_t a_row, int nt, void *prep);
@@ -111,6 +112,7 @@ struct kernel_type_ops {
     gemm_prep_fn gemm_prep;   /* activation data made once per matmul */
     act_prep_fn many_prep;    /* optional, with gemm_many_prep: gemm_many on */
     gemm_many_prep_fn gemm_many_prep; /* activations prepared once per matmul */
+    uint8_t prep_min_tok;     /* fewest tokens for act_prep (0: 2) */
     uint16_t many_prep_tok;   /* tokens per group of many_prep */
     uint16_t many_prep_bytes; /* its bytes per 32 elements per group */
     uint32_t vec_dot_type;    /* activation format vec_dot expects */
@@ -145,18 +147,25 @@ struct kernel_table {
 
 extern struct kernel_table kern;
 
-/* A variant's gemm tile for the x4 layout of `base` (repack.h): the loader
- * then repacks `base` weights for it, and the rows after a matrix's last
- * group of four (kept as stored) use base's vec_dot, which must already be
- * in the table. */
-static inline void kernels_use_x4(struct kernel_table *t, uint32_t base, gemm_fn gemm)
+/* A variant's gemm tile for layout x4 (repack.h) of its base type: the
+ * loader then repacks the base type's weights into it, and the rows after
+ * a matrix's last group of four (kept as stored) use the base type's
+ * vec_dot, which must already be in the table. */
+static inline void kernels_use_layout(struct kernel_table *t, uint32_t x4, gemm_fn gemm)
 {
-    const uint32_t x4 = repack_x4_of(base);
+    const uint32_t base = repack_base_of(x4);
     t->types[base].repack_type = x4;
     t->types[x4].vec_dot = t->types[base].vec_dot;
     t->types[x4].gemm = gemm;
     t->types[x4].act_prep = NULL; /* a lesser variant's would go with its own gemm */
     t->types[x4].gemm_prep = NULL;
+    t->types[x4].prep_min_tok = 0;
+}
+
+/* The same for base's x4 layout (repack_x4_of). */
+static inline void kernels_use_x4(struct kernel_table *t, uint32_t base, gemm_fn gemm)
+{
+    kernels_use_layout(t, repack_x4_of(base), gemm);
 }
 
 /* The same with the 2-4 token pair (act_prep, gemm_prep) of the x4 type. */

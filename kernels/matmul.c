@@ -6,9 +6,10 @@
  * OpenMP keeps its thread pool, so nothing is created per call):
  *   GEMV, n_tok <= GEMM_TOKS (one token, or a few sequences decoding
  *     together): the GEMM_ROWS-row tiles are divided into runs, a few per
- *     thread; each weight byte is read once.  From 2 tokens, a type with
- *     act_prep/gemm_prep (dispatch.h) has each group of GEMM_TOKS tokens'
- *     prep made once here and its tiles read it (mm_prep).
+ *     thread; each weight byte is read once.  From 2 tokens (or the type's
+ *     prep_min_tok), a type with act_prep/gemm_prep (dispatch.h) has each
+ *     group of GEMM_TOKS tokens' prep made once here and its tiles read it
+ *     (mm_prep).
  *   many tokens (n_tok >= kern.many_min_tok) and a gemm_many kernel: each
  *     thread passes its contiguous range of rows, with the tokens in chunks
  *     of MATMUL_MANY_TOK, to gemm_many (which reorganizes both operands for
@@ -98,7 +99,7 @@ GEMM_REF(iq4_xs, vec_dot_iq4_xs_q8_K_ref)
  * vec_dot of a single block is exactly that block's term (0 + term), and
  * adding the terms in block order is what vec_dot does, so the bits are the
  * reference's on the original rows. */
-static void gemm_x4_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w, const void *a, size_t a_row,
+static void gemm_x4_ref(uint32_t x4, vec_dot_fn dot, int64_t n, const void *w, const void *a, size_t a_row,
                         float *y, size_t ys, int nt)
 {
     const int64_t nb = n / 32;
@@ -106,8 +107,8 @@ static void gemm_x4_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w,
         for (int r = 0; r < GEMM_ROWS; r++) {
             float sum = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                block_q5_0 blk; /* the larger of the two blocks */
-                repack_x4_block(base, w, nb, r, b, &blk);
+                block_q8_0 blk; /* the largest of the blocks */
+                repack_x4_block(x4, w, nb, r, b, &blk);
                 sum += dot(32, &blk, (const char *)a + (size_t)t * a_row + (size_t)b * sizeof(block_q8_0));
             }
             y[(size_t)t * ys + (size_t)r] = sum;
@@ -117,28 +118,41 @@ static void gemm_x4_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w,
 void gemm_q4_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
     (void)w_row;
-    gemm_x4_ref(GGML_TYPE_Q4_0, vec_dot_q4_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
+    gemm_x4_ref(INFER_TYPE_Q4_0_X4, vec_dot_q4_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
+}
+
+void gemm_q4_0x4s_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                      int nt)
+{
+    (void)w_row;
+    gemm_x4_ref(INFER_TYPE_Q4_0_X4S, vec_dot_q4_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
+}
+
+void gemm_q8_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
+{
+    (void)w_row;
+    gemm_x4_ref(INFER_TYPE_Q8_0_X4, vec_dot_q8_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
 }
 
 void gemm_q5_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
     (void)w_row;
-    gemm_x4_ref(GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
+    gemm_x4_ref(INFER_TYPE_Q5_0_X4, vec_dot_q5_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
 }
 
 /* Q4_K, Q6_K: the super-block's float steps (Q4_K: two) and their order
  * are vec_dot's, so the row is put back whole (into the thread's kernel
  * scratch) and given to vec_dot; all NaN if the scratch cannot be had. */
-static void gemm_xk_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w, size_t w_row, const void *a,
+static void gemm_xk_ref(uint32_t x4, vec_dot_fn dot, int64_t n, const void *w, size_t w_row, const void *a,
                         size_t a_row, float *y, size_t ys, int nt)
 {
     const int64_t nb = n / QK_K;
-    const size_t bs = ggml_row_size(base, QK_K);
+    const size_t bs = ggml_row_size(repack_base_of(x4), QK_K);
     uint8_t *row = kernels_scratch(w_row);
     for (int r = 0; r < GEMM_ROWS; r++) {
         if (row)
             for (int64_t b = 0; b < nb; b++)
-                repack_x4_block(base, w, nb, r, b, row + (size_t)b * bs);
+                repack_x4_block(x4, w, nb, r, b, row + (size_t)b * bs);
         for (int t = 0; t < nt; t++)
             y[(size_t)t * ys + (size_t)r] = row ? dot(n, row, (const char *)a + (size_t)t * a_row) : NAN;
     }
@@ -146,12 +160,12 @@ static void gemm_xk_ref(uint32_t base, vec_dot_fn dot, int64_t n, const void *w,
 
 void gemm_q4_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
-    gemm_xk_ref(GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
+    gemm_xk_ref(INFER_TYPE_Q4_K_X4, vec_dot_q4_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
 }
 
 void gemm_q6_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
-    gemm_xk_ref(GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
+    gemm_xk_ref(INFER_TYPE_Q6_K_X4, vec_dot_q6_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
 }
 
 /* ------------------------------- matmul ------------------------------- */
@@ -467,8 +481,8 @@ static void mm_prep_run(void *ctx, int64_t g0, int64_t g1)
 }
 
 /* The prep (dispatch.h) of each group of tokens of m, when its type has a
- * pair for the batch: act_prep/gemm_prep (groups of GEMM_TOKS) for 2 ..
- * many_min - 1 tokens, many_prep/gemm_many_prep (groups of many_prep_tok)
+ * pair for the batch: act_prep/gemm_prep (groups of GEMM_TOKS) for
+ * prep_min_tok (2 when 0) .. many_min - 1 tokens, many_prep/gemm_many_prep (groups of many_prep_tok)
  * in place of gemm_many.  Into a buffer of *bytes from matmul_act_alloc,
  * returned (NULL: none, plain gemm or gemm_many); the groups start at the
  * first 64-byte boundary in it.  Made by the pool when `parallel`. */
@@ -482,7 +496,8 @@ static void *mm_prep(struct mm *m, uint32_t wtype, int64_t many_min, bool parall
         fn = o->many_prep;
         m->prep_tok = o->many_prep_tok;
         block = o->many_prep_bytes;
-    } else if (o->act_prep && o->gemm_prep && m->n_tok >= 2 && m->n_tok < many_min && m->n_in % 32 == 0) {
+    } else if (o->act_prep && o->gemm_prep && m->n_tok >= (o->prep_min_tok ? o->prep_min_tok : 2) &&
+               m->n_tok < many_min && m->n_in % 32 == 0) {
         fn = o->act_prep;
         m->prep_tok = GEMM_TOKS;
         block = GEMM_PREP_BLOCK;

@@ -111,6 +111,9 @@ void gemm_q4_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size
 void gemm_q6_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
 void gemm_q5_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
                      int nt);
+void gemm_q8_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q4_0x4s_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                      int nt);
 
 /* Dequantize one row of n elements of `type` into dst (n floats).
  * Errors: INFER_ERR_UNSUPPORTED ("unsupported tensor type X") when the type

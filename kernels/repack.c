@@ -18,6 +18,7 @@ uint32_t repack_x4_of(uint32_t type)
     case GGML_TYPE_Q5_0: return INFER_TYPE_Q5_0_X4;
     case GGML_TYPE_Q4_K: return INFER_TYPE_Q4_K_X4;
     case GGML_TYPE_Q6_K: return INFER_TYPE_Q6_K_X4;
+    case GGML_TYPE_Q8_0: return INFER_TYPE_Q8_0_X4;
     default: return 0;
     }
 }
@@ -29,6 +30,8 @@ uint32_t repack_base_of(uint32_t x4type)
     case INFER_TYPE_Q5_0_X4: return GGML_TYPE_Q5_0;
     case INFER_TYPE_Q4_K_X4: return GGML_TYPE_Q4_K;
     case INFER_TYPE_Q6_K_X4: return GGML_TYPE_Q6_K;
+    case INFER_TYPE_Q8_0_X4: return GGML_TYPE_Q8_0;
+    case INFER_TYPE_Q4_0_X4S: return GGML_TYPE_Q4_0;
     default: return 0;
     }
 }
@@ -40,6 +43,7 @@ static size_t x4_bs(uint32_t type)
     case GGML_TYPE_Q4_K: return sizeof(block_q4_K);
     case GGML_TYPE_Q6_K: return sizeof(block_q6_K);
     case GGML_TYPE_Q5_0: return sizeof(block_q5_0);
+    case GGML_TYPE_Q8_0: return sizeof(block_q8_0);
     default: return sizeof(block_q4_0);
     }
 }
@@ -68,10 +72,11 @@ static struct x4_place x4_place(uint32_t type, int64_t nb, int r, int64_t b)
     return p;
 }
 
-/* Copy one block between its original bytes `blk` and the group: to the
- * group when `pack`, else back. */
-static void x4_copy(uint32_t type, uint8_t *group, int64_t nb, int r, int64_t b, uint8_t *blk, int pack)
+/* Copy one block between its original bytes `blk` and the group of layout
+ * x4: to the group when `pack`, else back. */
+static void x4_copy(uint32_t x4, uint8_t *group, int64_t nb, int r, int64_t b, uint8_t *blk, int pack)
 {
+    const uint32_t type = repack_base_of(x4);
 #define MOVE(at, off, len) (pack ? memcpy(group + (at), blk + (off), (len)) : memcpy(blk + (off), group + (at), (len)))
     if (type == GGML_TYPE_Q4_K) {
         const size_t t = (size_t)b * REPACK_X4K_TILE;
@@ -100,7 +105,17 @@ static void x4_copy(uint32_t type, uint8_t *group, int64_t nb, int r, int64_t b,
         return;
     }
     MOVE(p.d, 0, 2);
-    if (type == GGML_TYPE_Q5_0) {
+    if (x4 == INFER_TYPE_Q8_0_X4 || x4 == INFER_TYPE_Q4_0_X4S) { /* words of four bytes; Q4_0 XORed with 0x88 */
+        const size_t qb = bs - sizeof(ggml_half);
+        const uint8_t flip = x4 == INFER_TYPE_Q4_0_X4S ? 0x88 : 0;
+        for (int i = 0; i < (int)qb; i++) {
+            uint8_t *q = group + repack_x4s_q(r, b, bs, qb, i);
+            if (pack)
+                *q = blk[sizeof(ggml_half) + (size_t)i] ^ flip;
+            else
+                blk[sizeof(ggml_half) + (size_t)i] = *q ^ flip;
+        }
+    } else if (type == GGML_TYPE_Q5_0) {
         MOVE(p.qh_lo, offsetof(block_q5_0, qh), 2);
         MOVE(p.qh_hi, offsetof(block_q5_0, qh) + 2, 2);
         MOVE(p.qs, offsetof(block_q5_0, qs), 16);
@@ -110,8 +125,9 @@ static void x4_copy(uint32_t type, uint8_t *group, int64_t nb, int r, int64_t b,
 #undef MOVE
 }
 
-void repack_x4(uint32_t type, const void *src, void *dst, int64_t n_in, int64_t n_out)
+void repack_x4(uint32_t x4, const void *src, void *dst, int64_t n_in, int64_t n_out)
 {
+    const uint32_t type = repack_base_of(x4);
     const int64_t nb = n_in / x4_be(type);
     const size_t w_row = ggml_row_size(type, n_in), bs = x4_bs(type);
     const uint8_t *s = src;
@@ -121,21 +137,21 @@ void repack_x4(uint32_t type, const void *src, void *dst, int64_t n_in, int64_t 
         uint8_t *group = d + (size_t)g * w_row;
         for (int r = 0; r < 4; r++)
             for (int64_t b = 0; b < nb; b++)
-                x4_copy(type, group, nb, r, b, (uint8_t *)(s + (size_t)(g + r) * w_row + (size_t)b * bs), 1);
+                x4_copy(x4, group, nb, r, b, (uint8_t *)(s + (size_t)(g + r) * w_row + (size_t)b * bs), 1);
     }
     if (n_out > full)
         memcpy(d + (size_t)full * w_row, s + (size_t)full * w_row, (size_t)(n_out - full) * w_row);
 }
 
-void repack_x4_block(uint32_t type, const void *group, int64_t nb, int r, int64_t b, void *blk)
+void repack_x4_block(uint32_t x4, const void *group, int64_t nb, int r, int64_t b, void *blk)
 {
-    x4_copy(type, (uint8_t *)group, nb, r, b, blk, 0);
+    x4_copy(x4, (uint8_t *)group, nb, r, b, blk, 0);
 }
 
-void repack_x4_unpack_group(uint32_t type, const void *group, int64_t nb, void *dst)
+void repack_x4_unpack_group(uint32_t x4, const void *group, int64_t nb, void *dst)
 {
-    const size_t bs = x4_bs(type);
+    const size_t bs = x4_bs(repack_base_of(x4));
     for (int r = 0; r < 4; r++)
         for (int64_t b = 0; b < nb; b++)
-            repack_x4_block(type, group, nb, r, b, (uint8_t *)dst + ((size_t)r * (size_t)nb + (size_t)b) * bs);
+            repack_x4_block(x4, group, nb, r, b, (uint8_t *)dst + ((size_t)r * (size_t)nb + (size_t)b) * bs);
 }

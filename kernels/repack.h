@@ -59,9 +59,32 @@
  * load (two 256-bit ones) brings sub-block s of all four rows, each in its
  * own 128-bit lane, where one int16 scale per lane applies to it.
  *
- * The layout is a permutation of the bytes: repack_x4_block() gives back
- * any original block, which is how the reference kernels, the prefill
- * kernels and the tests read it.
+ * Two layouts serve SDOT by element (aarch64 dotprod, i8mm: one SDOT adds
+ * four products of each of four rows into the row's lane), whose operand
+ * holds the same four elements of four rows side by side.  Their tiles are
+ * Q4_0's (four block columns, the nb % 4 after them GGUF's blocks, four rows
+ * side by side), with the quants as words of four bytes:
+ *
+ *   Q8_0 x4 (544 bytes):   d[16] as Q4_0's, then qs[4][8][4][4]: byte m of
+ *                          word v of row r of block 4j + k (its elements
+ *                          4v + m) at 32 + 128 k + 16 v + 4 r + m
+ *   Q4_0 x4s (288 bytes):  d[16] as Q4_0's, then qs[4][4][4][4]: quant byte
+ *                          4v + m of row r of block 4j + k (elements 4v + m
+ *                          in its low nibble, 16 + 4v + m in its high one)
+ *                          at 32 + 64 k + 16 v + 4 r + m, XORed with 0x88
+ *
+ * so that a 64-byte load brings four SDOT operands (Q8_0: elements 0-15 or
+ * 16-31 of four rows; Q4_0: all 32, low and high nibbles).  The XOR flips
+ * the top bit of each nibble, n ^ 8 = n - 8 + 16 [n < 8]: in the top four
+ * bits of an int8 that is 16 (n - 8), so a shift left by four (low nibble)
+ * or an AND with 0xF0 (high) gives sixteen times the signed quant, which
+ * SDOT takes as it is (the sums are exactly 16 times the reference's, and a
+ * fixed-point conversion with four fraction bits gives back the float of
+ * the reference's sum).
+ *
+ * Each layout is a permutation of the bytes (Q4_0 x4s: of the bytes XORed):
+ * repack_x4_block() gives back any original block, which is how the
+ * reference kernels, the prefill kernels and the tests read it.
  */
 #ifndef INFER_KERNELS_REPACK_H
 #define INFER_KERNELS_REPACK_H
@@ -79,11 +102,13 @@ enum {
     INFER_TYPE_Q5_0_X4,
     INFER_TYPE_Q4_K_X4,
     INFER_TYPE_Q6_K_X4,
+    INFER_TYPE_Q8_0_X4,
+    INFER_TYPE_Q4_0_X4S,
     INFER_TYPE_COUNT,
 };
-#define REPACK_LAYOUT_VERSION 4u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
+#define REPACK_LAYOUT_VERSION 5u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
                                   * 3-D expert tensors too (an L2 file of a MoE model lacks them);
-                                  * 4: Q6_K x4 */
+                                  * 4: Q6_K x4; 5: Q8_0 x4, Q4_0 x4s */
 
 /* Where the bytes of block b of row r (0-3) lie, as offsets from the start
  * of their group of four rows (nb blocks per row, bs bytes per block): the
@@ -102,6 +127,13 @@ static inline size_t repack_x4_qh(int r, int64_t b, size_t bs, int half)
 static inline size_t repack_x4_qs(uint32_t type, int r, int64_t b, size_t bs)
 {
     return repack_x4_tile(b, bs) + (type == GGML_TYPE_Q5_0 ? 96 : 32) + 64 * (size_t)(b % 4) + 16 * (size_t)r;
+}
+/* Byte i of the quants of block b of row r in a tile of the SDOT layouts
+ * (Q8_0 x4, Q4_0 x4s; qb quant bytes per block: 32, 16). */
+static inline size_t repack_x4s_q(int r, int64_t b, size_t bs, size_t qb, int i)
+{
+    return repack_x4_tile(b, bs) + 32 + 4 * qb * (size_t)(b % 4) + 16 * (size_t)(i / 4) + 4 * (size_t)r +
+           (size_t)(i % 4);
 }
 static inline size_t repack_x4_whole(int r, int64_t b, int64_t nb, size_t bs)
 {
@@ -125,24 +157,25 @@ static inline size_t repack_x6k_sc(int r) { return 8 + 16 * (size_t)r; }
 static inline size_t repack_x6k_ql(int r, int p) { return 72 + 64 * (size_t)p + 16 * (size_t)r; }
 static inline size_t repack_x6k_qh(int r, int q) { return 584 + 64 * (size_t)q + 16 * (size_t)r; }
 
-/* The x4 type of a GGUF type (0 when it has none), and the GGUF type an x4
- * type was made from (0 for any other id). */
+/* The x4 type of a GGUF type (0 when it has none; Q4_0's is the x86
+ * variants' Q4_0 x4, Q4_0 x4s is another layout of it), and the GGUF type
+ * an x4 type was made from (0 for any other id). */
 uint32_t repack_x4_of(uint32_t type);
 uint32_t repack_base_of(uint32_t x4type);
 
-/* Write the x4 layout of an (n_out, n_in) matrix of `type` (Q4_0, Q5_0, Q4_K
- * or Q6_K) from src to dst (same size, ggml_row_size(type, n_in) * n_out bytes;
- * the buffers must not overlap).  n_in must be a multiple of the type's
+/* Write layout x4 (an x4 type) of an (n_out, n_in) matrix of its base type
+ * from src to dst (same size, ggml_row_size(base, n_in) * n_out bytes; the
+ * buffers must not overlap).  n_in must be a multiple of the base type's
  * block size. */
-void repack_x4(uint32_t type, const void *src, void *dst, int64_t n_in, int64_t n_out);
+void repack_x4(uint32_t x4, const void *src, void *dst, int64_t n_in, int64_t n_out);
 
-/* The original bytes of block b of row r (0 <= r < 4) of the group that
- * starts at `group` (nb blocks per row) into blk (one block of the base
- * type). */
-void repack_x4_block(uint32_t type, const void *group, int64_t nb, int r, int64_t b, void *blk);
+/* The original bytes of block b of row r (0 <= r < 4) of the group of
+ * layout x4 that starts at `group` (nb blocks per row) into blk (one block
+ * of the base type). */
+void repack_x4_block(uint32_t x4, const void *group, int64_t nb, int r, int64_t b, void *blk);
 
 /* The four original rows of the group at `group` into dst (4 rows of w_row
  * bytes). */
-void repack_x4_unpack_group(uint32_t type, const void *group, int64_t nb, void *dst);
+void repack_x4_unpack_group(uint32_t x4, const void *group, int64_t nb, void *dst);
 
 #endif

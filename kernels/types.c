@@ -48,6 +48,8 @@ static const struct ggml_type_traits type_traits[INFER_TYPE_COUNT] = {
     [INFER_TYPE_Q5_0_X4] = {"Q5_0x4", 32, 22, true},
     [INFER_TYPE_Q4_K_X4] = {"Q4_Kx4", 256, 144, true},
     [INFER_TYPE_Q6_K_X4] = {"Q6_Kx4", 256, 210, true},
+    [INFER_TYPE_Q8_0_X4] = {"Q8_0x4", 32, 34, true},
+    [INFER_TYPE_Q4_0_X4S] = {"Q4_0x4s", 32, 18, true},
 };
 
 const struct ggml_type_traits *ggml_type_traits_get(uint32_t type)

@@ -616,7 +616,7 @@ static void test_x4(void **state)
         if (!x4)
             continue;
         n_types++;
-        assert_int_equal(x4, repack_x4_of(type));
+        assert_int_equal(repack_base_of(x4), type);
         const int64_t bs = ggml_type_traits_get(type)->block_size;
         for (size_t s = 0; s < sizeof(n_blocks) / sizeof(n_blocks[0]); s++) {
             const int64_t n = bs * n_blocks[s], rows = 21, toks = 19;
@@ -652,7 +652,7 @@ static void test_x4(void **state)
                         }
                     }
                 }
-                repack_x4(type, w, wx, n, rows);
+                repack_x4(x4, w, wx, n, rows);
                 enum { YS = GEMM_ROWS + 3 };
                 float y[GEMM_TOKS * YS];
                 for (int64_t g = 0; g + 4 <= rows; g += 4) {

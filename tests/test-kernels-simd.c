@@ -528,14 +528,16 @@ static void test_matmul(void **state)
 static void test_repacked(void **state)
 {
     const struct kernel_table *kt = variant_table(state);
-    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    static const uint32_t layouts[] = {INFER_TYPE_Q4_0_X4, INFER_TYPE_Q5_0_X4, INFER_TYPE_Q4_K_X4,
+                                       INFER_TYPE_Q6_K_X4, INFER_TYPE_Q8_0_X4, INFER_TYPE_Q4_0_X4S};
     /* nb % 4 = 1, 3, 0, 2, 1, 0: with and without leftover block columns */
     static const int64_t n_ins[] = {32, 96, 128, 320, 672, 2048};
     static const int64_t n_outs[] = {1, 4, 7, 17, 64, 66};
     static const int64_t n_toks[] = {1, 2, 3, 4, 5, 9, 16, 33};
-    for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
-        const uint32_t type = types[k], x4 = repack_x4_of(type);
-        assert_int_equal(repack_base_of(x4), type);
+    for (size_t k = 0; k < sizeof(layouts) / sizeof(layouts[0]); k++) {
+        const uint32_t x4 = layouts[k], type = repack_base_of(x4);
+        assert_true(type != 0);
+        assert_true(repack_x4_of(type) == x4 || x4 == INFER_TYPE_Q4_0_X4S);
         assert_int_equal(ggml_row_size(x4, 2560), ggml_row_size(type, 2560));
         const size_t bs = ggml_type_traits_get(type)->type_size;
         int n_checked = 0;
@@ -547,19 +549,19 @@ static void test_repacked(void **state)
             uint8_t *w = malloc(wbytes), *wx = malloc(wbytes + 2), *back = malloc(4 * wrow);
             uint8_t *wxa = wx + 2; /* only as aligned as the blocks need */
             random_rows(type, w, n_out, n_in);
-            repack_x4(type, w, wxa, n_in, n_out);
+            repack_x4(x4, w, wxa, n_in, n_out);
             const int64_t full = n_out / 4 * 4;
             if (full > 0 && (nb >= 4 || be > 32))
                 assert_true(memcmp(w, wxa, 4 * wrow) != 0); /* it does move bytes */
             if (n_out > full)
                 assert_memory_equal(w + (size_t)full * wrow, wxa + (size_t)full * wrow, (size_t)(n_out - full) * wrow);
             for (int64_t g = 0; g < full; g += 4) {
-                repack_x4_unpack_group(type, wxa + (size_t)g * wrow, nb, back);
+                repack_x4_unpack_group(x4, wxa + (size_t)g * wrow, nb, back);
                 assert_memory_equal(back, w + (size_t)g * wrow, 4 * wrow);
                 uint8_t blk[256];
                 const int r = (int)(g / 4 % 4);
                 const int64_t b = (g / 4) % nb;
-                repack_x4_block(type, wxa + (size_t)g * wrow, nb, r, b, blk);
+                repack_x4_block(x4, wxa + (size_t)g * wrow, nb, r, b, blk);
                 assert_memory_equal(blk, w + (size_t)(g + r) * wrow + (size_t)b * bs, bs);
             }
             for (size_t ti = 0; ti < sizeof(n_toks) / sizeof(n_toks[0]); ti++) {

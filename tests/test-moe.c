@@ -347,17 +347,24 @@ static void test_route(void **state)
  * row blocks when there are few experts with tokens).  Every result must be
  * the reference's bits, and a token alone those it has in the batch.
  */
+/* The x4 layout of `type` the loader would use: the table's, else its
+ * default one (0: none). */
+static uint32_t layout_of(uint32_t type)
+{
+    return kern.types[type].repack_type ? kern.types[type].repack_type : repack_x4_of(type);
+}
+
 /* A 3-D expert tensor of n_expert * rows_e rows in the x4 layout, as the
  * loader repacks it (repack_cache.c: one matrix of all the experts' rows),
  * in a new buffer; NULL when `type` has no x4 layout. */
 static void *x4_of(const void *w, uint32_t type, int64_t n_in, int64_t rows)
 {
-    if (!repack_x4_of(type))
+    if (!layout_of(type))
         return NULL;
     const size_t bytes = ggml_row_size(type, n_in) * (size_t)rows;
     void *dst = malloc(bytes);
     assert_non_null(dst);
-    repack_x4(type, w, dst, n_in, rows);
+    repack_x4(layout_of(type), w, dst, n_in, rows);
     return dst;
 }
 
@@ -370,7 +377,7 @@ static void check_x4(const struct model_config *c, const struct layer_weights *l
     const int64_t d = c->n_embd, f = c->n_ff_exp, e = c->n_expert;
     struct layer_weights l = *l0;
     const uint32_t tgu = l.ffn_gate_exps.m.type, td = l.ffn_down_exps.m.type;
-    uint32_t xgu = repack_x4_of(tgu), xd = repack_x4_of(td);
+    uint32_t xgu = layout_of(tgu), xd = layout_of(td);
     xgu = xgu && kern.types[xgu].gemm ? xgu : 0; /* this table's x4 tiles (the reference ones where it has none) */
     xd = xd && kern.types[xd].gemm ? xd : 0;
     if (!xgu && !xd)
@@ -386,8 +393,8 @@ static void check_x4(const struct model_config *c, const struct layer_weights *l
         free(gu4);
         gu4 = malloc(rg * (size_t)(2 * f * e));
         assert_non_null(gu4);
-        repack_x4(tgu, gu, gu4, d, f * e);
-        repack_x4(tgu, (const uint8_t *)gu + rg * (size_t)(f * e), gu4 + rg * (size_t)(f * e), d, f * e);
+        repack_x4(xgu, gu, gu4, d, f * e);
+        repack_x4(xgu, (const uint8_t *)gu + rg * (size_t)(f * e), gu4 + rg * (size_t)(f * e), d, f * e);
         l.ffn_gate_exps.m.data = gu4;
         l.ffn_up_exps.m.data = gu4 + rg * (size_t)(f * e);
     }

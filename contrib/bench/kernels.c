@@ -194,7 +194,7 @@ static void fill_matrix(uint32_t type, uint8_t *w, int64_t n_rows, int64_t n_in)
         exit(1);
     }
     fill_weights(base, tmp, n_rows, n_in);
-    repack_x4(base, tmp, w, n_in, n_rows);
+    repack_x4(type, tmp, w, n_in, n_rows);
     free(tmp);
 }
 
@@ -490,9 +490,10 @@ int main(int argc, char **argv)
     printf("GEMV GB/s = weight bytes / time (hot: one matrix, cold: rotating copies); "
            "GEMM GMAC/s = n_in*n_out*n_tok / time; activation quantization included\n");
 
-    static const uint32_t types[] = {GGML_TYPE_Q4_0,     GGML_TYPE_Q8_0,     GGML_TYPE_Q5_0, GGML_TYPE_Q4_K,
-                                     GGML_TYPE_Q5_K,     GGML_TYPE_Q6_K,     GGML_TYPE_F16,  GGML_TYPE_BF16,
-                                     GGML_TYPE_F32,      INFER_TYPE_Q4_0_X4, INFER_TYPE_Q5_0_X4, INFER_TYPE_Q4_K_X4, INFER_TYPE_Q6_K_X4, GGML_TYPE_Q2_K,
+    static const uint32_t types[] = {GGML_TYPE_Q4_0,     GGML_TYPE_Q8_0,     GGML_TYPE_Q5_0,      GGML_TYPE_Q4_K,
+                                     GGML_TYPE_Q5_K,     GGML_TYPE_Q6_K,     GGML_TYPE_F16,       GGML_TYPE_BF16,
+                                     GGML_TYPE_F32,      INFER_TYPE_Q4_0_X4, INFER_TYPE_Q5_0_X4,  INFER_TYPE_Q4_K_X4,
+                                     INFER_TYPE_Q6_K_X4, INFER_TYPE_Q8_0_X4, INFER_TYPE_Q4_0_X4S, GGML_TYPE_Q2_K,
                                      GGML_TYPE_Q3_K,     GGML_TYPE_IQ4_NL,   GGML_TYPE_IQ4_XS};
     static const struct shape gemv_full[] = {{2048, 640}, {4096, 4096}}, gemv_quick[] = {{2048, 640}};
     static const struct shape gemm_full[] = {{2048, 640}, {4096, 4096}}, gemm_quick[] = {{2048, 640}};

@@ -51,6 +51,16 @@
 #define GM_TOKS 64
 #define GM_CHUNK 16
 
+/* Move a stream's pointer on by n bytes, kept in its register (an empty
+ * asm the compiler cannot see through): GCC would otherwise give each load
+ * of an unrolled step its own address register, one ADD each, where a
+ * post-indexed load moves the one pointer for free. */
+#define GM_NEXT(p, n)          \
+    do {                       \
+        (p) += (n);            \
+        __asm__("" : "+r"(p)); \
+    } while (0)
+
 /* --------------------------- packing helpers --------------------------- */
 
 /* Store the 32 elements of four rows (lo[r]: elements 0-15, hi[r]: 16-31)
@@ -172,11 +182,18 @@ NEON_INLINE void NEON_FN(gm_store)(const int NT, const float32x4_t acc[4], float
 /* Per block of a group: 128 bytes of quants, then the four rows' d as float. */
 #define GM32_BYTES 144
 
+/* Bytes of a block of the base type of an x4 group: Q4_0, Q5_0 or Q8_0. */
+NEON_INLINE size_t NEON_FN(x4_bs)(const int type)
+{
+    return type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+}
+
 /* Block b of row r (0-3) of a Q4_0 or Q5_0 (type) x4 group at g
- * (repack.h): its quants, its scale, and (Q5_0) its 32 fifth bits. */
+ * (repack.h): its quants, its scale (Q8_0's too), and (Q5_0) its 32 fifth
+ * bits. */
 NEON_INLINE const uint8_t *NEON_FN(x4_qs)(const int type, const char *g, int r, int64_t b, int64_t nb)
 {
-    const size_t bs = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0);
+    const size_t bs = NEON_FN(x4_bs)(type);
     if (b < nb / 4 * 4)
         return (const uint8_t *)g + repack_x4_qs(type, r, b, bs);
     return (const uint8_t *)g + repack_x4_whole(r, b, nb, bs) +
@@ -184,7 +201,7 @@ NEON_INLINE const uint8_t *NEON_FN(x4_qs)(const int type, const char *g, int r, 
 }
 NEON_INLINE float NEON_FN(x4_d)(const int type, const char *g, int r, int64_t b, int64_t nb)
 {
-    const size_t bs = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q4_0);
+    const size_t bs = NEON_FN(x4_bs)(type);
     ggml_half d;
     memcpy(&d, g + (b < nb / 4 * 4 ? repack_x4_d(r, b, bs) : repack_x4_whole(r, b, nb, bs)), sizeof(d));
     return neon_h2f(d);
@@ -200,15 +217,44 @@ NEON_INLINE void NEON_FN(x4_qh)(const char *g, int r, int64_t b, int64_t nb, uin
     }
 }
 
-/* type: Q4_0, Q5_0, Q8_0, or INFER_TYPE_Q4_0_X4 / INFER_TYPE_Q5_0_X4 (w
- * then points at a group of the x4 layout). */
+/* type: Q4_0, Q5_0, Q8_0, or INFER_TYPE_Q4_0_X4 / INFER_TYPE_Q5_0_X4 /
+ * INFER_TYPE_Q8_0_X4 / INFER_TYPE_Q4_0_X4S (w then points at a group of
+ * that layout). */
 NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, size_t w_row, int8_t *pk)
 {
     for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES) {
         int8x16_t lo[4], hi[4];
         float d[4];
+#if GEMM_SDOT
+        if ((type == INFER_TYPE_Q8_0_X4 || type == INFER_TYPE_Q4_0_X4S) && b < nb / 4 * 4) {
+            /* the tile's words are gm_put32's vectors already (Q4_0: its
+             * nibbles as signed values, from the 0x88-flipped bytes) */
+            const int q8 = type == INFER_TYPE_Q8_0_X4;
+            const size_t bs = q8 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+            const int8_t *q = (const int8_t *)w + repack_x4s_q(0, b, bs, bs - 2, 0);
+            if (q8) {
+                vst1q_s8_x4(pk, vld1q_s8_x4(q));
+                vst1q_s8_x4(pk + 64, vld1q_s8_x4(q + 64));
+            } else {
+                const int8x16x4_t x = vld1q_s8_x4(q);
+                for (int v = 0; v < 4; v++) {
+                    vst1q_s8(pk + 16 * v, vshrq_n_s8(vshlq_n_s8(x.val[v], 4), 4));
+                    vst1q_s8(pk + 64 + 16 * v, vshrq_n_s8(x.val[v], 4));
+                }
+            }
+            for (int r = 0; r < 4; r++)
+                d[r] = NEON_FN(x4_d)(q8 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_0, w, r, b, nb);
+            memcpy(pk + 128, d, sizeof(d));
+            continue;
+        }
+#endif
         for (int r = 0; r < 4; r++) {
-            if (type == GGML_TYPE_Q8_0) {
+            if (type == INFER_TYPE_Q8_0_X4 || type == INFER_TYPE_Q4_0_X4S) { /* past the tiles: GGUF's blocks */
+                const int q8 = type == INFER_TYPE_Q8_0_X4;
+                const char *x = w + repack_x4_whole(r, b, nb, q8 ? sizeof(block_q8_0) : sizeof(block_q4_0));
+                NEON_FN(row32)(q8 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_0, x, &lo[r], &hi[r]);
+                d[r] = neon_h2f(((const block_q4_0 *)x)->d);
+            } else if (type == GGML_TYPE_Q8_0) {
                 const block_q8_0 *x = (const block_q8_0 *)(w + r * w_row) + b;
                 lo[r] = vld1q_s8(x->qs);
                 hi[r] = vld1q_s8(x->qs + 16);
@@ -274,14 +320,26 @@ NEON_INLINE void NEON_FN(gm32_pack_act)(int64_t nb, const char *a, size_t a_row,
 NEON_INLINE void NEON_FN(gm32_run)(const int xtype, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
                                    float *y, size_t ys)
 {
-    const int type = xtype == INFER_TYPE_Q5_0_X4 ? GGML_TYPE_Q5_0 : xtype; /* Q4_0 x4 runs as Q4_0 below */
+    /* the layouts run as their base type (the packing made them alike) */
+    const int type = xtype == INFER_TYPE_Q5_0_X4                                  ? GGML_TYPE_Q5_0
+                     : xtype == INFER_TYPE_Q8_0_X4                                ? GGML_TYPE_Q8_0
+                     : xtype == INFER_TYPE_Q4_0_X4 || xtype == INFER_TYPE_Q4_0_X4S ? GGML_TYPE_Q4_0
+                                                                                   : xtype;
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES, pa += GM32_BYTES) {
-        const int8x16x4_t w0 = vld1q_s8_x4(pk), w1 = vld1q_s8_x4(pk + 64);
+    for (int64_t b = 0; b < nb; b++) { /* pk, pa: GM32_BYTES a block, post-indexed loads */
+        const int8x16x4_t w0 = vld1q_s8_x4(pk);
+        GM_NEXT(pk, 64);
+        const int8x16x4_t w1 = vld1q_s8_x4(pk);
+        GM_NEXT(pk, 64);
         const int8x16_t w[8] = {w0.val[0], w0.val[1], w0.val[2], w0.val[3], w1.val[0], w1.val[1], w1.val[2], w1.val[3]};
-        const float32x4_t dx = vld1q_f32((const float *)(pk + 128));
-        const int8x16x4_t a01 = vld1q_s8_x4(pa), a23 = vld1q_s8_x4(pa + 64);
-        const float32x4_t dy = vld1q_f32((const float *)(pa + 128));
+        const float32x4_t dx = vld1q_f32((const float *)pk);
+        GM_NEXT(pk, GM32_BYTES - 128);
+        const int8x16x4_t a01 = vld1q_s8_x4(pa);
+        GM_NEXT(pa, 64);
+        const int8x16x4_t a23 = vld1q_s8_x4(pa);
+        GM_NEXT(pa, 64);
+        const float32x4_t dy = vld1q_f32((const float *)pa);
+        GM_NEXT(pa, GM32_BYTES - 128);
         const int wide = type == GGML_TYPE_Q8_0 ? 2 : type == GGML_TYPE_Q5_0 ? 1 : 0;
         int32x4_t s[4];
         s[0] = NEON_FN(gm_dot32)(w, a01.val[0], a01.val[1], wide);
@@ -699,7 +757,7 @@ NEON_INLINE void NEON_FN(gmk4x4_pack)(int64_t nb, const char *w, int8_t *pk)
     for (int64_t b = 0; b < nb; b++) {
         block_q4_K xb[4];
         for (int r = 0; r < 4; r++)
-            repack_x4_block(GGML_TYPE_Q4_K, w, nb, r, b, &xb[r]);
+            repack_x4_block(INFER_TYPE_Q4_K_X4, w, nb, r, b, &xb[r]);
         NEON_FN(gmk4_pack)(1, (const char *)xb, sizeof(block_q4_K), pk + (size_t)b * GMK4_BYTES);
     }
 }
@@ -926,6 +984,173 @@ static void NEON_FN(gemm_q5_0x4)(int64_t n, const void *w, size_t w_row, const v
     }
 }
 
+/* ================= Q8_0 x4 and Q4_0 x4s: the SDOT layouts ================= */
+
+#if GEMM_SDOT
+/*
+ * Decode's GEMV (and the 2-4 token tiles) on the layouts made for SDOT by
+ * element (repack.h): a tile of four block columns brings the four rows'
+ * sixteen d in one LD4 (a vector per block, lanes = rows) and each block's
+ * quants in one (Q4_0) or two (Q8_0) 64-byte loads, already gm_dot32's
+ * eight vectors: word v of lane r is elements 4v..4v+3 of row r.  Q4_0's
+ * bytes were XORed with 0x88 at repacking, so a shift left by four (low
+ * nibbles: elements 4v..) and an AND with 0xF0 (high: 16 + 4v..) give 16
+ * times the signed quants; their sums are exactly 16 times the reference's
+ * and SCVTF with four fraction bits gives the float of the reference's sum
+ * exactly (a power-of-two scale commutes with the rounding).  No offset
+ * correction, no horizontal sums.  The float steps are the reference's in
+ * the lanes: Q8_0 (float)sumi * (dx * dy), Q4_0 ((float)sumi * dx) * dy.
+ * Past the tiles the blocks are GGUF's, four rows side by side, unpacked as
+ * gemv4_32's.
+ */
+/*
+ * The tiles' prep (dispatch.h), made once per matmul, also for one token:
+ * the activations as the tiles read them with the fewest instructions, per
+ * block b token t's 32 quants at 32 (nt b + t), then the tokens' d as
+ * float, token t's at 32 nt nb + 4 (t nb + b) (four blocks one load).
+ */
+NEON_INLINE size_t NEON_FN(xs_dy_at)(const int NT, int64_t nb, int t, int64_t b)
+{
+    return 32 * (size_t)NT * (size_t)nb + 4 * ((size_t)t * (size_t)nb + (size_t)b);
+}
+
+static void NEON_FN(xs_prep)(int64_t n, const void *a, size_t a_row, int nt, void *prep)
+{
+    const int64_t nb = n / QK8_0;
+    int8_t *p = prep;
+    for (int t = 0; t < nt; t++)
+        for (int64_t b = 0; b < nb; b++) {
+            const block_q8_0 *yb = (const block_q8_0 *)((const char *)a + t * a_row) + b;
+            vst1q_s8_x2(p + 32 * ((size_t)nt * (size_t)b + (size_t)t), vld1q_s8_x2(yb->qs));
+            const float dy = neon_h2f(yb->d);
+            memcpy(p + NEON_FN(xs_dy_at)(nt, nb, t, b), &dy, sizeof(dy));
+        }
+}
+
+/* One block of NT tokens: av[t] is token t's 32 quants, dy[t] its scale. */
+NEON_INLINE void NEON_FN(xs_step)(const int q8, const int NT, const int8x16_t wv[8], float32x4_t dx, const int fbits,
+                                  const int8x16x2_t av[4], const float dy[4], float32x4_t acc[4])
+{
+    for (int t = 0; t < NT; t++) {
+        const int32x4_t s = NEON_FN(gm_dot32)(wv, av[t].val[0], av[t].val[1], 0);
+        const float32x4_t f = fbits ? vcvtq_n_f32_s32(s, 4) : vcvtq_f32_s32(s);
+        if (q8)
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(f, vmulq_n_f32(dx, dy[t])));
+        else
+            acc[t] = vaddq_f32(acc[t], vmulq_n_f32(vmulq_f32(f, dx), dy[t]));
+    }
+}
+
+/* P: the activations come from prep (xs_prep) instead of a. */
+NEON_INLINE void NEON_FN(xs_tile)(const int x4, const int NT, const int P, int64_t n, const char *w, const char *a,
+                                  size_t a_row, const int8_t *prep, float *y, size_t ys)
+{
+    const int q8 = x4 == INFER_TYPE_Q8_0_X4;
+    const int base = q8 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_0;
+    const size_t bs = q8 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    const int64_t nb = n / QK8_0, nb4 = nb / 4 * 4;
+    const int8x16_t hi4 = vdupq_n_s8((int8_t)0xF0);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    const block_q8_0 *ya[4]; /* without prep: token t's block j */
+    for (int t = 0; t < NT; t++)
+        ya[t] = (const block_q8_0 *)(a + t * a_row);
+    const int8_t *pq = prep;                                             /* with: block j's quants */
+    const float *pd = P ? (const float *)(prep + NEON_FN(xs_dy_at)(NT, nb, 0, 0)) : NULL; /* and d */
+    /* one pointer per stream, each load moving it on (post-indexed loads) */
+    const int8_t *q = (const int8_t *)w; /* tile j / 4, then its blocks' quants */
+    _Static_assert(sizeof(block_q4_0) * 16 == 32 + 4 * 64 && sizeof(block_q8_0) * 16 == 32 + 4 * 128,
+                   "an SDOT layout's tile is its d, then its quants");
+    for (int64_t j = 0; j < nb4; j += 4) {
+        const uint16x4x4_t dh = vld4_u16((const uint16_t *)q); /* val[k] lane r: row r, block j + k */
+        GM_NEXT(q, 32);
+        float32x4_t dyv[4]; /* with prep, lane k: token t's d of block j + k */
+        for (int t = 0; t < NT; t++)
+            dyv[t] = P ? vld1q_f32(pd + (size_t)t * (size_t)nb + (size_t)j) : vdupq_n_f32(0.0f);
+#define XS_STEP(k)                                                                                    \
+    do {                                                                                              \
+        int8x16_t wv[8];                                                                              \
+        if (q8) {                                                                                     \
+            const int8x16x4_t x0 = vld1q_s8_x4(q);                                                    \
+            GM_NEXT(q, 64);                                                                           \
+            const int8x16x4_t x1 = vld1q_s8_x4(q);                                                    \
+            GM_NEXT(q, 64);                                                                           \
+            for (int v = 0; v < 4; v++) {                                                             \
+                wv[v] = x0.val[v];                                                                    \
+                wv[4 + v] = x1.val[v];                                                                \
+            }                                                                                         \
+        } else {                                                                                      \
+            const int8x16x4_t x = vld1q_s8_x4(q);                                                     \
+            GM_NEXT(q, 64);                                                                           \
+            for (int v = 0; v < 4; v++) {                                                             \
+                wv[v] = vshlq_n_s8(x.val[v], 4);                                                      \
+                wv[4 + v] = vandq_s8(x.val[v], hi4);                                                  \
+            }                                                                                         \
+        }                                                                                             \
+        int8x16x2_t av[4];                                                                            \
+        float dy[4];                                                                                  \
+        for (int t = 0; t < NT; t++) {                                                                \
+            av[t] = vld1q_s8_x2(P ? pq : ya[t][k].qs);                                                \
+            GM_NEXT(pq, P ? 32 : 0);                                                                  \
+            dy[t] = P ? vgetq_lane_f32(dyv[t], k) : neon_h2f(ya[t][k].d);                             \
+        }                                                                                             \
+        NEON_FN(xs_step)(q8, NT, wv, vcvt_f32_f16(vreinterpret_f16_u16(dh.val[k])), !q8, av, dy, acc); \
+    } while (0)
+        XS_STEP(0);
+        XS_STEP(1);
+        XS_STEP(2);
+        XS_STEP(3);
+#undef XS_STEP
+        for (int t = 0; t < NT; t++)
+            ya[t] += 4;
+    }
+    for (int64_t b = nb4; b < nb; b++) { /* GGUF's blocks, four rows side by side */
+        int8x16_t lo[4], hi[4];
+        float d[4];
+        for (int r = 0; r < 4; r++) {
+            NEON_FN(row32)(base, w + repack_x4_whole(r, b, nb, bs), &lo[r], &hi[r]);
+            d[r] = NEON_FN(x4_d)(base, w, r, b, nb);
+        }
+        int8x16_t wv[8]; /* as gm_dot32 reads them: words of the four rows side by side */
+        NEON_FN(gm_put32)((int8_t *)wv, lo, hi);
+        int8x16x2_t av[4];
+        float dy[4];
+        for (int t = 0; t < NT; t++) {
+            const block_q8_0 *yb = (const block_q8_0 *)(a + t * a_row) + b;
+            av[t] = vld1q_s8_x2(P ? prep + 32 * (NT * b + t) : yb->qs);
+            dy[t] = P ? pd[(size_t)t * (size_t)nb + (size_t)b] : neon_h2f(yb->d);
+        }
+        NEON_FN(xs_step)(q8, NT, wv, vld1q_f32(d), 0, av, dy, acc);
+    }
+    NEON_FN(gm_store)(NT, acc, y, ys);
+}
+
+#define NEON_XS_GEMM(T, X4)                                                                                  \
+    static void NEON_FN(gemm_##T)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, \
+                                  size_t ys, int nt)                                                         \
+    {                                                                                                        \
+        (void)w_row; /* a group is contiguous */                                                             \
+        switch (nt) {                                                                                        \
+        case 1: NEON_FN(xs_tile)(X4, 1, 0, n, w, a, a_row, NULL, y, ys); break;                              \
+        case 2: NEON_FN(xs_tile)(X4, 2, 0, n, w, a, a_row, NULL, y, ys); break;                              \
+        case 3: NEON_FN(xs_tile)(X4, 3, 0, n, w, a, a_row, NULL, y, ys); break;                              \
+        default: NEON_FN(xs_tile)(X4, 4, 0, n, w, a, a_row, NULL, y, ys); break;                             \
+        }                                                                                                    \
+    }                                                                                                        \
+    static void NEON_FN(gemm_##T##p)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row,    \
+                                     const void *prep, float *y, size_t ys, int nt)                          \
+    {                                                                                                        \
+        (void)w_row;                                                                                         \
+        switch (nt) {                                                                                        \
+        case 1: NEON_FN(xs_tile)(X4, 1, 1, n, w, a, a_row, prep, y, ys); break;                              \
+        case 2: NEON_FN(xs_tile)(X4, 2, 1, n, w, a, a_row, prep, y, ys); break;                              \
+        case 3: NEON_FN(xs_tile)(X4, 3, 1, n, w, a, a_row, prep, y, ys); break;                              \
+        default: NEON_FN(xs_tile)(X4, 4, 1, n, w, a, a_row, prep, y, ys); break;                             \
+        }                                                                                                    \
+    }
+NEON_XS_GEMM(q8_0x4, INFER_TYPE_Q8_0_X4)
+NEON_XS_GEMM(q4_0x4s, INFER_TYPE_Q4_0_X4S)
+#endif
+
 /* ============================== the driver ============================== */
 
 /* Bytes per block of a group, and the packing and running of one group. */
@@ -1017,6 +1242,10 @@ NEON_GEMM_MANY(q4_0x4, INFER_TYPE_Q4_0_X4, vec_dot_q4_0_q8_0)
 NEON_GEMM_MANY(q5_0, GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0)
 NEON_GEMM_MANY(q5_0x4, INFER_TYPE_Q5_0_X4, vec_dot_q5_0_q8_0)
 NEON_GEMM_MANY(q8_0, GGML_TYPE_Q8_0, vec_dot_q8_0_q8_0)
+#if GEMM_SDOT
+NEON_GEMM_MANY(q8_0x4, INFER_TYPE_Q8_0_X4, vec_dot_q8_0_q8_0)
+NEON_GEMM_MANY(q4_0x4s, INFER_TYPE_Q4_0_X4S, vec_dot_q4_0_q8_0)
+#endif
 NEON_GEMM_MANY(q4_K, GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K)
 NEON_GEMM_MANY(q4_Kx4, INFER_TYPE_Q4_K_X4, vec_dot_q4_K_q8_K)
 NEON_GEMM_MANY(q6_K, GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K)
@@ -1026,18 +1255,40 @@ NEON_GEMM_MANY(q6_Kx4, INFER_TYPE_Q6_K_X4, vec_dot_q6_K_q8_K)
  * of the weights is paid once per call, which 2-4 sequences decoding
  * together would not repay (the gemm tiles serve them). */
 #define GM_MIN_TOK 8
+#if GEMM_SDOT
+/* The SDOT layouts' tiles read their activations from the prep, from one
+ * token on (a GEMV's 1/4 of the rows' passes over the activations then
+ * cost one load of a block's quants and one of four blocks' d). */
+static void NEON_FN(xs_use_prep)(struct kernel_type_ops *o, gemm_prep_fn gemm_prep)
+{
+    o->act_prep = NEON_FN(xs_prep);
+    o->gemm_prep = gemm_prep;
+    o->prep_min_tok = 1;
+}
+#endif
 static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
 {
     t->types[GGML_TYPE_Q4_0].gemm_many = NEON_FN(gemm_many_q4_0);
     t->types[GGML_TYPE_Q5_0].gemm_many = NEON_FN(gemm_many_q5_0);
     kernels_use_x4(t, GGML_TYPE_Q5_0, NEON_FN(gemm_q5_0x4)); /* the x86 variants' layout */
     t->types[INFER_TYPE_Q5_0_X4].gemm_many = NEON_FN(gemm_many_q5_0x4);
-    /* Q4_0 weights repacked at load into the x4 layout (repack.h; the cache
-     * file is per variant); rows after the last group of four stay as they
-     * were, so vec_dot is Q4_0's */
+    /* Q4_0 weights repacked at load into an x4 layout (repack.h; the cache
+     * file is per variant): with SDOT the one made for it (x4s), else the
+     * x86 variants'; rows after the last group of four stay as they were,
+     * so vec_dot is Q4_0's */
     kernels_use_x4(t, GGML_TYPE_Q4_0, NEON_FN(gemm_q4_0x4));
     t->types[INFER_TYPE_Q4_0_X4].gemm_many = NEON_FN(gemm_many_q4_0x4);
+#if GEMM_SDOT /* (the x86 layout's tiles stay in the table, for the tests) */
+    kernels_use_layout(t, INFER_TYPE_Q4_0_X4S, NEON_FN(gemm_q4_0x4s));
+    t->types[INFER_TYPE_Q4_0_X4S].gemm_many = NEON_FN(gemm_many_q4_0x4s);
+    NEON_FN(xs_use_prep)(&t->types[INFER_TYPE_Q4_0_X4S], NEON_FN(gemm_q4_0x4sp));
+#endif
     t->types[GGML_TYPE_Q8_0].gemm_many = NEON_FN(gemm_many_q8_0);
+#if GEMM_SDOT /* Q8_0 likewise (its x4 layout is for SDOT only) */
+    kernels_use_x4(t, GGML_TYPE_Q8_0, NEON_FN(gemm_q8_0x4));
+    t->types[INFER_TYPE_Q8_0_X4].gemm_many = NEON_FN(gemm_many_q8_0x4);
+    NEON_FN(xs_use_prep)(&t->types[INFER_TYPE_Q8_0_X4], NEON_FN(gemm_q8_0x4p));
+#endif
     t->types[GGML_TYPE_Q4_K].gemm_many = NEON_FN(gemm_many_q4_K);
     /* Q4_K likewise (no tail: a tile is one super-block of four rows) */
     kernels_use_x4(t, GGML_TYPE_Q4_K, NEON_FN(gemm_q4_Kx4));

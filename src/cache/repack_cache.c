@@ -429,7 +429,7 @@ static int create_cache(struct repack_state *rs, const char *dir, const char *pa
                 break;
             }
         }
-        repack_x4(c[i].e.base_type, g->base + c[i].e.src_offset, buf, c[i].e.n_in, c[i].e.n_out);
+        repack_x4(c[i].e.x4_type, g->base + c[i].e.src_offset, buf, c[i].e.n_in, c[i].e.n_out);
         const size_t pad = (size_t)(c[i].e.offset - at);
         crc = crc32c(crc32c(crc, zeros, pad), buf, (size_t)c[i].e.nbytes);
         const uint8_t *p = buf;
