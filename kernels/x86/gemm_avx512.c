@@ -829,6 +829,13 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                 for (int64_t b = 0; b < nb; b++) {
                     struct tileK *tb = (struct tileK *)tm + b;
                     __m256i cs[LR];
+                    /* two super-blocks ahead, once per x4 group or row (as
+                     * for Q4_0 x4: the weights come from the L3) */
+                    if (b + 2 < nb)
+                        for (int r = 0; r < nr; r++)
+                            if (xr[r] <= 0)
+                                for (size_t o = 0; o < bstep[r]; o += 64)
+                                    _mm_prefetch((const char *)(rowp[r] + (size_t)(b + 2) * bstep[r] + o), _MM_HINT_T0);
                     UNROLL
                     for (int r = 0; r < LR; r++) {
                         uint8_t *ub = u + 256 * r;
@@ -877,23 +884,27 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
             }
             interleave_tile(wi + (size_t)(t - t0) * LR * (size_t)(n / 4), u, n);
         }
-        /* Each pass: pair by pair of token groups (their chunk of the
-         * activations, ~32 KB, stays in the L1 while every tile of the block
-         * uses it; tile by tile over all groups, each tile streamed the
-         * whole chunk from the L2, ~18 bytes per cycle), tile by tile. */
+        /* Each pass: Q4_0/Q5_0/Q8_0 pair by pair of token groups, tile by
+         * tile (the pair's chunk of the activations, ~32 KB, stays in the L1
+         * while every tile of the block uses it; tile by tile over all
+         * groups, each tile streamed the whole chunk from the L2, ~18 bytes
+         * per cycle); K-quants tile by tile (measured no better the other
+         * way: their tile metadata is read as often as the weights). */
         memset(F, 0, (size_t)(t1 - t0) * f_tile * sizeof(float));
+        const int64_t n_pairs = (ng + 1) / 2;
         for (int64_t b0 = 0; b0 < nb; b0 += kc) {
             const int64_t b1 = b0 + kc < nb ? b0 + kc : nb;
-            for (int64_t g = 0; g < ng; g += 2)
-                for (int64_t t = t0; t < t1; t++) {
-                    const uint32_t *wt = wi + (size_t)(t - t0) * LR * (size_t)(n / 4);
-                    const void *tm = tile + (size_t)((t - t0) * nb) * tsz;
-                    float *Ft = F + (size_t)(t - t0) * f_tile;
-                    if (k)
-                        runK(type, n, wt, tm, act, ng, g, Ft, b0, b1);
-                    else
-                        run32(type, n, wt, tm, act, ng, g, Ft, b0, b1);
-                }
+            for (int64_t i = 0; i < (t1 - t0) * n_pairs; i++) {
+                const int64_t t = t0 + (k ? i / n_pairs : i % (t1 - t0));
+                const int64_t g = 2 * (k ? i % n_pairs : i / (t1 - t0));
+                const uint32_t *wt = wi + (size_t)(t - t0) * LR * (size_t)(n / 4);
+                const void *tm = tile + (size_t)((t - t0) * nb) * tsz;
+                float *Ft = F + (size_t)(t - t0) * f_tile;
+                if (k)
+                    runK(type, n, wt, tm, act, ng, g, Ft, b0, b1);
+                else
+                    run32(type, n, wt, tm, act, ng, g, Ft, b0, b1);
+            }
         }
         /* The outputs of the block's tiles, group by group: a token's rows
          * from consecutive tiles are neighbours in y, so each token row is
