@@ -12,7 +12,8 @@
  *   kblock_x4(k, s16, q0): row r's kblock from x4k_scales' s16[r] and the
  *     row's first chunk q0 (the others 128 bytes apart);
  *   GKX_VEC, GKX_ZERO(), GKX_REDUCE4(v0, v1, v2, v3): kdot's result type, its
- *     zero, and the reduction of four of them to one int32 each.
+ *     zero, and the reduction of four of them to one int32 each;
+ *   optionally GKX_TOKENS(NT, n, w, a, a_row, y, ys): its own 2-4 token tile.
  */
 #ifndef INFER_GEMMK_X4_BODY_H
 #define INFER_GEMMK_X4_BODY_H
@@ -27,6 +28,12 @@
  * at a time. */
 INLINE void gemmK_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
 {
+#ifdef GKX_TOKENS
+    if (NT > 1) {
+        GKX_TOKENS(NT, n, w, a, a_row, y, ys);
+        return;
+    }
+#endif
     const int type = GGML_TYPE_Q4_K;
     const int64_t nb = n / QK_K;
     const GKX_VEC zero = GKX_ZERO();

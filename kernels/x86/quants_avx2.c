@@ -126,6 +126,7 @@ DEFINE_DOT(vec_dot_iq4_nl, gemm32, GGML_TYPE_IQ4_NL)
 /* ----------------------- K-quants x Q8_K ----------------------- */
 
 #define K_MADD_ACC(acc, p, s) _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
+#define K_TOK_VNNI 0
 #include "gemmk_avx2.h"
 #define Q6X_W 256
 #include "gemm_q6kx4_body.h"
