@@ -15,7 +15,9 @@
  *
  * The includer includes x86_util.h and defines X4_DOT(lo, a0, hi, a1): the eight
  * int32 lanes of sum(lo * a0) + sum(hi * a1) over groups of four bytes, lo
- * and hi unsigned (< 32), a0 and a1 signed.
+ * and hi unsigned (< 32), a0 and a1 signed; optionally X4_DOT16 (the same
+ * in int16 lanes over pairs of bytes, for lo, hi < 16) and X4_WIDEN16 (int16
+ * pairs added into int32), with which Q4_0's 2-4 token tile sums in int16.
  */
 #ifndef INFER_GEMV_X4_AVX2_H
 #define INFER_GEMV_X4_AVX2_H
@@ -227,8 +229,23 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
 INLINE __m256 x4q_pair(const int type, const int NT, __m256i lo, __m256i hi, const __m256i *a0, const __m256i *a1,
                        __m256i corr, __m256 dxk, __m256 dy, __m256 acc)
 {
-    const __m256i v0 = _mm256_add_epi32(X4_DOT(lo, a0[0], hi, a1[0]), corr), v1 = X4_DOT(lo, a0[1], hi, a1[1]);
     __m256i s;
+#ifdef X4_DOT16
+    if (type == GGML_TYPE_Q4_0) { /* int16 sums, widened once: |sum| <= 4 * 4 * 15 * 128 < 2^15 */
+        const __m256i u0 = X4_DOT16(lo, a0[0], hi, a1[0]), u1 = X4_DOT16(lo, a0[1], hi, a1[1]);
+        if (NT == 2) {
+            const __m256i x = _mm256_add_epi16(u0, _mm256_shuffle_epi32(u1, 0xB1));
+            s = _mm256_add_epi16(x, _mm256_shuffle_epi32(x, 0x4E));
+        } else {
+            const __m256i u2 = X4_DOT16(lo, a0[2], hi, a1[2]), u3 = X4_DOT16(lo, a0[3], hi, a1[3]);
+            s = _mm256_add_epi16(_mm256_add_epi16(u0, _mm256_shuffle_epi32(u1, 0x93)),
+                                 _mm256_add_epi16(_mm256_shuffle_epi32(u2, 0x4E), _mm256_shuffle_epi32(u3, 0x39)));
+        }
+        const __m256 f = _mm256_cvtepi32_ps(_mm256_add_epi32(X4_WIDEN16(s), corr));
+        return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(f, dxk), dy));
+    }
+#endif
+    const __m256i v0 = _mm256_add_epi32(X4_DOT(lo, a0[0], hi, a1[0]), corr), v1 = X4_DOT(lo, a0[1], hi, a1[1]);
     if (NT == 2) { /* dword j: token j % 2 */
         const __m256i x = _mm256_add_epi32(v0, _mm256_shuffle_epi32(v1, 0xB1));
         s = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0x4E));

@@ -75,6 +75,8 @@ struct w32 {
 #define X4_DOT(lo, a0, hi, a1)                                                                                  \
     _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_maddubs_epi16(hi, a1)),             \
                       _mm256_set1_epi16(1))
+#define X4_DOT16(lo, a0, hi, a1) _mm256_add_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_maddubs_epi16(hi, a1))
+#define X4_WIDEN16(v) _mm256_madd_epi16(v, _mm256_set1_epi16(1))
 #include "gemv_x4_avx2.h"
 DEFINE_GEMM_X4P(gemm_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4P(gemm_q5_0x4, GGML_TYPE_Q5_0)
