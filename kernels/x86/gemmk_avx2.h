@@ -186,12 +186,8 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         const block_q8_K *yb[4];
-        float dy[4] = {0, 0, 0, 0};
-        UNROLL
-        for (int t = 0; t < NT; t++) {
-            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
-            dy[t] = yb[t]->d;
-        }
+        float dy[4];
+        k_tokens(NT, a, a_row, b, yb, dy);
         const __m128 dyv = _mm_loadu_ps(dy);
         UNROLL
         for (int r = 0; r < NR; r++) {
@@ -292,12 +288,8 @@ INLINE void gemmK_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
         for (size_t o = 0; o < REPACK_X4K_TILE; o += 64)
             _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
         const block_q8_K *yb[4];
-        float dy[4] = {0, 0, 0, 0};
-        UNROLL
-        for (int t = 0; t < NT; t++) {
-            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
-            dy[t] = yb[t]->d;
-        }
+        float dy[4];
+        k_tokens(NT, a, a_row, b, yb, dy);
         __m128i s03, s47, m03, m47;
         x4k_fields(tile, &s03, &s47, &m03, &m47);
         const __m256i sc03 = _mm256_broadcastsi128_si256(s03), sc47 = _mm256_broadcastsi128_si256(s47);

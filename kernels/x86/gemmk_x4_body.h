@@ -47,12 +47,8 @@ INLINE void gemmK_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
         __m128 d, dmin;
         x4k_scales(tile, s16, &d, &dmin);
         const block_q8_K *yb[4];
-        float dy[4] = {0, 0, 0, 0};
-        UNROLL
-        for (int t = 0; t < NT; t++) {
-            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
-            dy[t] = yb[t]->d;
-        }
+        float dy[4];
+        k_tokens(NT, a, a_row, b, yb, dy);
         if (NT == 1) { /* lanes are rows */
             GKX_VEC v[4];
             __m256i m[4];

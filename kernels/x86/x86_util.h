@@ -195,6 +195,20 @@ INLINE size_t kbytes(const int type)
                                     : sizeof(block_q6_K);
 }
 
+/* Super-block b of NT token rows (Q8_K, a_row bytes apart): yb[t] and its
+ * scale dy[t] (0 past NT). */
+INLINE void k_tokens(const int NT, const uint8_t *a, size_t a_row, int64_t b, const block_q8_K *yb[4], float dy[4])
+{
+    UNROLL
+    for (int t = 0; t < 4; t++) {
+        dy[t] = 0.0f;
+        if (t < NT) {
+            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
+            dy[t] = yb[t]->d;
+        }
+    }
+}
+
 /* K-quant block of NR rows: acc + (d_x d_y) isum [- (dmin_x d_y) summ], in
  * the reference's order (shared by the avx2, avxvnni and avx512 tiles). */
 INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 dy, __m128i isum, __m128i summ)
