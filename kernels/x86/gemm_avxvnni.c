@@ -64,6 +64,7 @@ DEFINE_TILES(gemm_iq4_nl, GGML_TYPE_IQ4_NL, gemm32, gemm32(GGML_TYPE_IQ4_NL, 4, 
 /* K-quants: gemmk_avx2.h's tiles with vpdpwssd applying the sub-block
  * scales and accumulating in one instruction. */
 #define K_MADD_ACC(acc, p, s) _mm256_dpwssd_avx_epi32(acc, p, s)
+#define K_TOK_VNNI 1
 #include "gemmk_avx2.h"
 #define Q6X_W 256
 #define Q6X_NACC 2 /* vpdpwssd chains: latency, not throughput, would bound one token */

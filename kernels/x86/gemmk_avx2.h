@@ -186,12 +186,8 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         const block_q8_K *yb[4];
-        float dy[4] = {0, 0, 0, 0};
-        UNROLL
-        for (int t = 0; t < NT; t++) {
-            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
-            dy[t] = yb[t]->d;
-        }
+        float dy[4];
+        k_tokens(NT, a, a_row, b, yb, dy);
         const __m128 dyv = _mm_loadu_ps(dy);
         UNROLL
         for (int r = 0; r < NR; r++) {
@@ -220,6 +216,151 @@ INLINE void kblock_x4(struct kblock *k, __m256i s16, const uint8_t *q0)
     k->ql = q0;
     k->cstride = repack_x4k_qs(0, 1) - repack_x4k_qs(0, 0);
 }
+
+/*
+ * Q4_K x4, 2-4 tokens: the four rows side by side, eight bytes each per
+ * vector (64-bit lane r: row r), so that a token's activation bytes are one
+ * broadcast load and its products for all four rows one instruction.  Per
+ * chunk of 64 elements the rows' 32-byte quants are transposed (qword i of
+ * each row into vector i: two unpacks and a lane permute per two vectors);
+ * per token, the four vectors of a sub-block go into one accumulator (VNNI:
+ * vpdpbusd, each dword summing 16 products; avx2: vpmaddubsw, int16 sums of
+ * 8 products, added), exact since |sum| <= 16 * 15 * 128 < 2^15, and are
+ * then multiplied by the sub-block's scale and added with one vpdpwssd /
+ * vpmaddwd: one scale instruction per 128 products where gemmK's tile
+ * needs one per 32.  The minimums likewise (m_j times the token's bsums).
+ * The integer sums are gemmK's, and the float steps kfma's in each lane
+ * (row, token), so the bits are the reference's.
+ */
+#if !defined(K_TOK_VNNI)
+#error "define K_TOK_VNNI (0: avx2 vpmaddubsw, 1: AVX-VNNI vpdpbusd) before including gemmk_avx2.h"
+#endif
+/* pshufb masks taking byte 4r + j of x4k_fields' s03 / s47 (row r's scale
+ * j) into both dwords of 64-bit lane r: as (sc, 0) int16 pairs for
+ * vpdpwssd on dwords, (sc, sc) for vpmaddwd on int16 pairs (add j). */
+#ifndef X4_PF
+#define X4_PF 8192 /* as gemmk_x4_body.h */
+#endif
+#define KT_SC(r, z) r, 0x80, z, 0x80, r, 0x80, z, 0x80
+#if K_TOK_VNNI
+#define KT_SCR(r) KT_SC(r, 0x80)
+#else
+#define KT_SCR(r) KT_SC(r, r)
+#endif
+static const uint8_t kt_sc_mask[32] __attribute__((aligned(32))) = {KT_SCR(0), KT_SCR(4), KT_SCR(8), KT_SCR(12)};
+/* byte 4r + 2h, 4r + 2h + 1 of m03 / m47 as int16 (m, m, m', m') in lane r */
+#define KT_M(r) r, 0x80, r, 0x80, r + 1, 0x80, r + 1, 0x80
+static const uint8_t kt_m_mask[2][32] __attribute__((aligned(32))) = {{KT_M(0), KT_M(4), KT_M(8), KT_M(12)},
+                                                                       {KT_M(2), KT_M(6), KT_M(10), KT_M(14)}};
+#undef KT_M
+#undef KT_SCR
+#undef KT_SC
+
+/* One sub-block (four vectors q[i] of 8 bytes per row) of one token: the
+ * products' sums, ready for the scale (dwords for VNNI, int16 for avx2);
+ * a points at the token's 8 bytes for q[0], the others 8 apart. */
+INLINE __m256i kt_sub(const __m256i q[4], const int8_t *a)
+{
+    __m256i p[4];
+    UNROLL
+    for (int i = 0; i < 4; i++)
+        p[i] = _mm256_set1_epi64x((long long)ld64(a + 8 * i));
+#if K_TOK_VNNI
+    __m256i s = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), q[0], p[0]);
+    s = _mm256_dpbusd_avx_epi32(s, q[1], p[1]);
+    s = _mm256_dpbusd_avx_epi32(s, q[2], p[2]);
+    return _mm256_dpbusd_avx_epi32(s, q[3], p[3]);
+#else
+    return _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(q[0], p[0]), _mm256_maddubs_epi16(q[1], p[1])),
+                            _mm256_add_epi16(_mm256_maddubs_epi16(q[2], p[2]), _mm256_maddubs_epi16(q[3], p[3])));
+#endif
+}
+
+INLINE void gemmK_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    const int64_t nb = n / QK_K;
+    const __m256i zero = _mm256_setzero_si256(), m4 = _mm256_set1_epi8(0x0F);
+    const __m256i scm = lmask(kt_sc_mask);
+    /* lanes (row, token): X [r0t0 r1t0 r0t1 r1t1 | r2t0 r3t0 r2t1 r3t1], Y the same for tokens 2, 3 */
+    __m256 accx = _mm256_setzero_ps(), accy = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = w + (size_t)b * REPACK_X4K_TILE;
+        for (size_t o = 0; o < REPACK_X4K_TILE; o += 64)
+            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        const block_q8_K *yb[4];
+        float dy[4];
+        k_tokens(NT, a, a_row, b, yb, dy);
+        __m128i s03, s47, m03, m47;
+        x4k_fields(tile, &s03, &s47, &m03, &m47);
+        const __m256i sc03 = _mm256_broadcastsi128_si256(s03), sc47 = _mm256_broadcastsi128_si256(s47);
+        __m256i tot[4] = {zero, zero, zero, zero};
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *qc = tile + repack_x4k_qs(0, c);
+            const __m256i q0 = _mm256_loadu_si256((const __m256i *)qc);
+            const __m256i q1 = _mm256_loadu_si256((const __m256i *)(qc + 32));
+            const __m256i q2 = _mm256_loadu_si256((const __m256i *)(qc + 64));
+            const __m256i q3 = _mm256_loadu_si256((const __m256i *)(qc + 96));
+            const __m256i l01 = _mm256_unpacklo_epi64(q0, q1), l23 = _mm256_unpacklo_epi64(q2, q3);
+            const __m256i h01 = _mm256_unpackhi_epi64(q0, q1), h23 = _mm256_unpackhi_epi64(q2, q3);
+            /* v[i]: bytes 8i .. 8i + 7 of rows 0-3 */
+            const __m256i v[4] = {_mm256_permute2x128_si256(l01, l23, 0x20), _mm256_permute2x128_si256(h01, h23, 0x20),
+                                  _mm256_permute2x128_si256(l01, l23, 0x31), _mm256_permute2x128_si256(h01, h23, 0x31)};
+            __m256i lo[4], hi[4];
+            UNROLL
+            for (int i = 0; i < 4; i++) {
+                lo[i] = _mm256_and_si256(v[i], m4);
+                hi[i] = _mm256_and_si256(_mm256_srli_epi16(v[i], 4), m4);
+            }
+            /* sub-blocks 2c (low nibbles) and 2c + 1 */
+            const __m256i sl = _mm256_shuffle_epi8(c < 2 ? sc03 : sc47, _mm256_add_epi8(scm, _mm256_set1_epi8((char)(2 * c % 4))));
+            const __m256i sh = _mm256_shuffle_epi8(c < 2 ? sc03 : sc47, _mm256_add_epi8(scm, _mm256_set1_epi8((char)(2 * c % 4 + 1))));
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                tot[t] = K_MADD_ACC(tot[t], kt_sub(lo, yb[t]->qs + 64 * c), sl);
+                tot[t] = K_MADD_ACC(tot[t], kt_sub(hi, yb[t]->qs + 64 * c + 32), sh);
+            }
+        }
+        /* minimums: m_j times the token's bsums 2j, 2j + 1 */
+        const __m256i mm03 = _mm256_broadcastsi128_si256(m03), mm47 = _mm256_broadcastsi128_si256(m47);
+        const __m256i mk[4] = {_mm256_shuffle_epi8(mm03, lmask(kt_m_mask[0])), _mm256_shuffle_epi8(mm03, lmask(kt_m_mask[1])),
+                               _mm256_shuffle_epi8(mm47, lmask(kt_m_mask[0])), _mm256_shuffle_epi8(mm47, lmask(kt_m_mask[1]))};
+        __m256i sm[4] = {zero, zero, zero, zero};
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            UNROLL
+            for (int k = 0; k < 4; k++)
+                sm[t] = K_MADD_ACC(sm[t], mk[k], _mm256_set1_epi64x((long long)ld64(yb[t]->bsums + 4 * k)));
+        const __m128 d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x4k_d(0))));
+        const __m128 dmin = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x4k_dmin(0))));
+        const __m256 dx = _mm256_set_m128(_mm_movehl_ps(d, d), _mm_movelh_ps(d, d));
+        const __m256 dmx = _mm256_set_m128(_mm_movehl_ps(dmin, dmin), _mm_movelh_ps(dmin, dmin));
+        /* kfma's steps on eight lanes */
+        const __m256 dyx = _mm256_setr_ps(dy[0], dy[0], dy[1], dy[1], dy[0], dy[0], dy[1], dy[1]);
+        const __m256i ix = _mm256_hadd_epi32(tot[0], tot[1]), mx = _mm256_hadd_epi32(sm[0], sm[1]);
+        accx = _mm256_add_ps(accx, _mm256_mul_ps(_mm256_mul_ps(dx, dyx), _mm256_cvtepi32_ps(ix)));
+        accx = _mm256_sub_ps(accx, _mm256_mul_ps(_mm256_mul_ps(dmx, dyx), _mm256_cvtepi32_ps(mx)));
+        if (NT > 2) {
+            const __m256 dyy = _mm256_setr_ps(dy[2], dy[2], dy[3], dy[3], dy[2], dy[2], dy[3], dy[3]);
+            const __m256i iy = _mm256_hadd_epi32(tot[2], tot[3]), my = _mm256_hadd_epi32(sm[2], sm[3]);
+            accy = _mm256_add_ps(accy, _mm256_mul_ps(_mm256_mul_ps(dx, dyy), _mm256_cvtepi32_ps(iy)));
+            accy = _mm256_sub_ps(accy, _mm256_mul_ps(_mm256_mul_ps(dmx, dyy), _mm256_cvtepi32_ps(my)));
+        }
+    }
+    float ox[8], oy[8];
+    _mm256_storeu_ps(ox, accx);
+    _mm256_storeu_ps(oy, accy);
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        const float *o = t < 2 ? ox : oy;
+        const int u = t % 2;
+        y[(size_t)t * ys + 0] = o[2 * u];
+        y[(size_t)t * ys + 1] = o[2 * u + 1];
+        y[(size_t)t * ys + 2] = o[4 + 2 * u];
+        y[(size_t)t * ys + 3] = o[4 + 2 * u + 1];
+    }
+}
+#define GKX_TOKENS gemmK_x4t
 
 #define GKX_VEC __m256i
 #define GKX_ZERO() _mm256_setzero_si256()

@@ -12,7 +12,8 @@
  *   kblock_x4(k, s16, q0): row r's kblock from x4k_scales' s16[r] and the
  *     row's first chunk q0 (the others 128 bytes apart);
  *   GKX_VEC, GKX_ZERO(), GKX_REDUCE4(v0, v1, v2, v3): kdot's result type, its
- *     zero, and the reduction of four of them to one int32 each.
+ *     zero, and the reduction of four of them to one int32 each;
+ *   optionally GKX_TOKENS(NT, n, w, a, a_row, y, ys): its own 2-4 token tile.
  */
 #ifndef INFER_GEMMK_X4_BODY_H
 #define INFER_GEMMK_X4_BODY_H
@@ -27,6 +28,12 @@
  * at a time. */
 INLINE void gemmK_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
 {
+#ifdef GKX_TOKENS
+    if (NT > 1) {
+        GKX_TOKENS(NT, n, w, a, a_row, y, ys);
+        return;
+    }
+#endif
     const int type = GGML_TYPE_Q4_K;
     const int64_t nb = n / QK_K;
     const GKX_VEC zero = GKX_ZERO();
@@ -40,12 +47,8 @@ INLINE void gemmK_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
         __m128 d, dmin;
         x4k_scales(tile, s16, &d, &dmin);
         const block_q8_K *yb[4];
-        float dy[4] = {0, 0, 0, 0};
-        UNROLL
-        for (int t = 0; t < NT; t++) {
-            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
-            dy[t] = yb[t]->d;
-        }
+        float dy[4];
+        k_tokens(NT, a, a_row, b, yb, dy);
         if (NT == 1) { /* lanes are rows */
             GKX_VEC v[4];
             __m256i m[4];

@@ -15,7 +15,9 @@
  *
  * The includer includes x86_util.h and defines X4_DOT(lo, a0, hi, a1): the eight
  * int32 lanes of sum(lo * a0) + sum(hi * a1) over groups of four bytes, lo
- * and hi unsigned (< 32), a0 and a1 signed.
+ * and hi unsigned (< 32), a0 and a1 signed; optionally X4_DOT16 (the same
+ * in int16 lanes over pairs of bytes, for lo, hi < 16) and X4_WIDEN16 (int16
+ * pairs added into int32), with which Q4_0's 2-4 token tile sums in int16.
  */
 #ifndef INFER_GEMV_X4_AVX2_H
 #define INFER_GEMV_X4_AVX2_H
@@ -217,28 +219,48 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
         _mm_storeu_ps(y + (size_t)t * ys, acc[t]);
 }
 
+/* x4q_pair's rotation: product s (v[s]) has token (j + s) % 4's partial sum
+ * in dword j (two tokens: (j + s) % 2), so that rotating it by s dwords
+ * and adding lines each token up in its own dword; the additions in int16
+ * (W16) or int32 lanes. */
+INLINE __m256i x4q_rotsum(const int NT, const int W16, const __m256i v[4])
+{
+#define X4Q_ADD(x, y) (W16 ? _mm256_add_epi16(x, y) : _mm256_add_epi32(x, y))
+    if (NT == 2) { /* dword j: token j % 2 */
+        const __m256i x = X4Q_ADD(v[0], _mm256_shuffle_epi32(v[1], 0xB1));
+        return X4Q_ADD(x, _mm256_shuffle_epi32(x, 0x4E));
+    }
+    /* dword t of the result takes dword (t - s) % 4 of product s */
+    return X4Q_ADD(X4Q_ADD(v[0], _mm256_shuffle_epi32(v[1], 0x93)),
+                   X4Q_ADD(_mm256_shuffle_epi32(v[2], 0x4E), _mm256_shuffle_epi32(v[3], 0x39)));
+#undef X4Q_ADD
+}
+
 /* One block of rows 2p | 2p + 1 (lo, hi: their quants + K in the two
  * 128-bit lanes) against NT tokens' rotated quants from the prep (a0, a1:
  * x4r_prep's q[0][s], q[1][s] in both lanes; corr: its correction): lane
  * 4 i + t of the result gets (row 2p + i, token t)'s term, added to acc.
- * As avx512's x4q_block: product s has token (j + s) % 4's partial sum in
- * dword j, so rotating it by s dwords and adding the four gives each
- * token's exact sum in its own dword (two tokens: two pair swaps). */
+ * As avx512's x4q_block, the products lined up by x4q_rotsum. */
 INLINE __m256 x4q_pair(const int type, const int NT, __m256i lo, __m256i hi, const __m256i *a0, const __m256i *a1,
                        __m256i corr, __m256 dxk, __m256 dy, __m256 acc)
 {
-    const __m256i v0 = _mm256_add_epi32(X4_DOT(lo, a0[0], hi, a1[0]), corr), v1 = X4_DOT(lo, a0[1], hi, a1[1]);
-    __m256i s;
-    if (NT == 2) { /* dword j: token j % 2 */
-        const __m256i x = _mm256_add_epi32(v0, _mm256_shuffle_epi32(v1, 0xB1));
-        s = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0x4E));
-    } else {
-        const __m256i v2 = X4_DOT(lo, a0[2], hi, a1[2]), v3 = X4_DOT(lo, a0[3], hi, a1[3]);
-        /* dword t of the result takes dword (t - s) % 4 of product s */
-        s = _mm256_add_epi32(_mm256_add_epi32(v0, _mm256_shuffle_epi32(v1, 0x93)),
-                             _mm256_add_epi32(_mm256_shuffle_epi32(v2, 0x4E), _mm256_shuffle_epi32(v3, 0x39)));
+    __m256i v[4];
+#ifdef X4_DOT16
+    if (type == GGML_TYPE_Q4_0) { /* int16 sums, widened once: |sum| <= 4 * 4 * 15 * 128 < 2^15 */
+        UNROLL
+        for (int s = 0; s < 4; s++)
+            if (s < 2 || NT > 2)
+                v[s] = X4_DOT16(lo, a0[s], hi, a1[s]);
+        const __m256 f = _mm256_cvtepi32_ps(_mm256_add_epi32(X4_WIDEN16(x4q_rotsum(NT, 1, v)), corr));
+        return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(f, dxk), dy));
     }
-    const __m256 f = _mm256_cvtepi32_ps(s);
+#endif
+    UNROLL
+    for (int s = 0; s < 4; s++)
+        if (s < 2 || NT > 2)
+            v[s] = X4_DOT(lo, a0[s], hi, a1[s]);
+    v[0] = _mm256_add_epi32(v[0], corr);
+    const __m256 f = _mm256_cvtepi32_ps(x4q_rotsum(NT, 0, v));
     return _mm256_add_ps(acc, type == GGML_TYPE_Q4_0 ? _mm256_mul_ps(_mm256_mul_ps(f, dxk), dy)
                                                      : _mm256_mul_ps(_mm256_mul_ps(dxk, dy), f));
 }

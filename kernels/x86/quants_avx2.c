@@ -75,6 +75,8 @@ struct w32 {
 #define X4_DOT(lo, a0, hi, a1)                                                                                  \
     _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_maddubs_epi16(hi, a1)),             \
                       _mm256_set1_epi16(1))
+#define X4_DOT16(lo, a0, hi, a1) _mm256_add_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_maddubs_epi16(hi, a1))
+#define X4_WIDEN16(v) _mm256_madd_epi16(v, _mm256_set1_epi16(1))
 #include "gemv_x4_avx2.h"
 DEFINE_GEMM_X4P(gemm_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4P(gemm_q5_0x4, GGML_TYPE_Q5_0)
@@ -126,6 +128,7 @@ DEFINE_DOT(vec_dot_iq4_nl, gemm32, GGML_TYPE_IQ4_NL)
 /* ----------------------- K-quants x Q8_K ----------------------- */
 
 #define K_MADD_ACC(acc, p, s) _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
+#define K_TOK_VNNI 0
 #include "gemmk_avx2.h"
 #define Q6X_W 256
 #include "gemm_q6kx4_body.h"

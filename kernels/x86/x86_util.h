@@ -38,6 +38,13 @@ INLINE uint32_t ld32(const void *p)
     return v;
 }
 
+INLINE uint64_t ld64(const void *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
 /* Sum of the 32 unsigned bytes of v. */
 INLINE int sum_u8(__m256i v)
 {
@@ -188,6 +195,20 @@ INLINE size_t kbytes(const int type)
                                     : sizeof(block_q6_K);
 }
 
+/* Super-block b of NT token rows (Q8_K, a_row bytes apart): yb[t] and its
+ * scale dy[t] (0 past NT). */
+INLINE void k_tokens(const int NT, const uint8_t *a, size_t a_row, int64_t b, const block_q8_K *yb[4], float dy[4])
+{
+    UNROLL
+    for (int t = 0; t < 4; t++) {
+        dy[t] = 0.0f;
+        if (t < NT) {
+            yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
+            dy[t] = yb[t]->d;
+        }
+    }
+}
+
 /* K-quant block of NR rows: acc + (d_x d_y) isum [- (dmin_x d_y) summ], in
  * the reference's order (shared by the avx2, avxvnni and avx512 tiles). */
 INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 dy, __m128i isum, __m128i summ)
@@ -199,19 +220,28 @@ INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 d
 }
 
 /* Q4_K x4 (repack.h): the 12 scale bytes of a tile's four rows unpacked at
- * once (k_unpack_scales' 6-bit fields, word by word on four lanes): s16[r]
- * = row r's [sc0..7, m0..7] as int16; d and dmin of the four rows as
- * floats. */
-INLINE void x4k_scales(const uint8_t *tile, __m256i s16[4], __m128 *d, __m128 *dmin)
+ * once (k_unpack_scales' 6-bit fields, word by word on four lanes), as
+ * bytes: byte 4r + j of s03 is row r's sc_j, of s47 its sc_(4 + j), of m03
+ * and m47 its minimums alike. */
+INLINE void x4k_fields(const uint8_t *tile, __m128i *s03, __m128i *s47, __m128i *m03, __m128i *m47)
 {
     const __m128i w0 = _mm_loadu_si128((const __m128i *)(tile + repack_x4k_sw(0, 0)));
     const __m128i w1 = _mm_loadu_si128((const __m128i *)(tile + repack_x4k_sw(0, 1)));
     const __m128i w2 = _mm_loadu_si128((const __m128i *)(tile + repack_x4k_sw(0, 2)));
     const __m128i km1 = _mm_set1_epi32(0x3f3f3f3f), km2 = _mm_set1_epi32(0x0f0f0f0f), km3 = _mm_set1_epi32(0x03030303);
-    const __m128i s03 = _mm_and_si128(w0, km1), m03 = _mm_and_si128(w1, km1);
-    const __m128i s47 = _mm_or_si128(_mm_and_si128(w2, km2), _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w0, 6), km3), 4));
-    const __m128i m47 = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(w2, 4), km2),
-                                     _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w1, 6), km3), 4));
+    *s03 = _mm_and_si128(w0, km1);
+    *m03 = _mm_and_si128(w1, km1);
+    *s47 = _mm_or_si128(_mm_and_si128(w2, km2), _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w0, 6), km3), 4));
+    *m47 = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(w2, 4), km2),
+                        _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w1, 6), km3), 4));
+}
+
+/* x4k_fields' bytes widened: s16[r] = row r's [sc0..7, m0..7] as int16; d
+ * and dmin of the four rows as floats. */
+INLINE void x4k_scales(const uint8_t *tile, __m256i s16[4], __m128 *d, __m128 *dmin)
+{
+    __m128i s03, s47, m03, m47;
+    x4k_fields(tile, &s03, &s47, &m03, &m47);
     /* rows 0 | 1, 2 | 3: [sc0..7 of row 2p, of row 2p + 1], the mins alike */
     const __m128i sp0 = _mm_unpacklo_epi32(s03, s47), sp1 = _mm_unpackhi_epi32(s03, s47);
     const __m128i mp0 = _mm_unpacklo_epi32(m03, m47), mp1 = _mm_unpackhi_epi32(m03, m47);
