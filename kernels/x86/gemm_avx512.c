@@ -35,7 +35,7 @@
 #include "../quants.h"
 #include "x86_util.h"
 #include "lowbit_scales_x86.h"
-#include "silu_avx512.h"
+#include "silu_x86.h"
 
 #define LT 16 /* tokens per group: the lanes of a vector */
 #define LR 8  /* weight rows per tile */

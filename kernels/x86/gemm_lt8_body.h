@@ -39,7 +39,7 @@
 #include "../quants.h"
 #include "../repack.h"
 #include "x86_util.h"
-#include "silu_avx2.h"
+#include "silu_x86.h"
 
 #ifndef GEMM_VNNI
 #error "define GEMM_VNNI (0: AVX2 maddubs, 1: AVX-VNNI) before including gemm_lt8_body.h"

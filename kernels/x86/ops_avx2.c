@@ -19,7 +19,7 @@
 #include "../dispatch.h"
 #include "../ops.h"
 #include "../types.h"
-#include "silu_avx2.h"
+#include "silu_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 

@@ -14,7 +14,7 @@
 
 #include "../dispatch.h"
 #include "../ops.h"
-#include "silu_avx512.h"
+#include "silu_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
