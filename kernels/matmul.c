@@ -558,16 +558,25 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
     return INFER_OK;
 }
 
-int matmul_q_rows(const struct matmul_q_job *j, int64_t o0, int64_t o1)
+/* matmul_check of a job, and its row range [o0, o1) inside [0, n_out]. */
+static int rows_check(const struct matmul_q_job *j, int64_t o0, int64_t o1, size_t *w_row, size_t *act_row)
 {
     uint32_t at;
-    size_t w_row, act_row;
-    int st = matmul_check(j->wtype, j->n_in, j->n_out, j->n_tok, j->w, &at, &w_row, &act_row);
+    const int st = matmul_check(j->wtype, j->n_in, j->n_out, j->n_tok, j->w, &at, w_row, act_row);
     if (st)
         return st;
     if (o0 < 0 || o1 > j->n_out || o0 > o1)
         return infer_error(INFER_ERR_INVALID, "matmul: rows [%lld, %lld) outside [0, %lld)", (long long)o0,
                            (long long)o1, (long long)j->n_out);
+    return INFER_OK;
+}
+
+int matmul_q_rows(const struct matmul_q_job *j, int64_t o0, int64_t o1)
+{
+    size_t w_row, act_row;
+    const int st = rows_check(j, o0, o1, &w_row, &act_row);
+    if (st)
+        return st;
     if (o0 == o1 || j->n_tok == 0)
         return INFER_OK;
     if (!j->y || !j->w || !j->xq)
@@ -595,6 +604,32 @@ int matmul_q_rows(const struct matmul_q_job *j, int64_t o0, int64_t o1)
     rb = rb < GEMM_ROWS ? GEMM_ROWS : rb;
     for (int64_t r = o0; r < o1; r += rb) /* a row block in the L1, the tokens past it */
         mm_rows(&m, r, r + rb < o1 ? r + rb : o1, 0, m.n_tok);
+    return INFER_OK;
+}
+
+int matmul_q_rows_glu(const struct matmul_q_job *j, const void *wu, float *h, size_t hs, int64_t o0, int64_t o1,
+                      bool *done)
+{
+    size_t w_row, act_row;
+    *done = false;
+    const int st = rows_check(j, o0, o1, &w_row, &act_row);
+    if (st)
+        return st;
+    const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
+    const gemm_many_glu_fn glu = kern.types[j->wtype].gemm_many_glu;
+    if (!glu || j->n_tok < many_min)
+        return INFER_OK;
+    if (!h || !wu || !j->w || !j->xq)
+        return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
+    const char *wg = (const char *)j->w + (size_t)o0 * w_row, *wup = (const char *)wu + (size_t)o0 * w_row;
+    for (int64_t t0 = 0; t0 < j->n_tok; t0 += MATMUL_MANY_TOK) {
+        const int64_t t1 = t0 + MATMUL_MANY_TOK < j->n_tok ? t0 + MATMUL_MANY_TOK : j->n_tok;
+        /* a chunk that fails leaves its outputs unwritten: only the first can */
+        if (glu(j->n_in, wg, wup, w_row, o1 - o0, (const char *)j->xq + (size_t)t0 * act_row, act_row, t1 - t0,
+                h + (size_t)t0 * hs, hs) != 0)
+            return INFER_OK;
+        *done = t1 == j->n_tok;
+    }
     return INFER_OK;
 }
 

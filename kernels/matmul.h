@@ -79,6 +79,17 @@ struct matmul_q_job {
  * error contract as matmul (also for a row range outside [0, n_out]). */
 int matmul_q_rows(const struct matmul_q_job *job, int64_t o0, int64_t o1);
 
+/* The fused SwiGLU of two jobs' rows [o0, o1): gate is `gate` (its y is not
+ * used), up the matrix at wu of the same type, row size and activations,
+ *     h[t * hs + r - o0] = silu(gate(t, r)) * up(t, r)
+ * in one pass (gemm_many_glu, dispatch.h), with the bits of matmul_q_rows
+ * on each, then silu and vec_mul (ops.h).  *done is false, and nothing is
+ * written, when the active table has no fused kernel for the type at this
+ * many tokens or it could not get its scratch: the caller then runs the two
+ * matrices.  Same error contract as matmul_q_rows. */
+int matmul_q_rows_glu(const struct matmul_q_job *gate, const void *wu, float *h, size_t hs, int64_t o0, int64_t o1,
+                      bool *done);
+
 /* OpenBLAS for batches of float (F32, F16, BF16) weights: on (on > 0) or
  * off, returning the previous setting.  Off unless INFER_BLAS is set to
  * something other than 0: faster prefill for float models, but batches then

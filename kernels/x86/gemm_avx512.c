@@ -35,6 +35,7 @@
 #include "../quants.h"
 #include "x86_util.h"
 #include "lowbit_scales_x86.h"
+#include "silu_x86.h"
 
 #define LT 16 /* tokens per group: the lanes of a vector */
 #define LR 8  /* weight rows per tile */
@@ -800,9 +801,14 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, int xr, uint8_t
 }
 
 /* prep: the transposed activations of the call's tokens (act_pack's
- * layout, made once per matmul by many_prep), or NULL: transposed here. */
+ * layout, made once per matmul by many_prep), or NULL: transposed here.
+ * wu: NULL, or the fused gate/up form (gemm_many_glu_fn, dispatch.h): wv
+ * the gate rows, wu the up rows, y[t ys + r] = silu(gate) * up.  Tiles then
+ * alternate, gate rows 8i.. (tile 2i) and the same up rows (tile 2i + 1),
+ * in one block, so both sweep each pass of the activations while it is in
+ * the L1/L2, and the outputs leave the accumulators once, as the product. */
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
-                size_t a_row, const void *prep, int64_t n_tok, float *y, size_t ys, bool x4)
+                size_t a_row, const void *prep, int64_t n_tok, float *y, size_t ys, bool x4, const void *wu)
 {
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
                    type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
@@ -813,7 +819,10 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     /* rows in blocks of rb tiles, unpacked first; each pass over a chunk of
      * the activations then serves all tiles of the block (gemm_pass.h) */
     const size_t f_tile = (size_t)ng * LR * LT; /* floats of one tile's accumulators */
-    const int64_t n_tiles = (n_rows + LR - 1) / LR, rb = block_tiles(f_tile, n_tiles);
+    const int64_t n_mt = (n_rows + LR - 1) / LR, n_tiles = wu ? 2 * n_mt : n_mt; /* matrix tiles, tiles */
+    int64_t rb = block_tiles(f_tile, n_tiles);
+    if (wu) /* whole (gate, up) pairs */
+        rb = rb < 2 ? 2 : rb / 2 * 2;
     const size_t tsz = k ? sizeof(struct tileK) : sizeof(struct tile32);
     const size_t wi_bytes = up64((size_t)rb * LR * (size_t)n), tile_bytes = up64((size_t)(rb * nb) * tsz);
     const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
@@ -827,7 +836,6 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     float *F = (float *)(scratch + act_bytes + wi_bytes + tile_bytes);
     uint8_t *u = scratch + act_bytes + wi_bytes + tile_bytes + f_bytes; /* one tile's rows, unpacked */
     void *meta = u + u_bytes;
-    const uint8_t *wb = wv;
     const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (!prep && k)
         act_pack(true, scratch, av, a_row, n_tok, nb);
@@ -836,8 +844,9 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     for (int64_t t0 = 0; t0 < n_tiles; t0 += rb) {
         const int64_t t1 = t0 + rb < n_tiles ? t0 + rb : n_tiles;
         for (int64_t t = t0; t < t1; t++) {
-            const int64_t r0 = t * LR;
+            const int64_t r0 = (wu ? t / 2 : t) * LR; /* first row in its matrix */
             const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+            const uint8_t *wb = wu && t % 2 ? wu : wv;
             uint8_t *tm = tile + (size_t)((t - t0) * nb) * tsz;
             if (k) { /* block by block: the eight rows' block unpacked in L1, then interleaved */
                 uint32_t *wt = wi + (size_t)(t - t0) * LR * (size_t)(n / 4);
@@ -944,7 +953,19 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
          * from consecutive tiles are neighbours in y, so each token row is
          * written as one run of the block's rows (tile by tile, with long y
          * rows, each of a tile's 16 token rows was another line and page). */
-        for (int64_t g = 0; g < ng; g++)
+        for (int64_t g = 0; g < ng && wu; g++)
+            for (int64_t t = t0; t < t1; t += 2) { /* silu(gate) * up, silu16 as ops_avx512.c's silu */
+                const int64_t r0 = t / 2 * LR;
+                const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+                __m512 fg[LR], fu[LR];
+                facc_load(fg, F + (size_t)(t - t0) * f_tile, g, false);
+                facc_load(fu, F + (size_t)(t + 1 - t0) * f_tile, g, false);
+                UNROLL
+                for (int r = 0; r < LR; r++)
+                    fg[r] = _mm512_mul_ps(silu16(fg[r]), fu[r]);
+                facc_done(fg, NULL, g, true, n_tok, nr, y + r0, ys);
+            }
+        for (int64_t g = 0; g < ng && !wu; g++)
             for (int64_t t = t0; t < t1; t++) {
                 const int64_t r0 = t * LR;
                 const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
@@ -960,12 +981,17 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     static int NAME(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,       \
                     int64_t n_tok, float *y, size_t ys)                                                       \
     {                                                                                                         \
-        return many(TYPE, n, w, w_row, n_rows, a, a_row, NULL, n_tok, y, ys, X4);                             \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, NULL, n_tok, y, ys, X4, NULL);                       \
+    }                                                                                                         \
+    static int NAME##_glu(int64_t n, const void *wg, const void *wu, size_t w_row, int64_t n_rows, const void *a, \
+                          size_t a_row, int64_t n_tok, float *y, size_t ys)                                   \
+    {                                                                                                         \
+        return many(TYPE, n, wg, w_row, n_rows, a, a_row, NULL, n_tok, y, ys, X4, wu);                        \
     }                                                                                                         \
     static int NAME##_prep(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row, \
                            const void *prep, int64_t n_tok, float *y, size_t ys)                              \
     {                                                                                                         \
-        return many(TYPE, n, w, w_row, n_rows, a, a_row, prep, n_tok, y, ys, X4);                             \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, prep, n_tok, y, ys, X4, NULL);                       \
     }
 
 DEFINE_MANY(many_q4_0, GGML_TYPE_Q4_0, false)
@@ -1001,9 +1027,11 @@ _Static_assert(sizeof(struct act32) % 64 == 0 && sizeof(struct act32) <= UINT16_
                    sizeof(struct actK) % (QK_K / 32) == 0 && sizeof(struct actK) / (QK_K / 32) <= UINT16_MAX,
                "many_prep_bytes");
 
-static void set_many(struct kernel_table *t, uint32_t type, gemm_many_fn fn, gemm_many_prep_fn fn_prep, bool kq)
+static void set_many(struct kernel_table *t, uint32_t type, gemm_many_fn fn, gemm_many_prep_fn fn_prep,
+                     gemm_many_glu_fn fn_glu, bool kq)
 {
     t->types[type].gemm_many = fn;
+    t->types[type].gemm_many_glu = fn_glu;
     t->types[type].gemm_many_prep = fn_prep;
     t->types[type].many_prep = kq ? prep_actK : prep_act32;
     t->types[type].many_prep_tok = LT;
@@ -1015,7 +1043,7 @@ static void set_many(struct kernel_table *t, uint32_t type, gemm_many_fn fn, gem
 void kernels_fill_gemm_avx512(struct kernel_table *t)
 {
     t->many_min_tok = 10;
-#define SET_MANY(TYPE, NAME, KQ) set_many(t, TYPE, NAME, NAME##_prep, KQ)
+#define SET_MANY(TYPE, NAME, KQ) set_many(t, TYPE, NAME, NAME##_prep, NAME##_glu, KQ)
     SET_MANY(GGML_TYPE_Q4_0, many_q4_0, false);
     SET_MANY(GGML_TYPE_Q5_0, many_q5_0, false);
     SET_MANY(GGML_TYPE_Q8_0, many_q8_0, false);

@@ -39,6 +39,7 @@
 #include "../quants.h"
 #include "../repack.h"
 #include "x86_util.h"
+#include "silu_x86.h"
 
 #ifndef GEMM_VNNI
 #error "define GEMM_VNNI (0: AVX2 maddubs, 1: AVX-VNNI) before including gemm_lt8_body.h"
@@ -632,8 +633,8 @@ INLINE void run32(const int type, int64_t n, const uint32_t *w, const struct met
                 const struct act32 *ag[2] = {A + g * nb + b, A + (g + 1) * nb + b};
                 step32(type, 2, w + (size_t)b * 8 * LR, hi, meta + b * LR, ag, facc);
             }
-            facc_done(facc[0], F, g, b1 == nb, n_tok, nr, y, ys);
-            facc_done(facc[1], F, g + 1, b1 == nb, n_tok, nr, y, ys);
+            facc_done(facc[0], F, g, b1 == nb && y, n_tok, nr, y, ys);
+            facc_done(facc[1], F, g + 1, b1 == nb && y, n_tok, nr, y, ys);
         }
     for (; g < ng; g++) {
         __m256 facc[2][LR];
@@ -642,7 +643,7 @@ INLINE void run32(const int type, int64_t n, const uint32_t *w, const struct met
             const struct act32 *ag[1] = {A + g * nb + b};
             step32(type, 1, w + (size_t)b * 8 * LR, hi, meta + b * LR, ag, facc);
         }
-        facc_done(facc[0], F, g, b1 == nb, n_tok, nr, y, ys);
+        facc_done(facc[0], F, g, b1 == nb && y, n_tok, nr, y, ys);
     }
 }
 
@@ -741,7 +742,7 @@ INLINE void runK(const int type, int64_t n, const uint32_t *w, const struct meta
             const struct actK *ag[1] = {A + g * nb + b};
             stepK(type, 1, LR, 0, w + (size_t)b * 64 * LR, hi, meta + b * LR, ag, F, g);
         }
-    if (b1 == nb)
+    if (b1 == nb && y)
         for (g = 0; g < ng; g++) {
             __m256 facc[LR];
             facc_load(facc, F, g, false);
@@ -751,8 +752,12 @@ INLINE void runK(const int type, int64_t n, const uint32_t *w, const struct meta
 
 static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 
+/* wu: NULL, or the fused gate/up form (gemm_many_glu_fn, dispatch.h) as
+ * gemm_avx512.c's: tiles alternate gate rows (2i) and the same up rows
+ * (2i + 1), the run functions leave their sums in F (y NULL), and the
+ * outputs are silu(gate) * up. */
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
-                size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4)
+                size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4, const void *wu)
 {
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
                    type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
@@ -763,7 +768,10 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     /* rows in blocks of rb tiles, unpacked first; each pass over a chunk of
      * the activations then serves all tiles of the block (gemm_pass.h) */
     const size_t f_tile = (size_t)ng * LR * LT; /* floats of one tile's accumulators */
-    const int64_t n_tiles = (n_rows + LR - 1) / LR, rb = block_tiles(f_tile, n_tiles);
+    const int64_t n_mt = (n_rows + LR - 1) / LR, n_tiles = wu ? 2 * n_mt : n_mt; /* matrix tiles, tiles */
+    int64_t rb = block_tiles(f_tile, n_tiles);
+    if (wu) /* whole (gate, up) pairs */
+        rb = rb < 2 ? 2 : rb / 2 * 2;
     const size_t w_tile = (size_t)LR * stride, m_tile = (size_t)(LR * nb) * msz;
     const size_t w_bytes = up64((size_t)rb * w_tile), meta_bytes = up64((size_t)rb * m_tile);
     const size_t f_bytes = up64((size_t)rb * f_tile * sizeof(float));
@@ -773,7 +781,6 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     void *act = scratch;
     uint8_t *w = scratch + act_bytes, *meta = scratch + act_bytes + w_bytes;
     float *F = (float *)(scratch + act_bytes + w_bytes + meta_bytes);
-    const uint8_t *wb = wv;
     const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (k)
         actK_pack(act, av, a_row, n_tok, nb);
@@ -782,8 +789,9 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     for (int64_t t0 = 0; t0 < n_tiles; t0 += rb) {
         const int64_t t1 = t0 + rb < n_tiles ? t0 + rb : n_tiles;
         for (int64_t t = t0; t < t1; t++) {
-            const int64_t r0 = t * LR;
+            const int64_t r0 = (wu ? t / 2 : t) * LR; /* first row in its matrix */
             const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+            const uint8_t *wb = wu && t % 2 ? wu : wv;
             uint32_t *wt = (uint32_t *)(w + (size_t)(t - t0) * w_tile);
             uint8_t *mt = meta + (size_t)(t - t0) * m_tile;
             /* matmul's ranges start at multiples of 16 rows: a call's groups
@@ -797,17 +805,29 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
         for (int64_t b0 = 0; b0 < nb; b0 += kc) {
             const int64_t b1 = b0 + kc < nb ? b0 + kc : nb;
             for (int64_t t = t0; t < t1; t++) {
-                const int64_t r0 = t * LR;
+                const int64_t r0 = (wu ? t / 2 : t) * LR;
                 const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
                 const uint32_t *wt = (const uint32_t *)(w + (size_t)(t - t0) * w_tile);
                 const uint8_t *mt = meta + (size_t)(t - t0) * m_tile;
-                float *Ft = F + (size_t)(t - t0) * f_tile;
+                float *Ft = F + (size_t)(t - t0) * f_tile, *yt = wu ? NULL : y + r0;
                 if (k)
-                    runK(type, n, wt, (const struct metaK *)mt, act, n_tok, nr, y + r0, ys, Ft, b0, b1);
+                    runK(type, n, wt, (const struct metaK *)mt, act, n_tok, nr, yt, ys, Ft, b0, b1);
                 else
-                    run32(type, n, wt, (const struct meta32 *)mt, act, n_tok, nr, y + r0, ys, Ft, b0, b1);
+                    run32(type, n, wt, (const struct meta32 *)mt, act, n_tok, nr, yt, ys, Ft, b0, b1);
             }
         }
+        for (int64_t g = 0; g < ng && wu; g++) /* silu(gate) * up, silu8 as ops_avx2.c's silu */
+            for (int64_t t = t0; t < t1; t += 2) {
+                const int64_t r0 = t / 2 * LR;
+                const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
+                __m256 fg[LR], fu[LR];
+                facc_load(fg, F + (size_t)(t - t0) * f_tile, g, false);
+                facc_load(fu, F + (size_t)(t + 1 - t0) * f_tile, g, false);
+                UNROLL
+                for (int r = 0; r < LR; r++)
+                    fg[r] = _mm256_mul_ps(silu8(fg[r]), fu[r]);
+                facc_done(fg, NULL, g, true, n_tok, nr, y + r0, ys);
+            }
     }
     return 0;
 }
@@ -816,7 +836,12 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     static int NAME(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,       \
                     int64_t n_tok, float *y, size_t ys)                                                       \
     {                                                                                                         \
-        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys, X4);                                   \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys, X4, NULL);                             \
+    }                                                                                                         \
+    static int NAME##_glu(int64_t n, const void *wg, const void *wu, size_t w_row, int64_t n_rows, const void *a, \
+                          size_t a_row, int64_t n_tok, float *y, size_t ys)                                   \
+    {                                                                                                         \
+        return many(TYPE, n, wg, w_row, n_rows, a, a_row, n_tok, y, ys, X4, wu);                              \
     }
 #define DEFINE_MANY(NAME, TYPE) DEFINE_MANY_X(NAME, TYPE, false)
 
@@ -839,16 +864,29 @@ DEFINE_MANY_X(many_q6_Kx4, GGML_TYPE_Q6_K, true)
 static void fill_many(struct kernel_table *t)
 {
     t->types[GGML_TYPE_Q4_0].gemm_many = many_q4_0;
+    t->types[GGML_TYPE_Q4_0].gemm_many_glu = many_q4_0_glu;
     t->types[GGML_TYPE_Q5_0].gemm_many = many_q5_0;
+    t->types[GGML_TYPE_Q5_0].gemm_many_glu = many_q5_0_glu;
     t->types[GGML_TYPE_Q8_0].gemm_many = many_q8_0;
+    t->types[GGML_TYPE_Q8_0].gemm_many_glu = many_q8_0_glu;
     t->types[GGML_TYPE_Q4_K].gemm_many = many_q4_K;
+    t->types[GGML_TYPE_Q4_K].gemm_many_glu = many_q4_K_glu;
     t->types[GGML_TYPE_Q5_K].gemm_many = many_q5_K;
+    t->types[GGML_TYPE_Q5_K].gemm_many_glu = many_q5_K_glu;
     t->types[GGML_TYPE_Q6_K].gemm_many = many_q6_K;
+    t->types[GGML_TYPE_Q6_K].gemm_many_glu = many_q6_K_glu;
     t->types[GGML_TYPE_Q2_K].gemm_many = many_q2_K;
+    t->types[GGML_TYPE_Q2_K].gemm_many_glu = many_q2_K_glu;
     t->types[GGML_TYPE_Q3_K].gemm_many = many_q3_K;
+    t->types[GGML_TYPE_Q3_K].gemm_many_glu = many_q3_K_glu;
     t->types[GGML_TYPE_IQ4_XS].gemm_many = many_iq4_xs;
+    t->types[GGML_TYPE_IQ4_XS].gemm_many_glu = many_iq4_xs_glu;
     t->types[INFER_TYPE_Q4_0_X4].gemm_many = many_q4_0x4;
+    t->types[INFER_TYPE_Q4_0_X4].gemm_many_glu = many_q4_0x4_glu;
     t->types[INFER_TYPE_Q5_0_X4].gemm_many = many_q5_0x4;
+    t->types[INFER_TYPE_Q5_0_X4].gemm_many_glu = many_q5_0x4_glu;
     t->types[INFER_TYPE_Q4_K_X4].gemm_many = many_q4_Kx4;
+    t->types[INFER_TYPE_Q4_K_X4].gemm_many_glu = many_q4_Kx4_glu;
     t->types[INFER_TYPE_Q6_K_X4].gemm_many = many_q6_Kx4;
+    t->types[INFER_TYPE_Q6_K_X4].gemm_many_glu = many_q6_Kx4_glu;
 }

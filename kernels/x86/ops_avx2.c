@@ -19,6 +19,7 @@
 #include "../dispatch.h"
 #include "../ops.h"
 #include "../types.h"
+#include "silu_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -128,13 +129,6 @@ static void softmax_avx2(float *x, int64_t n)
                 store_tail((x) + i_, o_, r_);                                                                 \
         }                                                                                                     \
     } while (0)
-
-/* x / (1 + exp(-x)) */
-INLINE __m256 silu8(__m256 x)
-{
-    const __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
 
 /* 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))), associated as gelu_f32 in ops.c */
 INLINE __m256 gelu8(__m256 x)

@@ -14,6 +14,7 @@
 
 #include "../dispatch.h"
 #include "../ops.h"
+#include "silu_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -68,12 +69,6 @@ static void softmax_avx512(float *x, int64_t n)
         const __mmask16 k = tail_mask(n - i);
         _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv));
     }
-}
-
-INLINE __m512 silu16(__m512 x)
-{
-    const __m512 e = Sleef_expf16_u10avx512f(_mm512_sub_ps(_mm512_setzero_ps(), x));
-    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
 INLINE __m512 gelu16(__m512 x)
