@@ -764,6 +764,14 @@ bool infer_chat_reasoning_markers(const infer_gguf *g, const char **open, const 
  * output starts inside the reasoning (infer_reasoning_new's in_reasoning),
  * as llama.cpp's thinking_forced_open. */
 bool infer_chat_reasoning_forced(const infer_gguf *g, const char *override_tmpl, const char *open);
+/* The text that ends the prompt of a turn asked not to think (Ollama's
+ * "think": false, enable_thinking = false), as llama.cpp renders it: after a
+ * template that opens the reasoning itself (forced), open "\n" close; after
+ * one with Qwen3's enable_thinking switch, open "\n\n" close "\n\n".  Into
+ * buf (n bytes, 64 is plenty); false when the template (override_tmpl, else
+ * g's) has no way to turn thinking off. */
+bool infer_chat_reasoning_off(const infer_gguf *g, const char *override_tmpl, const char *open, const char *close,
+                              bool forced, char *buf, size_t n);
 
 /* Splits one generated answer, fed as it streams, into reasoning and answer
  * text: whitespace before the opening marker is skipped, the reasoning is
@@ -775,6 +783,9 @@ typedef struct infer_reasoning infer_reasoning;
 /* NULL with infer_last_error() for empty markers (or longer than 31 bytes)
  * or no memory. */
 infer_reasoning *infer_reasoning_new(const char *open, const char *close, bool in_reasoning);
+/* The same for a prompt that closed the reasoning (it ends with
+ * infer_chat_reasoning_off's text): whitespace, then all answer. */
+infer_reasoning *infer_reasoning_new_closed(const char *open, const char *close);
 void infer_reasoning_free(infer_reasoning *r);
 /* Feed the next n bytes of output (final: it is complete; held-back text is
  * released).  *reasoning / *content get the text of each side that became

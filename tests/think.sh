@@ -11,6 +11,9 @@
 #     <think> left in the context makes this model skip its opening marker, and its reasoning
 #     would be shown); --show-thinking prints the reasoning between its markers; a template
 #     whose generation prompt opens the reasoning gives the same answers;
+#   - --reasoning-budget 0: the prompt ends with the template's "<think>\n\n</think>\n\n" and
+#     the model answers at once (3 tokens and the end of turn; thinking first would be cut at
+#     -n 4), nothing to show even with --show-thinking; a bad value is refused;
 #   - on a terminal (through script(1), when installed): a dim "thinking..." that is erased
 #     before the answer, or with --show-thinking the reasoning dim, then the answer.
 # Exit status as automake's test driver expects: 0 pass, 77 skip, 1 fail.
@@ -60,6 +63,15 @@ printf 'Hello\nAnd then?\n' | "$infer" chat -m "$model" --temp 0 -n 9 --chat-tem
     fail "chat --chat-template (forced open) exited $?"
 cmp -s "$tmp/forced" "$tmp/chat.want" ||
     fail "chat with a template that opens the reasoning printed '$(cat "$tmp/forced")' (want 'The answer.' twice)"
+
+# chat --reasoning-budget 0: no thinking at all
+printf 'Hello\nAnd then?\n' | "$infer" chat -m "$model" --temp 0 -n 4 --show-thinking --reasoning-budget 0 \
+    >"$tmp/off" 2>"$tmp/off.err" || fail "chat --reasoning-budget 0 exited $?"
+cmp -s "$tmp/off" "$tmp/chat.want" ||
+    fail "chat --reasoning-budget 0 printed '$(cat "$tmp/off")' (want 'The answer.' twice, no reasoning)"
+"$infer" chat -m "$model" --reasoning-budget 5 </dev/null >/dev/null 2>"$tmp/bad.err" &&
+    fail "chat --reasoning-budget 5 was accepted"
+grep -q 'reasoning-budget' "$tmp/bad.err" || fail "chat --reasoning-budget 5: no clear error: $(cat "$tmp/bad.err")"
 
 # chat on a terminal
 if command -v script >/dev/null 2>&1; then

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_SHOW_THINKING = 0x7100 }; /* past cli.h's options */
+enum { OPT_SHOW_THINKING = 0x7100, OPT_REASONING_BUDGET }; /* past cli.h's options */
 
 #define CHAT_N_PREDICT 256 /* tokens per answer unless -n says otherwise */
 
@@ -108,6 +108,7 @@ struct think_out {
     const char *open, *close;
     bool show, tty;
     bool forced;       /* the template's generation prompt opens the reasoning: the prompt ends with it */
+    char off[64];      /* --reasoning-budget 0: the template's no-thinking text ends the prompt ("": none) */
     bool in_reasoning; /* reasoning shown (dim or marked) or "thinking..." shown, not closed */
     char *answer;      /* the answer part, for the history */
     size_t len, cap;
@@ -225,7 +226,9 @@ static int turn(infer_model *m, infer_session *s, infer_sampler *smp, infer_chat
         return 1;
     int32_t *toks = NULL;
     int64_t n = infer_model_tokenize_chat(m, fam, c->msgs, c->n, true, &toks);
-    if (n > 0 && think->forced) {
+    if (n > 0 && think->off[0]) {
+        n = infer_model_tokenize_append(m, think->off, &toks, n);
+    } else if (n > 0 && think->forced) {
         char open_nl[40];
         snprintf(open_nl, sizeof(open_nl), "%s\n", think->open);
         n = infer_model_tokenize_append(m, open_nl, &toks, n);
@@ -254,7 +257,7 @@ static int turn(infer_model *m, infer_session *s, infer_sampler *smp, infer_chat
     int n_gen;
     struct think_out t = *think;
     FILE *out = NULL;
-    if (t.open && (t.r = infer_reasoning_new(t.open, t.close, t.forced)) &&
+    if (t.open && (t.r = t.off[0] ? infer_reasoning_new_closed(t.open, t.close) : infer_reasoning_new(t.open, t.close, t.forced)) &&
         (out = fopencookie(&t, "w", (cookie_io_functions_t){.write = think_write}))) {
         setvbuf(out, NULL, _IONBF, 0);
         n_gen = cli_generate(m, s, smp, n_predict, out, &answer, NULL);
@@ -294,8 +297,10 @@ int cmd_chat(int argc, char **argv)
         {"kv-block", required_argument, 0, OPT_KV_BLOCK}, {"mlock", no_argument, 0, OPT_MLOCK},
         {"no-repack", no_argument, 0, OPT_NO_REPACK}, CLI_CACHE_LONGOPTS,
         {"system", required_argument, 0, OPT_SYSTEM}, {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
-        {"show-thinking", no_argument, 0, OPT_SHOW_THINKING}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    bool show_thinking = false, n_given = false;
+        {"show-thinking", no_argument, 0, OPT_SHOW_THINKING},
+        {"reasoning-budget", required_argument, 0, OPT_REASONING_BUDGET}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    bool show_thinking = false, n_given = false, no_think = false;
     struct cli_gen g;
     cli_gen_defaults(&g);
     const char *system = NULL, *tmpl = NULL;
@@ -305,6 +310,13 @@ int cmd_chat(int argc, char **argv)
         if (c == OPT_SYSTEM) system = optarg;
         else if (c == OPT_CHAT_TEMPLATE) tmpl = optarg;
         else if (c == OPT_SHOW_THINKING) show_thinking = true;
+        else if (c == OPT_REASONING_BUDGET) {
+            if (strcmp(optarg, "-1") && strcmp(optarg, "0")) {
+                fprintf(stderr, "error: --reasoning-budget '%s': -1 (unrestricted) or 0 (no thinking)\n", optarg);
+                return 2;
+            }
+            no_think = !strcmp(optarg, "0");
+        }
         else if (c == 'n') {
             n_given = true;
             if (cli_gen_option(&g, c, optarg))
@@ -316,6 +328,8 @@ int cmd_chat(int argc, char **argv)
                    "      --chat-template N   chatml, gemma, llama3, llama2, mistral, phi3, ... (default: "
                    "from the model)\n"
                    "      --show-thinking     print a thinking model's reasoning (dim; hidden by default)\n"
+                   "      --reasoning-budget N  0: ask a thinking model not to think (its template's\n"
+                   "                          no-thinking prompt, as llama.cpp); -1: as it likes (default)\n"
                    "In chat, -n is the limit per answer: default %d tokens, -1 for none.\n"
                    "With stdin not a terminal, each input line is one message and each answer one line\n"
                    "(newlines in it written as \\n, backslashes as \\\\).\n",
@@ -346,6 +360,9 @@ int cmd_chat(int argc, char **argv)
     struct think_out think = {.dst = esc ? esc : stdout, .show = show_thinking, .tty = tty};
     infer_chat_reasoning_markers(infer_model_gguf(m), &think.open, &think.close);
     think.forced = think.open && infer_chat_reasoning_forced(infer_model_gguf(m), tmpl, think.open);
+    if (no_think && (!think.open || !infer_chat_reasoning_off(infer_model_gguf(m), tmpl, think.open, think.close,
+                                                              think.forced, think.off, sizeof(think.off))))
+        fprintf(stderr, "warning: --reasoning-budget 0: this model's template has no way to turn thinking off\n");
     if (tty)
         fprintf(stderr, "chat template: %s%s. Type /help for commands, Ctrl-D to quit.\n",
                 infer_chat_family_name(fam),

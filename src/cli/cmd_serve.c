@@ -21,6 +21,7 @@ enum {
     O_KEEP_ALIVE, O_CACHE_DIR, O_API_KEY, O_API_KEY_FILE, O_CORS, O_TIMEOUT, O_MAX_CONN, O_ALIAS, O_KV_BLOCK,
     O_MLOCK, O_NO_REPACK, O_CACHE_TYPE_K, O_CACHE_TYPE_V, O_EMBED_MODEL, O_EMBED_CTX,
     O_RC, O_RC_DB, O_RC_TTL, O_RC_MAX, O_WARM_PROMPTS, O_CACHE_HIGH, O_BOARD, O_ADMIN_KEY, O_DRAIN_TIMEOUT, O_TOOL_CHOICE, O_RC_MAX_BYTES, O_RC_THRESHOLD, O_RC_MAX_TEMP,
+    O_REASONING_BUDGET,
 };
 
 static const char *help =
@@ -62,6 +63,9 @@ static const char *help =
     "      --tool-choice C       auto (default) or required: what a request with tools and no\n"
     "                            tool_choice gets (required: a call, constrained to the tools' schemas,\n"
     "                            on the user's turn; after the tool results the answer is text)\n"
+    "      --reasoning-budget N  -1 (default): a thinking model thinks as it likes; 0: it is asked\n"
+    "                            not to (its template's no-thinking prompt, as llama.cpp's flag;\n"
+    "                            a request's think / chat_template_kwargs.enable_thinking wins)\n"
     "      --semantic-cache-max-bytes N    answer bytes kept (k/M suffix; default 256M)\n"
     "      --semantic-cache-threshold X    cosine a semantic hit needs (default: the one calibrated\n"
     "                            for the embedding model, see README; requests may only raise it)\n"
@@ -178,6 +182,7 @@ int cmd_serve(int argc, char **argv)
         {"semantic-cache-ttl", required_argument, 0, O_RC_TTL},
         {"semantic-cache-max-entries", required_argument, 0, O_RC_MAX},
         {"tool-choice", required_argument, 0, O_TOOL_CHOICE},
+        {"reasoning-budget", required_argument, 0, O_REASONING_BUDGET},
         {"semantic-cache-max-bytes", required_argument, 0, O_RC_MAX_BYTES},
         {"semantic-cache-threshold", required_argument, 0, O_RC_THRESHOLD},
         {"semantic-cache-max-temp", required_argument, 0, O_RC_MAX_TEMP},
@@ -186,7 +191,7 @@ int cmd_serve(int argc, char **argv)
         .host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .n_batch = 256,
         .max_body = 1 << 20, .max_tokens = 4096, .keep_alive = -1, .timeout = 30, .max_connections = 64,
         .drain_timeout = 300,
-        .response_cache_max_temp = 1.0,
+        .response_cache_max_temp = 1.0, .reasoning_budget = -1,
     };
     const char *model = NULL;
     int o, rc = 2;
@@ -261,6 +266,9 @@ int cmd_serve(int argc, char **argv)
                 fprintf(stderr, "error: --tool-choice '%s': auto or required\n", optarg);
                 ok = false;
             }
+            break;
+        case O_REASONING_BUDGET:
+            ok = parse_int(optarg, -1, 0, &c.reasoning_budget); /* the values llama.cpp has */
             break;
         case O_RC_MAX_BYTES: {
             size_t v;

@@ -311,6 +311,25 @@ static bool parse_stop(json_t *root, struct gen_request *r, struct api_error *e)
     return true;
 }
 
+/* llama-server's chat_template_kwargs: of the template's variables only
+ * enable_thinking means something to infer's renderer (Qwen3's switch, see
+ * gen_no_think); the others are ignored, as a template that does not name
+ * them ignores them. */
+static bool parse_template_kwargs(json_t *root, struct gen_request *r, struct api_error *e)
+{
+    json_t *kw = field(root, "chat_template_kwargs"), *v;
+    if (!kw)
+        return true;
+    if (!json_is_object(kw))
+        return bad(e, "'%s' must be an object", "chat_template_kwargs");
+    if (!(v = field(kw, "enable_thinking")))
+        return true;
+    if (!json_is_boolean(v))
+        return bad(e, "'%s' must be a boolean", "chat_template_kwargs.enable_thinking");
+    r->think = json_is_true(v); /* true on a model without reasoning: nothing to do (as llama-server) */
+    return true;
+}
+
 /* Features this server does not have: refuse rather than ignore; then
  * response_format and tools. */
 static bool refuse_unsupported(json_t *root, struct gen_request *r, struct api_error *e)
@@ -360,6 +379,7 @@ bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct 
     memset(r, 0, sizeof(*r));
     r->kind = kind;
     r->max_tokens = -1;
+    r->think = -1;
     infer_sampler_params_default(&r->sp);
     json_t *root = api_load_object(body, len, e);
     if (!root)
@@ -376,7 +396,8 @@ bool api_parse_request(enum gen_kind kind, const char *body, size_t len, struct 
         !get_int(root, "top_k", 0, INT32_MAX, &top_k, e) || !get_real(root, "min_p", 0, 1, &r->sp.min_p, e) ||
         !get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, e) || !parse_stop(root, r, e) ||
         !get_bool(root, "stream", &r->stream, e) ||
-        !get_string(root, "cache_salt", GEN_MAX_SALT_LEN, &r->cache_salt, e) || !refuse_unsupported(root, r, e))
+        !get_string(root, "cache_salt", GEN_MAX_SALT_LEN, &r->cache_salt, e) ||
+        !(kind == GEN_CHAT ? parse_template_kwargs(root, r, e) : true) || !refuse_unsupported(root, r, e))
         goto out;
     if ((so = field(root, "stream_options"))) {
         if (!json_is_object(so)) {
@@ -497,6 +518,13 @@ static json_t *finish_json(enum finish_reason f)
     return n ? json_string(n) : json_null();
 }
 
+infer_reasoning *job_reasoning_new(const struct job *j)
+{
+    if (j->think_closed)
+        return infer_reasoning_new_closed(j->think_open, j->think_close);
+    return infer_reasoning_new(j->think_open, j->think_close, j->think_forced);
+}
+
 /* The assistant message of a finished chat job: a thinking model's
  * reasoning goes into reasoning_content (when there is any), the rest into
  * content, as llama.cpp's server does. */
@@ -505,7 +533,7 @@ static json_t *chat_message(const struct job *j)
     const char *text = j->text ? j->text : "";
     if (!j->think_open)
         return json_pack("{s:s, s:s%}", "role", "assistant", "content", text, j->text_len);
-    infer_reasoning *r = infer_reasoning_new(j->think_open, j->think_close, j->think_forced);
+    infer_reasoning *r = job_reasoning_new(j);
     const char *pr, *pc;
     size_t nr, nc;
     if (!r || infer_reasoning_push(r, text, j->text_len, true, &pr, &nr, &pc, &nc) != INFER_OK) {
@@ -525,7 +553,7 @@ size_t api_answer_start(const struct job *j, char **reasoning)
         *reasoning = NULL;
     if (!j->think_open || !j->text)
         return 0;
-    infer_reasoning *r = infer_reasoning_new(j->think_open, j->think_close, j->think_forced);
+    infer_reasoning *r = job_reasoning_new(j);
     const char *pr, *pc;
     size_t nr, nc, start = 0;
     /* the answer is always a suffix of the text (verbatim after the

@@ -457,7 +457,7 @@ json_t *ollama_response(const struct job *j, const char *model)
     if (!j->think_open)
         return add_stats(base(j, model, text, j->text_len, "", 0, true), j);
     /* a thinking model: the reasoning goes to "thinking", the answer to content */
-    infer_reasoning *r = infer_reasoning_new(j->think_open, j->think_close, j->think_forced);
+    infer_reasoning *r = job_reasoning_new(j);
     const char *pr, *pc;
     size_t nr, nc;
     json_t *o = NULL;

@@ -594,7 +594,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
             if ((n_text || done) && !ctx->reasoning_checked) {
                 ctx->reasoning_checked = true; /* the job is admitted: its markers are set */
                 if (j->think_open && j->req.kind == GEN_CHAT)
-                    ctx->reasoning = infer_reasoning_new(j->think_open, j->think_close, j->think_forced);
+                    ctx->reasoning = job_reasoning_new(j);
                 ctx->tools_hold = j->req.kind == GEN_CHAT && j->req.tools &&
                                   j->req.tool_choice_eff != TOOL_CHOICE_NONE;
             }

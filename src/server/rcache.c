@@ -117,6 +117,8 @@ static char *canonical(const struct server *srv, const struct job *j, size_t n_m
                           (double)r->sp.repeat_penalty, r->sp.repeat_last_n, (json_int_t)r->sp.seed, stops);
     if (k && r->format_key) /* structured output: another answer */
         json_array_append_new(k, json_string(r->format_key));
+    if (k && r->kind == GEN_CHAT && gen_no_think(r, cfg->reasoning_budget)) /* another prompt */
+        json_array_append_new(k, json_string("no-think"));
     if (k && emb_id)
         json_array_append_new(k, json_string(emb_id));
     char *s = k ? json_dumps(k, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;

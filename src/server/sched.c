@@ -84,6 +84,7 @@ struct sched {
     infer_chat_family fam;
     const char *think_open, *think_close; /* reasoning markers, NULL when the model has none */
     bool think_forced; /* the template's generation prompt opens the reasoning */
+    char think_off[64]; /* what ends the prompt of a turn asked not to think ("": no such switch) */
     int n_vocab, n_ctx;
     struct slot *slots;
     int n_slots;
@@ -294,6 +295,10 @@ static bool model_load(struct sched *s, char *err, size_t err_len)
     infer_chat_reasoning_markers(infer_model_gguf(s->model), &s->think_open, &s->think_close);
     s->think_forced =
         s->think_open && infer_chat_reasoning_forced(infer_model_gguf(s->model), cfg->chat_template, s->think_open);
+    if (!s->think_open || !infer_chat_reasoning_off(infer_model_gguf(s->model), cfg->chat_template, s->think_open,
+                                                    s->think_close, s->think_forced, s->think_off,
+                                                    sizeof(s->think_off)))
+        s->think_off[0] = '\0';
     s->n_vocab = infer_model_n_vocab(s->model);
     infer_engine_params ep;
     infer_engine_params_default(&ep);
@@ -372,7 +377,7 @@ static bool admit(struct sched *s, struct job *j)
     const struct gen_request *r = &j->req;
     struct api_error *e = &j->err;
     int64_t n;
-    if (r->think == 1 && r->kind == GEN_CHAT && !s->think_open) {
+    if (r->think == 1 && r->ollama && r->kind == GEN_CHAT && !s->think_open) { /* Ollama's answer */
         api_error_set(e, 400, "invalid_request_error", "invalid_value", "\"%s\" does not support thinking",
                       r->model ? r->model : s->srv->model_id);
         return false;
@@ -404,7 +409,13 @@ static bool admit(struct sched *s, struct job *j)
             api_error_set(e, 400, "invalid_request_error", "invalid_value", "messages: %s", infer_last_error());
             return false;
         }
-        if (n > 0 && s->think_forced) { /* as the template: the answer starts inside the reasoning */
+        if (n > 0 && s->think_off[0] && gen_no_think(r, cfg->reasoning_budget)) {
+            /* asked not to think: the template's no-thinking prompt (the
+             * reasoning closed before it starts, as llama.cpp renders it) */
+            n = infer_model_tokenize_append(s->model, s->think_off, &j->tokens, n);
+            j->think_forced = false;
+            j->think_closed = true;
+        } else if (n > 0 && s->think_forced) { /* as the template: the answer starts inside the reasoning */
             char open_nl[40];
             snprintf(open_nl, sizeof(open_nl), "%s\n", s->think_open);
             n = infer_model_tokenize_append(s->model, open_nl, &j->tokens, n);

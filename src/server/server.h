@@ -80,6 +80,7 @@ struct server_config {
     double response_cache_ttl; /* seconds from creation (0: 24 h) */
     int64_t response_cache_max_entries;
     enum tool_choice tool_choice; /* --tool-choice: for requests with tools and no tool_choice (auto) */
+    int reasoning_budget;         /* --reasoning-budget: -1 thinking as the model likes, 0 asked not to think */
     uint64_t response_cache_max_bytes;  /* answer bytes (0: 256 MiB) */
     double response_cache_threshold;    /* tier 2's default cosine (0: the embedding model's calibrated one) */
     double response_cache_max_temp;     /* tier 2 only at or below this temperature */
@@ -131,11 +132,22 @@ struct gen_request {
     /* Ollama's /api/chat and /api/generate (api_ollama.c); zero for OpenAI requests */
     enum ollama_api { OLLAMA_NONE, OLLAMA_CHAT, OLLAMA_GENERATE } ollama;
     bool load_only;            /* no prompt/messages: load (or unload) the model, generate nothing */
-    int think;                 /* -1 not given, 0 false (reasoning dropped), 1 true (reasoning required) */
+    int think;                 /* -1 not given, 0 false (no thinking: the template's no-thinking prompt where
+                                  it has one; Ollama drops any reasoning), 1 true (reasoning required);
+                                  Ollama's think, OpenAI's chat_template_kwargs.enable_thinking */
     bool keep_alive_set;       /* keep_alive given: the model's idle timeout from this request on */
     double keep_alive;         /* seconds, < 0 forever (server_parse_duration) */
     int64_t n_ctx_limit;       /* options.num_ctx: prompt + answer at most this (0: the context) */
 };
+
+/* The request asks the model not to think: think false (Ollama), or
+ * chat_template_kwargs.enable_thinking false, or neither and the server's
+ * --reasoning-budget 0 (the prompt ends with the template's no-thinking
+ * text where it has one: infer_chat_reasoning_off). */
+static inline bool gen_no_think(const struct gen_request *r, int reasoning_budget)
+{
+    return r->think == 0 || (r->think < 0 && reasoning_budget == 0);
+}
 
 /* An OpenAI-shaped error: HTTP status, message, type and code. */
 struct api_error {
@@ -344,6 +356,7 @@ struct job {
      * connection once text or the end shows, under mu) */
     const char *think_open, *think_close; /* a thinking model's reasoning markers (chat), or NULL */
     bool think_forced;                    /* the prompt opened the reasoning (the template does) */
+    bool think_closed;                    /* the prompt closed it (asked not to think: gen_no_think) */
     int32_t *tokens;           /* the prompt, tokenized (n_tokens) */
     int64_t n_tokens;
     int64_t max_gen;           /* completion tokens allowed */
@@ -485,6 +498,11 @@ json_t *api_chunk(const struct job *j, const char *model_id, const char *text, s
  * Only j->text from byte `from` on is looked at: what was streamed already
  * as content (api_tools_stream_len) is not sent again. */
 json_t *api_tool_calls_chunk(const struct job *j, const char *model_id, size_t from);
+/* The splitter of a chat job's output into reasoning and answer, in the
+ * state the prompt left it in (opened, closed, or neither); NULL when out of
+ * memory. */
+infer_reasoning *job_reasoning_new(const struct job *j);
+
 /* Where the answer of a finished chat job starts in j->text: after a thinking
  * model's reasoning, which is split off as the reasoning splitter does (0
  * without markers; j->text_len when the text ends inside the reasoning).

@@ -704,12 +704,23 @@ bool infer_chat_reasoning_markers(const infer_gguf *g, const char **open, const 
                              open, close);
 }
 
+/* override_tmpl when given (--chat-template TEXT), else g's template, or NULL */
+static const char *template_text(const infer_gguf *g, const char *override_tmpl)
+{
+    if (override_tmpl && *override_tmpl)
+        return override_tmpl;
+    return g ? infer_gguf_get_str(g, "tokenizer.chat_template", NULL) : NULL;
+}
+
 bool infer_chat_reasoning_forced(const infer_gguf *g, const char *override_tmpl, const char *open)
 {
-    const char *tmpl = override_tmpl && *override_tmpl ? override_tmpl
-                       : g                             ? infer_gguf_get_str(g, "tokenizer.chat_template", NULL)
-                                                       : NULL;
-    return reasoning_forced_open(tmpl, open);
+    return reasoning_forced_open(template_text(g, override_tmpl), open);
+}
+
+bool infer_chat_reasoning_off(const infer_gguf *g, const char *override_tmpl, const char *open, const char *close,
+                              bool forced, char *buf, size_t n)
+{
+    return reasoning_off_suffix(template_text(g, override_tmpl), open, close, forced, buf, n);
 }
 
 const char *infer_chat_family_name(infer_chat_family f) { return chat_family_name((enum chat_family)f); }

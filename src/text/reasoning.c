@@ -23,6 +23,7 @@
 #include "reasoning.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +125,14 @@ infer_reasoning *infer_reasoning_new(const char *open, const char *close, bool i
     r->n_open = strlen(open);
     r->n_close = strlen(close);
     r->state = in_reasoning ? RS_REASONING : RS_START;
+    return r;
+}
+
+infer_reasoning *infer_reasoning_new_closed(const char *open, const char *close)
+{
+    infer_reasoning *r = infer_reasoning_new(open, close, false);
+    if (r)
+        r->state = RS_AFTER;
     return r;
 }
 
@@ -263,6 +272,20 @@ bool reasoning_forced_open(const char *tmpl, const char *open)
             return true;
     }
     return false;
+}
+
+bool reasoning_off_suffix(const char *tmpl, const char *open, const char *close, bool forced, char *buf, size_t n)
+{
+    if (!tmpl || !open || !close)
+        return false;
+    int w;
+    if (forced)
+        w = snprintf(buf, n, "%s\n%s", open, close);
+    else if (strstr(tmpl, "enable_thinking"))
+        w = snprintf(buf, n, "%s\n\n%s\n\n", open, close);
+    else
+        return false;
+    return w > 0 && (size_t)w < n;
 }
 
 bool reasoning_markers(const char *tmpl, bool (*has)(void *ctx, const char *piece), void *ctx,

@@ -25,4 +25,13 @@ bool reasoning_markers(const char *tmpl, bool (*has)(void *ctx, const char *piec
  * '<think>\n\n</think>\n\n' of enable_thinking=false does not count). */
 bool reasoning_forced_open(const char *tmpl, const char *open);
 
+/* What ends the prompt of a turn asked not to think (Ollama's "think":
+ * false, chat_template_kwargs.enable_thinking = false, --reasoning-budget 0),
+ * as llama.cpp's templates give it: a template that opens the reasoning
+ * itself (forced) gets open "\n" close (llama.cpp appends close to the
+ * prompt); one with Qwen3's enable_thinking switch the empty block
+ * open "\n\n" close "\n\n" it writes.  Written to buf (n bytes); false when
+ * the template has no such switch (the model then thinks as it likes). */
+bool reasoning_off_suffix(const char *tmpl, const char *open, const char *close, bool forced, char *buf, size_t n);
+
 #endif

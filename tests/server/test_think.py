@@ -15,8 +15,12 @@ server and Ollama return a reasoning model's output:
   - /v1/completions (raw): the text verbatim, markers included;
   - a template whose generation prompt opens the reasoning (--chat-template, Qwen3-Thinking-2507's
     shape): the prompt ends with "<think>\n", the output (no opening marker) is still split;
-  - Ollama /api/chat: message.thinking and message.content, streamed and not; "think": false
-    drops the thinking; /api/generate: thinking and response; /api/show names the capability.
+  - Ollama /api/chat: message.thinking and message.content, streamed and not; /api/generate:
+    thinking and response; /api/show names the capability;
+  - asked not to think (Ollama's "think": false, chat_template_kwargs.enable_thinking false,
+    `serve --reasoning-budget 0`): the prompt ends with the template's no-thinking text, as
+    llama.cpp renders it ('<think>\n\n</think>\n\n' of Qwen3's switch; '<think>\n</think>'
+    after a template that opens the reasoning itself), so the model answers at once.
 Skipped (77) when the model was not built.  Run by tests/server/run.sh.
 """
 import json
@@ -130,10 +134,35 @@ def test_ollama_chat():
             body["think"] = think
         m = ollama("/api/chat", body)["message"]
         assert m["content"] == ANSWER and m["thinking"] == REASONING, (think, m)
-    m = ollama("/api/chat", {"messages": user("Hello"), "stream": False, "think": False})["message"]
+    o = ollama("/api/chat", {"messages": user("Hello"), "stream": False, "think": True})
+    n_think = o["prompt_eval_count"]
+    o = ollama("/api/chat", {"messages": user("Hello"), "stream": False, "think": False})
+    m = o["message"]
     assert m["content"] == ANSWER and "thinking" not in m, m
+    # the empty reasoning block (4 tokens) is in the prompt, the answer comes at once: "The",
+    # " answer", "." (and <|im_end|>, not counted)
+    assert o["prompt_eval_count"] == n_think + 4 and o["eval_count"] == 3, o
     o = ollama("/api/generate", {"prompt": "Hello", "stream": False, "think": True})
     assert o["response"] == ANSWER and o["thinking"] == REASONING, o
+
+
+def test_no_think_openai():
+    on = chat(user("Hello"), chat_template_kwargs={"enable_thinking": True})
+    assert on["choices"][0]["message"]["reasoning_content"] == REASONING, on
+    o = chat(user("Hello"), chat_template_kwargs={"enable_thinking": False})
+    m = o["choices"][0]["message"]
+    assert m["content"] == ANSWER and not m.get("reasoning_content"), m
+    assert o["usage"]["completion_tokens"] == 3, o["usage"]
+    assert o["usage"]["prompt_tokens"] == on["usage"]["prompt_tokens"] + 4, (o["usage"], on["usage"])
+    st, h, body = S.request("POST", "/v1/chat/completions",
+                            {"messages": user("Hello"), "temperature": 0, "stream": True,
+                             "chat_template_kwargs": {"enable_thinking": False}})
+    deltas = [json.loads(e)["choices"][0]["delta"] for e in harness.sse_events(body)[:-1]]
+    content = "".join(d.get("content", "") for d in deltas)
+    assert content == ANSWER and not any(d.get("reasoning_content") for d in deltas), body
+    for bad in ({"chat_template_kwargs": []}, {"chat_template_kwargs": {"enable_thinking": "no"}}):
+        st, e = S.post("/v1/chat/completions", {"messages": user("Hello"), **bad})
+        assert st == 400 and "chat_template_kwargs" in e["error"]["message"], (bad, st, e)
 
 
 def test_ollama_chat_stream():
@@ -177,6 +206,31 @@ def test_forced_open():
         st, o = srv.post("/api/chat", {"model": NAME, "messages": user("Hello"), "stream": False,
                                        "options": {"temperature": 0}})
         assert o["message"]["content"] == ANSWER and o["message"]["thinking"] == REASONING, o
+        n_think = o["prompt_eval_count"]
+        # think false: the prompt ends "<think>\n</think>" (llama.cpp appends the closing marker),
+        # the model goes on with "\n\n" and the answer, all of it content
+        st, o = srv.post("/api/chat", {"model": NAME, "messages": user("Hello"), "stream": False,
+                                       "options": {"temperature": 0}, "think": False})
+        assert o["message"]["content"] == ANSWER and "thinking" not in o["message"], o
+        assert o["prompt_eval_count"] == n_think + 1 and o["eval_count"] == 4, o
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+
+
+def test_reasoning_budget():
+    # serve --reasoning-budget 0: no thinking unless a request asks for it
+    srv = Server(MODEL, ["-c", "256", "--max-tokens", "32", "--reasoning-budget", "0"], name="think-budget")
+    try:
+        st, o = srv.post("/v1/chat/completions", {"messages": user("Hello"), "temperature": 0})
+        m = o["choices"][0]["message"]
+        assert st == 200 and m["content"] == ANSWER and not m.get("reasoning_content"), (st, o)
+        assert o["usage"]["completion_tokens"] == 3, o["usage"]
+        st, o = srv.post("/v1/chat/completions", {"messages": user("Hello"), "temperature": 0,
+                                                  "chat_template_kwargs": {"enable_thinking": True}})
+        assert st == 200 and o["choices"][0]["message"]["reasoning_content"] == REASONING, (st, o)
+        st, o = srv.post("/api/chat", {"model": NAME, "messages": user("Hello"), "stream": False,
+                                       "options": {"temperature": 0}, "think": True})
+        assert st == 200 and o["message"]["thinking"] == REASONING, (st, o)
     finally:
         assert srv.stop() == 0, srv.log()[-3000:]
 
@@ -188,7 +242,7 @@ def main():
         return 77
     S = Server(MODEL, ["-c", "256", "--max-tokens", "32"], name="think")
     tests = [test_chat_split, test_chat_stream_split, test_history_drops_reasoning, test_tools_offered,
-             test_completion_raw, test_forced_open,
+             test_completion_raw, test_forced_open, test_no_think_openai, test_reasoning_budget,
              test_ollama_chat, test_ollama_chat_stream, test_ollama_show]
     return harness.run_with_server(S, tests, "test_think")
 
