@@ -57,6 +57,9 @@ static void detect(struct cpu_features *f)
 #ifndef HWCAP_FPHP
 #define HWCAP_FPHP (1 << 9)
 #endif
+#ifndef HWCAP_CRC32
+#define HWCAP_CRC32 (1 << 7)
+#endif
 #ifndef HWCAP2_I8MM
 #define HWCAP2_I8MM (1 << 13)
 #endif
@@ -68,6 +71,7 @@ static void detect(struct cpu_features *f)
     f->dotprod = hw & HWCAP_ASIMDDP;
     f->fp16 = hw & HWCAP_FPHP;
     f->i8mm = hw2 & HWCAP2_I8MM;
+    f->crc32 = hw & HWCAP_CRC32;
 }
 #else
 static void detect(struct cpu_features *f) { (void)f; }

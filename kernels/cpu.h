@@ -16,7 +16,7 @@ struct cpu_features {
     bool sse2, ssse3, sse41, avx, avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, avxvnni;
     /* aarch64 */
-    bool neon, dotprod, i8mm, fp16;
+    bool neon, dotprod, i8mm, fp16, crc32;
 };
 
 const struct cpu_features *cpu_features_get(void);

@@ -36,6 +36,7 @@
 #include "../kernels/quants.h"
 #include "../kernels/repack.h"
 #include "check-argmax.h"
+#include "check-crc32c.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 
@@ -721,6 +722,15 @@ static void test_table(void **state)
     assert_non_null(t->vec_dot_f32);
 }
 
+/* crc32c with the CRC32C instructions where the CPU has them (the
+ * repacked-weight cache checks its whole file with it at every load) */
+static void test_crc32c(void **state)
+{
+    (void)state;
+    printf("  crc32c: %s\n", cpu_features_get()->crc32 ? "CRC32C instructions" : "tables");
+    check_crc32c();
+}
+
 #define VARIANT_TESTS(v)                                                            \
     cmocka_unit_test_prestate(test_table, &(v)), cmocka_unit_test_prestate(test_quant_dots, &(v)), \
         cmocka_unit_test_prestate(test_quant_dots_extremes, &(v)),                 \
@@ -733,6 +743,7 @@ int main(void)
     char feats[256];
     cpu_features_format(cpu_features_get(), feats, sizeof(feats));
     printf("cpu features: %s\n", feats[0] ? feats : "(none)");
-    const struct CMUnitTest tests[] = {VARIANT_TESTS(v_neon), VARIANT_TESTS(v_dotprod), VARIANT_TESTS(v_i8mm)};
+    const struct CMUnitTest tests[] = {VARIANT_TESTS(v_neon), VARIANT_TESTS(v_dotprod), VARIANT_TESTS(v_i8mm),
+                                       cmocka_unit_test(test_crc32c)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
