@@ -68,6 +68,7 @@ DEFINE_TILES(gemm_iq4_nl, GGML_TYPE_IQ4_NL, gemm32, gemm32(GGML_TYPE_IQ4_NL, 4, 
 #include "gemmk_avx2.h"
 #define Q6X_W 256
 #define Q6X_NACC 2 /* vpdpwssd chains: latency, not throughput, would bound one token */
+#define Q6X_SPLIT 3 /* 2 tokens: both row pairs per pass, enough vpdpwssd chains */
 #include "gemm_q6kx4_body.h"
 
 /* Q2_K, Q3_K, IQ4_XS: lowbit_x86.h on vpdpwssd / vpdpbusd. */

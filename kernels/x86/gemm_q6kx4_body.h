@@ -4,8 +4,9 @@
  * defines Q6X_W 512 (avx512: the four rows of a sub-block in one vector) or
  * 256 (avx2, avxvnni: two vectors of two rows; K_MADD_ACC as for
  * gemmk_avx2.h), optionally Q6X_NACC (one token's accumulators per vector:
- * dependency chains for a multiply-add of some latency), and includes
- * x86_util.h.
+ * dependency chains for a multiply-add of some latency) and Q6X_SPLIT (256
+ * bits: from this many tokens on, one row pair per pass over a super-block,
+ * not both; default 2), and includes x86_util.h.
  *
  * Each 128-bit lane of a vector holds one row's 16-element sub-block (one
  * piece of ql, one of qh: repack.h), so a sub-block's int16 scale is one
@@ -28,6 +29,7 @@ typedef __m512 q6f;
 #ifndef Q6X_NACC
 #define Q6X_NACC 2 /* one token's accumulators per vector (dependency chains) */
 #endif
+#define Q6X_SPLIT 5  /* (one vector per sub-block of the four rows) */
 #define V_LOAD(p) _mm512_loadu_si512((const void *)(p))
 #define V_BCAST(p) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p)))
 #define V_MASK(p) _mm512_load_si512((const void *)(p))
@@ -68,6 +70,9 @@ typedef __m256 q6f;
 #define Q6X_NV 2
 #ifndef Q6X_NACC
 #define Q6X_NACC 1
+#endif
+#ifndef Q6X_SPLIT
+#define Q6X_SPLIT 2
 #endif
 #define V_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
 #define V_BCAST(p) _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p)))
@@ -127,6 +132,10 @@ INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
 {
     const int64_t nb = n / QK_K;
     const int na = NT == 1 ? Q6X_NACC : 1; /* more tokens: chains enough */
+    /* vectors per pass over a super-block: from Q6X_SPLIT tokens on 256
+     * bits, one row pair at a time, so that a pass's accumulators, scales
+     * and temporaries fit the sixteen registers (both pairs at once spill) */
+    const int vs = NT >= Q6X_SPLIT ? 1 : Q6X_NV;
     const q6v m4 = V_SET1_8(0x0F), m2 = V_SET1_8(0x30);
     q6f facc[Q6X_NV];
     UNROLL
@@ -144,75 +153,88 @@ INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
             yb[t] = (const block_q8_K *)(a + (size_t)t * a_row) + b;
             dy[t] = yb[t]->d;
         }
-        /* the rows' scales as int16, sub-blocks 0-7 and 8-15 of the lane's
-         * row; the accumulators start at -32 sum_j sc_j bsum_j */
-        q6v s16[Q6X_NV][2], acc[4][Q6X_NV][Q6X_NACC];
         UNROLL
-        for (int v = 0; v < Q6X_NV; v++) {
-            const q6v s = V_LOAD(tile + repack_x6k_sc(Q6X_VR * v));
-            s16[v][0] = V_SRAI16(V_UNPACKLO8(s, s), 8);
-            s16[v][1] = V_SRAI16(V_UNPACKHI8(s, s), 8);
+        for (int v0 = 0; v0 < Q6X_NV; v0 += vs) {
+            /* the rows' scales as int16, sub-blocks 0-7 and 8-15 of the
+             * lane's row; the accumulators start at -32 sum_j sc_j bsum_j */
+            q6v s16[Q6X_NV][2], acc[4][Q6X_NV][2];
+            /* with more than one pass, the tokens' rows as the compiler
+             * cannot see them: it would keep one pass's activation loads for
+             * the next, in the stack */
+            const block_q8_K *yp[4];
             UNROLL
             for (int t = 0; t < NT; t++) {
-                const q6v c = V_ADD32(V_MADD16(s16[v][0], V_BCAST(yb[t]->bsums)),
-                                      V_MADD16(s16[v][1], V_BCAST(yb[t]->bsums + 8)));
-                acc[t][v][0] = V_SUB32(V_ZERO(), V_SLLI32(c, 5));
-                UNROLL
-                for (int i = 1; i < na; i++)
-                    acc[t][v][i] = V_ZERO();
+                yp[t] = yb[t];
+                if (vs < Q6X_NV)
+                    __asm__ volatile("" : "+r"(yp[t]));
             }
-        }
-        /* ql piece p = 4h + 2k + m holds sub-block 8h + 2k + m in its low
-         * nibbles (top bits: bits 2k, 2k+1 of qh piece 2h + m) and sub-block
-         * 8h + 2k + m + 4 in its high ones (bits 2k + 4, 2k + 5) */
-        UNROLL
-        for (int p = 0; p < 8; p++) {
-            const int h = p / 4, k = (p / 2) % 2, m = p % 2;
-            const int slo = 8 * h + 2 * k + m, shi = slo + 4;
             UNROLL
-            for (int v = 0; v < Q6X_NV; v++) {
-                const q6v ql = V_LOAD(tile + repack_x6k_ql(Q6X_VR * v, p));
-                const q6v qh = V_LOAD(tile + repack_x6k_qh(Q6X_VR * v, 2 * h + m));
-                const q6v hlo = k ? V_SLLI16(qh, 2) : V_SLLI16(qh, 4);
-                const q6v hhi = k ? V_SRLI16(qh, 2) : qh;
-                const q6v qlo = V_OR(V_AND(ql, m4), V_AND(hlo, m2));
-                const q6v qhi = V_OR(V_AND(V_SRLI16(ql, 4), m4), V_AND(hhi, m2));
-                const q6v sclo = V_SHUFB(s16[v][h], V_MASK(q6x_pick[2 * k + m]));
-                const q6v schi = V_SHUFB(s16[v][h], V_MASK(q6x_pick[2 * k + m + 4]));
+            for (int v = v0; v < v0 + vs; v++) {
+                const q6v s = V_LOAD(tile + repack_x6k_sc(Q6X_VR * v));
+                s16[v][0] = V_SRAI16(V_UNPACKLO8(s, s), 8);
+                s16[v][1] = V_SRAI16(V_UNPACKHI8(s, s), 8);
                 UNROLL
                 for (int t = 0; t < NT; t++) {
-                    acc[t][v][0] = V_DPWSSD(acc[t][v][0], V_MADDUBS(qlo, V_BCAST(yb[t]->qs + 16 * slo)), sclo);
-                    acc[t][v][na - 1] = V_DPWSSD(acc[t][v][na - 1],
-                                                       V_MADDUBS(qhi, V_BCAST(yb[t]->qs + 16 * shi)), schi);
-                }
-            }
-        }
-        /* per lane (row): the four int32 of token t summed into element t */
-        const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x6k_d(0))));
-        const q6f dyv = F_BCAST4(dy);
-        UNROLL
-        for (int v = 0; v < Q6X_NV; v++) {
-            q6v z[4];
-            UNROLL
-            for (int t = 0; t < 4; t++) {
-                z[t] = V_ZERO();
-                if (t < NT) {
-                    z[t] = acc[t][v][0];
+                    const q6v c = V_ADD32(V_MADD16(s16[v][0], V_BCAST(yp[t]->bsums)),
+                                          V_MADD16(s16[v][1], V_BCAST(yp[t]->bsums + 8)));
+                    acc[t][v][0] = V_SUB32(V_ZERO(), V_SLLI32(c, 5));
                     UNROLL
                     for (int i = 1; i < na; i++)
-                        z[t] = V_ADD32(z[t], acc[t][v][i]);
+                        acc[t][v][i] = V_ZERO();
                 }
             }
-            q6v isum;
-            if (NT == 1) { /* every element of a lane: its sum */
-                isum = V_ADD32(z[0], V_SHUF32(z[0], 0x4E));
-                isum = V_ADD32(isum, V_SHUF32(isum, 0xB1));
-            } else {
-                const q6v s01 = V_ADD32(V_UNPACKLO32(z[0], z[1]), V_UNPACKHI32(z[0], z[1]));
-                const q6v s23 = V_ADD32(V_UNPACKLO32(z[2], z[3]), V_UNPACKHI32(z[2], z[3]));
-                isum = V_ADD32(V_UNPACKLO64(s01, s23), V_UNPACKHI64(s01, s23));
+            /* ql piece p = 4h + 2k + m holds sub-block 8h + 2k + m in its
+             * low nibbles (top bits: bits 2k, 2k+1 of qh piece 2h + m) and
+             * sub-block 8h + 2k + m + 4 in its high ones (bits 2k + 4, 2k + 5) */
+            UNROLL
+            for (int p = 0; p < 8; p++) {
+                const int h = p / 4, k = (p / 2) % 2, m = p % 2;
+                const int slo = 8 * h + 2 * k + m, shi = slo + 4;
+                UNROLL
+                for (int v = v0; v < v0 + vs; v++) {
+                    const q6v ql = V_LOAD(tile + repack_x6k_ql(Q6X_VR * v, p));
+                    const q6v qh = V_LOAD(tile + repack_x6k_qh(Q6X_VR * v, 2 * h + m));
+                    const q6v hlo = k ? V_SLLI16(qh, 2) : V_SLLI16(qh, 4);
+                    const q6v hhi = k ? V_SRLI16(qh, 2) : qh;
+                    const q6v qlo = V_OR(V_AND(ql, m4), V_AND(hlo, m2));
+                    const q6v qhi = V_OR(V_AND(V_SRLI16(ql, 4), m4), V_AND(hhi, m2));
+                    const q6v sclo = V_SHUFB(s16[v][h], V_MASK(q6x_pick[2 * k + m]));
+                    const q6v schi = V_SHUFB(s16[v][h], V_MASK(q6x_pick[2 * k + m + 4]));
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        acc[t][v][0] = V_DPWSSD(acc[t][v][0], V_MADDUBS(qlo, V_BCAST(yp[t]->qs + 16 * slo)), sclo);
+                        acc[t][v][na - 1] = V_DPWSSD(acc[t][v][na - 1],
+                                                     V_MADDUBS(qhi, V_BCAST(yp[t]->qs + 16 * shi)), schi);
+                    }
+                }
             }
-            facc[v] = F_ADD(facc[v], F_MUL(F_MUL(F_DLANES(d4, v), dyv), F_CVT(isum)));
+            /* per lane (row): the four int32 of token t summed into element t */
+            const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x6k_d(0))));
+            const q6f dyv = F_BCAST4(dy);
+            UNROLL
+            for (int v = v0; v < v0 + vs; v++) {
+                q6v z[4];
+                UNROLL
+                for (int t = 0; t < 4; t++) {
+                    z[t] = V_ZERO();
+                    if (t < NT) {
+                        z[t] = acc[t][v][0];
+                        UNROLL
+                        for (int i = 1; i < na; i++)
+                            z[t] = V_ADD32(z[t], acc[t][v][i]);
+                    }
+                }
+                q6v isum;
+                if (NT == 1) { /* every element of a lane: its sum */
+                    isum = V_ADD32(z[0], V_SHUF32(z[0], 0x4E));
+                    isum = V_ADD32(isum, V_SHUF32(isum, 0xB1));
+                } else {
+                    const q6v s01 = V_ADD32(V_UNPACKLO32(z[0], z[1]), V_UNPACKHI32(z[0], z[1]));
+                    const q6v s23 = V_ADD32(V_UNPACKLO32(z[2], z[3]), V_UNPACKHI32(z[2], z[3]));
+                    isum = V_ADD32(V_UNPACKLO64(s01, s23), V_UNPACKHI64(s01, s23));
+                }
+                facc[v] = F_ADD(facc[v], F_MUL(F_MUL(F_DLANES(d4, v), dyv), F_CVT(isum)));
+            }
         }
     }
     UNROLL
@@ -240,6 +262,7 @@ static void gemm_q6_Kx4(int64_t n, const void *w, size_t w_row, const void *a, s
 
 #undef Q6X_NV
 #undef Q6X_NACC
+#undef Q6X_SPLIT
 #undef Q6X_VR
 #undef V_LOAD
 #undef V_BCAST

@@ -131,6 +131,7 @@ DEFINE_DOT(vec_dot_iq4_nl, gemm32, GGML_TYPE_IQ4_NL)
 #define K_TOK_VNNI 0
 #include "gemmk_avx2.h"
 #define Q6X_W 256
+#define Q6X_SPLIT 5 /* madd + add: a row pair per pass measured no faster */
 #include "gemm_q6kx4_body.h"
 
 DEFINE_GEMM(gemm_q4_K, gemmK, GGML_TYPE_Q4_K)
