@@ -251,6 +251,17 @@ static void moe_down_run(void *ctx, int64_t i0, int64_t i1)
     }
 }
 
+/* The first MOE_PF_HEAD bytes of a weight matrix towards the caches.  The
+ * decode kernels prefetch their weight stream ~8 KB ahead, so a matrix's
+ * first 8 KB, met cold at its start, are misses; one token's experts start
+ * 24 matrices a layer. */
+#define MOE_PF_HEAD 8192
+static void prefetch_head(const void *p)
+{
+    for (size_t o = 0; o < MOE_PF_HEAD; o += 64)
+        __builtin_prefetch((const char *)p + o, 0, 3);
+}
+
 /* Whole experts (item i: the up item and the down item of one chunk of
  * an expert's pairs, each over all its rows): the down matrix right after
  * the gate/up of the same pairs, so h is still in this core's caches and
@@ -260,7 +271,15 @@ static void moe_expert_run(void *ctx, int64_t i0, int64_t i1)
 {
     struct moe_run *r = ctx;
     for (int64_t i = i0; i < i1 && !atomic_load(&r->err); i++) {
+        const int e = r->items[i].e;
+        if (r->one_tok) { /* the heads of this expert's up and down matrices */
+            const char *wg = mat_expert(&r->l->ffn_gate_exps, e).data;
+            prefetch_head(r->merged ? wg + (size_t)r->F * r->wrow_g : mat_expert(&r->l->ffn_up_exps, e).data);
+            prefetch_head(mat_expert(&r->l->ffn_down_exps, e).data);
+        }
         moe_up_run(ctx, i, i + 1);
+        if (r->one_tok && i + 1 < r->n_items) /* and the next item's gate (likely this thread's) */
+            prefetch_head(mat_expert(&r->l->ffn_gate_exps, r->items[i + 1].e).data);
         if (!atomic_load(&r->err))
             moe_down_run(ctx, i, i + 1);
     }
