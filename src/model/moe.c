@@ -142,7 +142,10 @@ done:
  * Decode (one token, 8 of 64 experts) is 2 loops a layer, not one per
  * matrix, and each item is a whole matrix; prefill items hold whole
  * experts' rows over up to MOE_CHUNK of their tokens, so each expert's
- * weights are read once per chunk.
+ * weights are read once per chunk.  When no item is split into row ranges
+ * (enough chunks for MOE_ITEMS_PER_THREAD a thread: decode of 8 experts
+ * on up to 2 threads, prefill of 32-128 experts), the two loops are one of
+ * whole experts (moe_expert_run).
  */
 #define MOE_CHUNK 256
 /* pool items per taking-part thread each loop aims at */
@@ -245,6 +248,40 @@ static void moe_down_run(void *ctx, int64_t i0, int64_t i1)
             moe_fail(r, st);
             return;
         }
+    }
+}
+
+/* The first MOE_PF_HEAD bytes of a weight matrix towards the caches.  The
+ * decode kernels prefetch their weight stream ~8 KB ahead, so a matrix's
+ * first 8 KB, met cold at its start, are misses; one token's experts start
+ * 24 matrices a layer. */
+#define MOE_PF_HEAD 8192
+static void prefetch_head(const void *p)
+{
+    for (size_t o = 0; o < MOE_PF_HEAD; o += 64)
+        __builtin_prefetch((const char *)p + o, 0, 3);
+}
+
+/* Whole experts (item i: the up item and the down item of one chunk of
+ * an expert's pairs, each over all its rows): the down matrix right after
+ * the gate/up of the same pairs, so h is still in this core's caches and
+ * the layer needs one pool loop, not two with a wait for the slowest
+ * thread between them. */
+static void moe_expert_run(void *ctx, int64_t i0, int64_t i1)
+{
+    struct moe_run *r = ctx;
+    for (int64_t i = i0; i < i1 && !atomic_load(&r->err); i++) {
+        const int e = r->items[i].e;
+        if (r->one_tok) { /* the heads of this expert's up and down matrices */
+            const char *wg = mat_expert(&r->l->ffn_gate_exps, e).data;
+            prefetch_head(r->merged ? wg + (size_t)r->F * r->wrow_g : mat_expert(&r->l->ffn_up_exps, e).data);
+            prefetch_head(mat_expert(&r->l->ffn_down_exps, e).data);
+        }
+        moe_up_run(ctx, i, i + 1);
+        if (r->one_tok && i + 1 < r->n_items) /* and the next item's gate (likely this thread's) */
+            prefetch_head(mat_expert(&r->l->ffn_gate_exps, r->items[i + 1].e).data);
+        if (!atomic_load(&r->err))
+            moe_down_run(ctx, i, i + 1);
     }
 }
 
@@ -407,10 +444,20 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     if (counts)
         for (int e = 0; e < E; e++)
             counts[e] += (uint64_t)(off[e + 1] - off[e]);
+    /* the experts with pairs, most pairs first (ties: lower index), so the
+     * pool hands out the longest items first and the last ones to finish
+     * are short (pair numbering and the sums do not depend on this order) */
     int n_act = 0;
     for (int e = 0; e < E; e++)
         if (off[e + 1] > off[e])
             act[n_act++] = e;
+    for (int a = 1; a < n_act; a++) { /* insertion sort: n_act <= n_expert, mostly few */
+        const int e = act[a];
+        int j = a;
+        for (; j > 0 && off[act[j - 1] + 1] - off[act[j - 1]] < off[e + 1] - off[e]; j--)
+            act[j] = act[j - 1];
+        act[j] = e;
+    }
 
     /* the activations, converted once for all experts, then each pair's row */
     if (matmul_act_quantize(xq_g, tg, x, D, n_tok) || (two_act && matmul_act_quantize(xq_u, tu, x, D, n_tok))) {
@@ -477,9 +524,13 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
         .ditems = ditems, .n_items = n_items, .n_ditems = n_ditems, .tpair = tpair, .K = K,
     };
     atomic_init(&r.err, 0);
-    pool_for(n_items, 1, moe_up_run, &r);
-    if (!atomic_load(&r.err))
-        pool_for(n_ditems, 1, moe_down_run, &r);
+    if (n_items == n_chunks && n_ditems == n_chunks) /* whole matrices: item i of both is chunk i */
+        pool_for(n_chunks, 1, moe_expert_run, &r);
+    else {
+        pool_for(n_items, 1, moe_up_run, &r);
+        if (!atomic_load(&r.err))
+            pool_for(n_ditems, 1, moe_down_run, &r);
+    }
     if (atomic_load(&r.err)) {
         st = INFER_ERR_UNSUPPORTED; /* matmul left the message */
         goto done;
