@@ -1120,7 +1120,8 @@ static int bench_throughput(struct bench *b, const char *model, const struct tp_
         printf("\n]\n");
     else
         printf("\nload %.3f s (map, validate, bind, tokenizer, repack); %.1f%% of the file was in the page cache "
-               "before loading; %.1f%% mapped in 2 MiB pages after the run; kernels %s; %d repetitions, mean ± "
+               "before loading; %.1f%% of the file mapped in 2 MiB pages after the run (repacked weights are read "
+               "from the repack cache's own map instead); kernels %s; %d repetitions, mean ± "
                "sample stddev\nthreads: %d of %d taking part at the end (adaptive count: %llu dropped, %llu tried "
                "again; %.1f%% of the parallel time spent waiting for other threads)\n%s\n",
                infer_model_load_seconds(m), before.percent,
