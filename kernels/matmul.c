@@ -16,7 +16,9 @@
  *     the vector units, see dispatch.h); if it cannot, the GEMM path below.
  *     A type with many_prep (dispatch.h) has its activations reorganized
  *     once per chunk of tokens, by all threads before the rows start, and
- *     every row range reads that one copy (gemm_many_prep).
+ *     every row range reads that one copy (gemm_many_prep).  matmul_glu
+ *     runs the same items over a gate and an up matrix with
+ *     gemm_many_glu, which writes act(gate) * up.
  *   GEMM, n_tok > 1: rows are grouped into blocks of about MATMUL_BLOCK_BYTES
  *     of weights (a whole number of tiles), tokens into blocks of
  *     MATMUL_TOK_BLOCK; a unit of work is one (row block, token block) pair,

@@ -961,15 +961,9 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                 __m512 fg[LR], fu[LR];
                 facc_load(fg, F + (size_t)(t - t0) * f_tile, g, false);
                 facc_load(fu, F + (size_t)(t + 1 - t0) * f_tile, g, false);
-                if (glu == GLU_GELU) {
-                    UNROLL
-                    for (int r = 0; r < LR; r++)
-                        fg[r] = _mm512_mul_ps(gelu16(fg[r]), fu[r]);
-                } else {
-                    UNROLL
-                    for (int r = 0; r < LR; r++)
-                        fg[r] = _mm512_mul_ps(silu16(fg[r]), fu[r]);
-                }
+                UNROLL
+                for (int r = 0; r < LR; r++)
+                    fg[r] = _mm512_mul_ps(glu == GLU_GELU ? gelu16(fg[r]) : silu16(fg[r]), fu[r]);
                 facc_done(fg, NULL, g, true, n_tok, nr, y + r0, ys);
             }
         for (int64_t g = 0; g < ng && !wu; g++)
