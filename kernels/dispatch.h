@@ -102,18 +102,24 @@ typedef int (*gemm_many_prep_fn)(int64_t n, const void *w, size_t w_row, int64_t
                                  size_t a_row, const void *prep, int64_t n_tok, float *y, size_t y_stride);
 
 /*
- * Optional fused gate/up form of gemm_many (the SwiGLU of an FFN or an
- * expert, src/model/moe.c): two matrices of the same type and shape, gate
- * rows at wg and up rows at wu, over the same activations, and
- *     y[t * y_stride + r] = silu(g) * u,  g = vec_dot(n, wg + r * w_row, a + t * a_row),
- *                                         u = vec_dot(n, wu + r * w_row, a + t * a_row)
- * with silu as ops.h's (x / (1 + exp(-x))) and one float product: the bits
- * of gemm_many on each matrix, then silu and vec_mul.  Both matrices' tiles
- * pass over the activations together and only the product is stored.  Same
- * calling rules and return as gemm_many.
+ * Optional fused gate/up form of gemm_many (the gated FFN of a dense layer,
+ * src/model/forward.c, or of an expert, src/model/moe.c): two matrices of
+ * the same type and shape, gate rows at wg and up rows at wu, over the same
+ * activations, and
+ *     y[t * y_stride + r] = act(g) * u,  g = vec_dot(n, wg + r * w_row, a + t * a_row),
+ *                                        u = vec_dot(n, wu + r * w_row, a + t * a_row)
+ * with act ops.h's silu (x / (1 + exp(-x))) or gelu (tanh form) as the
+ * same table gives them, and one float product: the bits of gemm_many on
+ * each matrix, then silu or gelu and vec_mul.  Both matrices' tiles pass
+ * over the activations together and only the product is stored.  prep:
+ * NULL, or (a type with many_prep) the prepared activations of the call's
+ * tokens as for gemm_many_prep.  Same calling rules and return as
+ * gemm_many.
  */
+enum glu_act { GLU_SILU, GLU_GELU };
 typedef int (*gemm_many_glu_fn)(int64_t n, const void *wg, const void *wu, size_t w_row, int64_t n_rows,
-                                const void *a, size_t a_row, int64_t n_tok, float *y, size_t y_stride);
+                                const void *a, size_t a_row, const void *prep, int64_t n_tok, float *y,
+                                size_t y_stride, enum glu_act act);
 
 /* Per-type kernels, indexed by ggml type id.  NULL entries: not supported. */
 struct kernel_type_ops {
@@ -122,7 +128,7 @@ struct kernel_type_ops {
     vec_dot_fn vec_dot;       /* dot(row of this type, row of vec_dot_type) */
     gemm_fn gemm;             /* tile of vec_dots (NULL when vec_dot is) */
     gemm_many_fn gemm_many;   /* optional: many tokens at once (NULL: use gemm) */
-    gemm_many_glu_fn gemm_many_glu; /* optional: gemm_many of gate and up, SwiGLU'd */
+    gemm_many_glu_fn gemm_many_glu; /* optional: gemm_many of gate and up, act(gate) * up */
     act_prep_fn act_prep;     /* optional, with gemm_prep: 2-4 token tiles on */
     gemm_prep_fn gemm_prep;   /* activation data made once per matmul */
     act_prep_fn many_prep;    /* optional, with gemm_many_prep: gemm_many on */

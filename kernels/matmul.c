@@ -16,7 +16,9 @@
  *     the vector units, see dispatch.h); if it cannot, the GEMM path below.
  *     A type with many_prep (dispatch.h) has its activations reorganized
  *     once per chunk of tokens, by all threads before the rows start, and
- *     every row range reads that one copy (gemm_many_prep).
+ *     every row range reads that one copy (gemm_many_prep).  matmul_glu
+ *     runs the same items over a gate and an up matrix with
+ *     gemm_many_glu, which writes act(gate) * up.
  *   GEMM, n_tok > 1: rows are grouped into blocks of about MATMUL_BLOCK_BYTES
  *     of weights (a whole number of tiles), tokens into blocks of
  *     MATMUL_TOK_BLOCK; a unit of work is one (row block, token block) pair,
@@ -363,6 +365,9 @@ struct mm {
     vec_dot_fn dot;
     gemm_fn gemm;
     gemm_many_fn many;
+    gemm_many_glu_fn glu;   /* with many: the fused gate/up form, w the gate */
+    const char *wu;         /* rows and wu the up rows (matmul_glu), */
+    enum glu_act act;       /* y the products */
     gemm_prep_fn gemm_prep; /* with prep: the prepared tiles (dispatch.h), */
     gemm_many_prep_fn many_prep; /* or the prepared gemm_many */
     const char *prep;       /* act_prep (many_prep) of each group of */
@@ -393,6 +398,21 @@ static void mm_rows(const struct mm *m, int64_t o0, int64_t o1, int64_t t0, int6
     }
 }
 
+/* matmul_glu's outputs of rows [o0, o1) for tokens [t0, t1) when its
+ * kernel cannot get its scratch: each from the two vec_dots, then the
+ * table's silu or gelu of one element and the product (their bits). */
+static void mm_glu_rows(const struct mm *m, int64_t o0, int64_t o1, int64_t t0, int64_t t1)
+{
+    void (*const act)(float *, int64_t) = m->act == GLU_GELU ? kern.gelu : kern.silu;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t o = o0; o < o1; o++) {
+            const char *a = m->a + (size_t)t * m->a_row;
+            float g = m->dot(m->n_in, m->w + (size_t)o * m->w_row, a);
+            act(&g, 1);
+            m->y[t * m->n_out + o] = g * m->dot(m->n_in, m->wu + (size_t)o * m->w_row, a);
+        }
+}
+
 /* The work of one matmul as items for the thread pool, each writing its own
  * outputs: with gemm_many, (row group, token chunk) pairs; for one token,
  * whole GEMM_ROWS tiles; otherwise (row block, token block) units sized so
@@ -415,6 +435,13 @@ static void mm_items_run(void *ctx, int64_t i0, int64_t i1)
         const char *w = m->w + (size_t)o0 * m->w_row, *a = m->a + (size_t)t0 * m->a_row;
         float *y = m->y + t0 * m->n_out + o0;
         int done = -1;
+        if (m->glu) {
+            if (m->glu(m->n_in, w, m->wu + (size_t)o0 * m->w_row, m->w_row, o1 - o0, a, m->a_row,
+                       m->many_prep ? m->prep + (size_t)(t0 / m->prep_tok) * m->prep_group : NULL, t1 - t0, y,
+                       (size_t)m->n_out, m->act) != 0)
+                mm_glu_rows(m, o0, o1, t0, t1);
+            continue;
+        }
         if (m->many_prep) /* t0: a multiple of MATMUL_MANY_TOK, so of prep_tok */
             done = m->many_prep(m->n_in, w, m->w_row, o1 - o0, a, m->a_row,
                                 m->prep + (size_t)(t0 / m->prep_tok) * m->prep_group, t1 - t0, y, (size_t)m->n_out);
@@ -523,18 +550,12 @@ static void *mm_prep(struct mm *m, uint32_t wtype, int64_t many_min, bool parall
     return p;
 }
 
-int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok)
+/* matmul_q's passes over chunks of tokens, checked arguments; wu and glu
+ * (with many tokens) for matmul_glu. */
+static void mm_q_run(float *y, const void *w, const void *wu, gemm_many_glu_fn glu, enum glu_act act,
+                     uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok, size_t w_row,
+                     size_t act_row)
 {
-    uint32_t at;
-    size_t w_row, act_row;
-    int st = matmul_check(wtype, n_in, n_out, n_tok, w, &at, &w_row, &act_row);
-    if (st)
-        return st;
-    if (n_out == 0 || n_tok == 0)
-        return INFER_OK;
-    if (!y || !w || !xq)
-        return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
-
     const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
     const bool many = n_tok >= many_min && kern.types[wtype].gemm_many;
     /* gemm_many: chunks of MATMUL_MANY_TOK tokens, each prepared (when the
@@ -546,8 +567,9 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
             .w = w, .a = (const char *)xq + (size_t)t0 * act_row, .y = y + t0 * n_out, .n_in = n_in,
             .n_out = n_out, .n_tok = nt, .w_row = w_row, .a_row = act_row, .dot = kern.types[wtype].vec_dot,
             .gemm = kern.types[wtype].gemm, .many = many ? kern.types[wtype].gemm_many : NULL,
+            .glu = many ? glu : NULL, .wu = wu, .act = act,
         };
-        const double work = (double)n_in * (double)n_out * (double)nt;
+        const double work = (double)n_in * (double)n_out * (double)nt * (glu ? 2.0 : 1.0);
         const bool parallel = work >= MATMUL_PARALLEL_MIN && n_out > GEMM_ROWS;
         size_t prep_bytes = 0;
         void *prep = mm_prep(&m, wtype, many_min, parallel, &prep_bytes);
@@ -555,7 +577,72 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
         if (prep)
             matmul_act_release(prep, prep_bytes);
     }
+}
+
+int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok)
+{
+    uint32_t at;
+    size_t w_row, act_row;
+    int st = matmul_check(wtype, n_in, n_out, n_tok, w, &at, &w_row, &act_row);
+    if (st)
+        return st;
+    if (n_out == 0 || n_tok == 0)
+        return INFER_OK;
+    if (!y || !w || !xq)
+        return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
+    mm_q_run(y, w, NULL, NULL, GLU_SILU, wtype, xq, n_in, n_out, n_tok, w_row, act_row);
     return INFER_OK;
+}
+
+/* 0: matmul_glu and matmul_q_rows_glu decline (matmul_use_glu). */
+static int glu_on = 1;
+
+bool matmul_use_glu(int on)
+{
+    const bool was = glu_on > 0;
+    glu_on = on > 0;
+    return was;
+}
+
+/* The fused kernel for wtype at n_tok tokens, or NULL. */
+static gemm_many_glu_fn glu_kernel(uint32_t wtype, int64_t n_tok)
+{
+    const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
+    if (!glu_on || wtype >= INFER_TYPE_COUNT || n_tok < many_min || !kern.types[wtype].gemm_many)
+        return NULL;
+    return kern.types[wtype].gemm_many_glu;
+}
+
+int matmul_glu(float *h, const void *wg, const void *wu, uint32_t wtype, const float *x, int64_t n_in, int64_t n_out,
+               int64_t n_tok, enum glu_act act, bool *done)
+{
+    uint32_t at;
+    size_t w_row, act_row;
+    *done = false;
+    int st = matmul_check(wtype, n_in, n_out, n_tok, wg, &at, &w_row, &act_row);
+    if (st)
+        return st;
+    const gemm_many_glu_fn glu = glu_kernel(wtype, n_tok);
+    if (!glu || n_out == 0)
+        return INFER_OK;
+    if (!h || !wg || !wu || !x)
+        return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
+    if ((uintptr_t)wu % type_align(wtype) != 0)
+        return infer_error(INFER_ERR_INVALID, "matmul: weights at a misaligned address");
+    const size_t size = matmul_act_size(wtype, n_in, n_tok);
+    if (size == 0)
+        return infer_error(INFER_ERR_INVALID, "matmul: %lld activation rows of %lld are too large",
+                           (long long)n_tok, (long long)n_in);
+    void *xq = matmul_act_alloc(size);
+    if (!xq)
+        return infer_error(INFER_ERR_NOMEM, "matmul: out of memory for %zu bytes of activations", size);
+    st = matmul_act_quantize(xq, wtype, x, n_in, n_tok);
+    if (!st) {
+        mm_q_run(h, wg, wu, glu, act, wtype, xq, n_in, n_out, n_tok, w_row, act_row);
+        *done = true;
+    }
+    matmul_act_release(xq, size);
+    return st;
 }
 
 /* matmul_check of a job, and its row range [o0, o1) inside [0, n_out]. */
@@ -615,9 +702,8 @@ int matmul_q_rows_glu(const struct matmul_q_job *j, const void *wu, float *h, si
     const int st = rows_check(j, o0, o1, &w_row, &act_row);
     if (st)
         return st;
-    const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
-    const gemm_many_glu_fn glu = kern.types[j->wtype].gemm_many_glu;
-    if (!glu || j->n_tok < many_min)
+    const gemm_many_glu_fn glu = glu_kernel(j->wtype, j->n_tok);
+    if (!glu)
         return INFER_OK;
     if (!h || !wu || !j->w || !j->xq)
         return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
@@ -625,8 +711,8 @@ int matmul_q_rows_glu(const struct matmul_q_job *j, const void *wu, float *h, si
     for (int64_t t0 = 0; t0 < j->n_tok; t0 += MATMUL_MANY_TOK) {
         const int64_t t1 = t0 + MATMUL_MANY_TOK < j->n_tok ? t0 + MATMUL_MANY_TOK : j->n_tok;
         /* a chunk that fails leaves its outputs unwritten: only the first can */
-        if (glu(j->n_in, wg, wup, w_row, o1 - o0, (const char *)j->xq + (size_t)t0 * act_row, act_row, t1 - t0,
-                h + (size_t)t0 * hs, hs) != 0)
+        if (glu(j->n_in, wg, wup, w_row, o1 - o0, (const char *)j->xq + (size_t)t0 * act_row, act_row, NULL, t1 - t0,
+                h + (size_t)t0 * hs, hs, GLU_SILU) != 0)
             return INFER_OK;
         *done = t1 == j->n_tok;
     }

@@ -62,6 +62,24 @@ int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_
 void *matmul_act_alloc(size_t bytes);
 void matmul_act_release(void *p, size_t bytes);
 
+/* The first half of a gated FFN in one pass, for many tokens:
+ *     h[t*n_out + o] = act(sum_i Wg[o][i] x[t*n_in + i]) * sum_i Wu[o][i] x[t*n_in + i]
+ * with gate and up matrices wg and wu of one type and shape, act silu or
+ * gelu (ops.h), through the type's gemm_many_glu (dispatch.h): the bits of
+ * two matmuls, then silu or gelu and vec_mul, without storing the two
+ * products.  *done is false, and nothing is written, when the active table
+ * has no fused kernel for the type, n_tok is below its many-token count, or
+ * fusion is off (matmul_use_glu): the caller then runs the two matrices.
+ * Same error contract as matmul. */
+int matmul_glu(float *h, const void *wg, const void *wu, uint32_t wtype, const float *x, int64_t n_in, int64_t n_out,
+               int64_t n_tok, enum glu_act act, bool *done);
+
+/* The fused gate/up kernels (matmul_glu, matmul_q_rows_glu) on (on > 0,
+ * the default) or off, returning the previous setting: off, they decline
+ * and their callers run the two matrices, which gives the same bits (the
+ * tests compare the two).  Not thread-safe: set it before matmuls run. */
+bool matmul_use_glu(int on);
+
 /* One matmul_q as a job for matmul_q_rows. */
 struct matmul_q_job {
     float *y;
@@ -85,8 +103,9 @@ int matmul_q_rows(const struct matmul_q_job *job, int64_t o0, int64_t o1);
  * in one pass (gemm_many_glu, dispatch.h), with the bits of matmul_q_rows
  * on each, then silu and vec_mul (ops.h).  *done is false, and nothing is
  * written, when the active table has no fused kernel for the type at this
- * many tokens or it could not get its scratch: the caller then runs the two
- * matrices.  Same error contract as matmul_q_rows. */
+ * many tokens, fusion is off (matmul_use_glu) or the kernel could not get
+ * its scratch: the caller then runs the two matrices.  Same error contract
+ * as matmul_q_rows. */
 int matmul_q_rows_glu(const struct matmul_q_job *gate, const void *wu, float *h, size_t hs, int64_t o0, int64_t o1,
                       bool *done);
 

@@ -13,6 +13,9 @@
 
 #include "golden.h"
 
+#include "../kernels/dispatch.h"
+#include "../kernels/matmul.h"
+
 #include <math.h>
 #include <unistd.h>
 
@@ -187,6 +190,71 @@ static void test_default_perplexity(void **state)
     free(text);
     infer_session_free(s);
     infer_model_free(m);
+}
+
+/* The last token's logits of a prompt of n tokens in one batch, with the
+ * fused gate/up kernels (matmul_glu) on or off; malloc'd. */
+static float *prefill_logits(infer_model *m, const int32_t *toks, int64_t n, bool fused)
+{
+    infer_session_params sp;
+    infer_session_params_default(&sp);
+    sp.n_ctx = 128;
+    sp.n_batch = 64;
+    sp.n_threads = 2;
+    infer_session *s;
+    assert_int_equal(infer_session_new(&s, m, &sp), INFER_OK);
+    const bool was = matmul_use_glu(fused);
+    assert_int_equal(infer_session_set_tokens(s, toks, n, NULL), INFER_OK);
+    matmul_use_glu(was);
+    const int n_vocab = infer_model_n_vocab(m);
+    float *l = malloc((size_t)n_vocab * sizeof(float));
+    assert_non_null(l);
+    memcpy(l, infer_session_logits(s), (size_t)n_vocab * sizeof(float));
+    infer_session_free(s);
+    return l;
+}
+
+/* The dense FFN's fused gate/up pass (forward.c ffn_gate_up, for batches of
+ * many tokens where the kernels have gemm_many_glu) gives the logits of the
+ * two matmuls and gate_rows bit for bit: SiLU (llama) and GELU (gemma3, the
+ * default model), on 32-element and K-quant blocks. */
+static void test_fused_ffn(void **state)
+{
+    (void)state;
+    const char *build = getenv("INFER_BUILDDIR") ? getenv("INFER_BUILDDIR") : ".";
+    const char *names[] = {"llama-q4_k_m", "llama-q8_0", "gemma3-q4_0", "gemma3-q4_k_m", "default"};
+    size_t len = 0;
+    char *text = test_read_file(test_path(test_srcdir(), "tests/data/perplexity.txt"), &len);
+    assert_non_null(text);
+    int32_t *toks = malloc((len + 16) * sizeof(int32_t));
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char path[4096];
+        if (!strcmp(names[i], "default")) {
+            if (!test_default_model())
+                continue;
+            snprintf(path, sizeof(path), "%s", test_default_model());
+        } else
+            snprintf(path, sizeof(path), "%s/models/gen/%s.gguf", build, names[i]);
+        infer_model *m;
+        if (infer_model_load(&m, path, NULL) != INFER_OK)
+            fail_msg("%s: %s", path, infer_last_error());
+        int64_t n = infer_model_tokenize(m, text, len, true, false, toks, (int64_t)len + 16);
+        assert_true(n >= 50);
+        n = 50; /* one batch: many tokens for every variant's gemm_many */
+        float *on = prefill_logits(m, toks, n, true), *off = prefill_logits(m, toks, n, false);
+        const int n_vocab = infer_model_n_vocab(m);
+        for (int v = 0; v < n_vocab; v++)
+            if (memcmp(&on[v], &off[v], sizeof(float)) != 0)
+                fail_msg("%s: logit %d is %.9g with the fused gate/up pass, %.9g without", names[i], v,
+                         (double)on[v], (double)off[v]);
+        print_message("%-14s fused gate/up: same logits as unfused (%s)\n", names[i],
+                      kern.types[GGML_TYPE_Q4_K].gemm_many_glu ? "fused kernels present" : "no fused kernel");
+        free(on);
+        free(off);
+        infer_model_free(m);
+    }
+    free(toks);
+    free(text);
 }
 
 /* A copy of a generated model with the bytes of `from` (first occurrence)
@@ -390,5 +458,6 @@ int main(void)
     tests[n++] = (struct CMUnitTest){"default_perplexity", test_default_perplexity, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"kl_divergence", test_kld, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"bad_metadata", test_bad_metadata, NULL, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"fused_ffn", test_fused_ffn, NULL, NULL, NULL};
     return _cmocka_run_group_tests("forward", tests, (size_t)n, NULL, NULL);
 }

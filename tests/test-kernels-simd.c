@@ -17,7 +17,9 @@
  *                  of the reference's double sum: bound (n/8 + 16) * 2^-24.
  *   gemm           bit-identical to the same table's vec_dot for every
  *                  (row, token) and every nt (matmul mixes the two); the
- *                  same for gemm_many where a variant has one.
+ *                  same for gemm_many where a variant has one, and its
+ *                  fused gate/up form gives silu or gelu (the table's) of
+ *                  one vec_dot times the other.
  *   matmul         the variant's matmul (GEMV and GEMM paths, odd row
  *                  counts, n_tok 1..9, unaligned rows) within the vec_dot
  *                  bound of the reference matmul; each token's outputs equal
@@ -411,6 +413,37 @@ static void check_many(const struct kernel_table *kt, uint32_t type, int64_t n, 
             }
         }
     }
+    /* the fused gate/up form (w the gate, w2 the up rows), with and without
+     * the prep, SiLU and GELU epilogues: vec_dot's bits on each matrix,
+     * then the table's silu or gelu of one element and the product */
+    uint8_t *w2buf = ops->gemm_many_glu ? malloc(wrow * (size_t)n_rows + 4) : NULL;
+    uint8_t *w2 = w2buf ? w2buf + misalign(type) : NULL;
+    if (w2buf)
+        random_rows(type, w2, n_rows, n);
+    for (int pass = 0; w2buf && pass < (has_prep ? 4 : 2); pass++) {
+        const enum glu_act act = pass % 2 ? GLU_GELU : GLU_SILU;
+        for (size_t i = 0; i < ys * (size_t)n_tok; i++)
+            y[i] = -1234.5f;
+        assert_int_equal(ops->gemm_many_glu(n, w, w2, wrow, n_rows, a, arow, pass >= 2 ? prep : NULL, n_tok, y, ys, act),
+                         0);
+        for (int64_t t = 0; t < n_tok; t++)
+            for (size_t r = 0; r < ys; r++) {
+                const float got = y[(size_t)t * ys + r];
+                if (r >= (size_t)n_rows) {
+                    assert_true(got == -1234.5f);
+                    continue;
+                }
+                float g = ops->vec_dot(n, w + r * wrow, a + (size_t)t * arow);
+                (act == GLU_GELU ? kt->gelu : kt->silu)(&g, 1);
+                const float want = g * ops->vec_dot(n, w2 + r * wrow, a + (size_t)t * arow);
+                if (memcmp(&got, &want, 4) != 0)
+                    fail_msg("%s %s n=%lld rows=%lld toks=%lld: gemm_many_glu (%s%s)[%lld][%zu] = %.9g, want %.9g",
+                             kt->name, tname(type), (long long)n, (long long)n_rows, (long long)n_tok,
+                             act == GLU_GELU ? "gelu" : "silu", pass >= 2 ? ", prep" : "", (long long)t, r,
+                             (double)got, (double)want);
+            }
+    }
+    free(w2buf);
     free(prep);
     free(wbuf);
     free(a);

@@ -35,7 +35,7 @@
 #include "../quants.h"
 #include "x86_util.h"
 #include "lowbit_scales_x86.h"
-#include "silu_x86.h"
+#include "act_x86.h"
 
 #define LT 16 /* tokens per group: the lanes of a vector */
 #define LR 8  /* weight rows per tile */
@@ -804,12 +804,13 @@ INLINE __m256i unpack_blockK(const int type, const uint8_t *blk, int xr, uint8_t
 /* prep: the transposed activations of the call's tokens (act_pack's
  * layout, made once per matmul by many_prep), or NULL: transposed here.
  * wu: NULL, or the fused gate/up form (gemm_many_glu_fn, dispatch.h): wv
- * the gate rows, wu the up rows, y[t ys + r] = silu(gate) * up.  Tiles then
+ * the gate rows, wu the up rows, y[t ys + r] = act(gate) * up.  Tiles then
  * alternate, gate rows 8i.. (tile 2i) and the same up rows (tile 2i + 1),
  * in one block, so both sweep each pass of the activations while it is in
  * the L1/L2, and the outputs leave the accumulators once, as the product. */
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
-                size_t a_row, const void *prep, int64_t n_tok, float *y, size_t ys, bool x4, const void *wu)
+                size_t a_row, const void *prep, int64_t n_tok, float *y, size_t ys, bool x4, const void *wu,
+                enum glu_act glu)
 {
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
                    type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
@@ -962,7 +963,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
          * written as one run of the block's rows (tile by tile, with long y
          * rows, each of a tile's 16 token rows was another line and page). */
         for (int64_t g = 0; g < ng && wu; g++)
-            for (int64_t t = t0; t < t1; t += 2) { /* silu(gate) * up, silu16 as ops_avx512.c's silu */
+            for (int64_t t = t0; t < t1; t += 2) { /* act(gate) * up, silu16/gelu16 as ops_avx512.c's */
                 const int64_t r0 = t / 2 * LR;
                 const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
                 __m512 fg[LR], fu[LR];
@@ -970,7 +971,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                 facc_load(fu, F + (size_t)(t + 1 - t0) * f_tile, g, false);
                 UNROLL
                 for (int r = 0; r < LR; r++)
-                    fg[r] = _mm512_mul_ps(silu16(fg[r]), fu[r]);
+                    fg[r] = _mm512_mul_ps(glu == GLU_GELU ? gelu16(fg[r]) : silu16(fg[r]), fu[r]);
                 facc_done(fg, NULL, g, true, n_tok, nr, y + r0, ys);
             }
         for (int64_t g = 0; g < ng && !wu; g++)
@@ -989,17 +990,17 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     static int NAME(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,       \
                     int64_t n_tok, float *y, size_t ys)                                                       \
     {                                                                                                         \
-        return many(TYPE, n, w, w_row, n_rows, a, a_row, NULL, n_tok, y, ys, X4, NULL);                       \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, NULL, n_tok, y, ys, X4, NULL, GLU_SILU);             \
     }                                                                                                         \
     static int NAME##_glu(int64_t n, const void *wg, const void *wu, size_t w_row, int64_t n_rows, const void *a, \
-                          size_t a_row, int64_t n_tok, float *y, size_t ys)                                   \
+                          size_t a_row, const void *prep, int64_t n_tok, float *y, size_t ys, enum glu_act act) \
     {                                                                                                         \
-        return many(TYPE, n, wg, w_row, n_rows, a, a_row, NULL, n_tok, y, ys, X4, wu);                        \
+        return many(TYPE, n, wg, w_row, n_rows, a, a_row, prep, n_tok, y, ys, X4, wu, act);                   \
     }                                                                                                         \
     static int NAME##_prep(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row, \
                            const void *prep, int64_t n_tok, float *y, size_t ys)                              \
     {                                                                                                         \
-        return many(TYPE, n, w, w_row, n_rows, a, a_row, prep, n_tok, y, ys, X4, NULL);                       \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, prep, n_tok, y, ys, X4, NULL, GLU_SILU);             \
     }
 
 DEFINE_MANY(many_q4_0, GGML_TYPE_Q4_0, false)

@@ -39,7 +39,7 @@
 #include "../quants.h"
 #include "../repack.h"
 #include "x86_util.h"
-#include "silu_x86.h"
+#include "act_x86.h"
 
 #ifndef GEMM_VNNI
 #error "define GEMM_VNNI (0: AVX2 maddubs, 1: AVX-VNNI) before including gemm_lt8_body.h"
@@ -755,9 +755,9 @@ static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 /* wu: NULL, or the fused gate/up form (gemm_many_glu_fn, dispatch.h) as
  * gemm_avx512.c's: tiles alternate gate rows (2i) and the same up rows
  * (2i + 1), the run functions leave their sums in F (y NULL), and the
- * outputs are silu(gate) * up. */
+ * outputs are act(gate) * up. */
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
-                size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4, const void *wu)
+                size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4, const void *wu, enum glu_act glu)
 {
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
                    type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
@@ -816,7 +816,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                     run32(type, n, wt, (const struct meta32 *)mt, act, n_tok, nr, yt, ys, Ft, b0, b1);
             }
         }
-        for (int64_t g = 0; g < ng && wu; g++) /* silu(gate) * up, silu8 as ops_avx2.c's silu */
+        for (int64_t g = 0; g < ng && wu; g++) /* act(gate) * up, silu8/gelu8 as ops_avx2.c's */
             for (int64_t t = t0; t < t1; t += 2) {
                 const int64_t r0 = t / 2 * LR;
                 const int nr = n_rows - r0 < LR ? (int)(n_rows - r0) : LR;
@@ -825,7 +825,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                 facc_load(fu, F + (size_t)(t + 1 - t0) * f_tile, g, false);
                 UNROLL
                 for (int r = 0; r < LR; r++)
-                    fg[r] = _mm256_mul_ps(silu8(fg[r]), fu[r]);
+                    fg[r] = _mm256_mul_ps(glu == GLU_GELU ? gelu8(fg[r]) : silu8(fg[r]), fu[r]);
                 facc_done(fg, NULL, g, true, n_tok, nr, y + r0, ys);
             }
     }
@@ -836,12 +836,14 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     static int NAME(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,       \
                     int64_t n_tok, float *y, size_t ys)                                                       \
     {                                                                                                         \
-        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys, X4, NULL);                             \
+        return many(TYPE, n, w, w_row, n_rows, a, a_row, n_tok, y, ys, X4, NULL, GLU_SILU);                   \
     }                                                                                                         \
+    /* no many_prep here: prep is always NULL */                                                              \
     static int NAME##_glu(int64_t n, const void *wg, const void *wu, size_t w_row, int64_t n_rows, const void *a, \
-                          size_t a_row, int64_t n_tok, float *y, size_t ys)                                   \
+                          size_t a_row, const void *prep, int64_t n_tok, float *y, size_t ys, enum glu_act act) \
     {                                                                                                         \
-        return many(TYPE, n, wg, w_row, n_rows, a, a_row, n_tok, y, ys, X4, wu);                              \
+        (void)prep;                                                                                           \
+        return many(TYPE, n, wg, w_row, n_rows, a, a_row, n_tok, y, ys, X4, wu, act);                         \
     }
 #define DEFINE_MANY(NAME, TYPE) DEFINE_MANY_X(NAME, TYPE, false)
 

@@ -19,7 +19,7 @@
 #include "../dispatch.h"
 #include "../ops.h"
 #include "../types.h"
-#include "silu_x86.h"
+#include "act_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -129,16 +129,6 @@ static void softmax_avx2(float *x, int64_t n)
                 store_tail((x) + i_, o_, r_);                                                                 \
         }                                                                                                     \
     } while (0)
-
-/* 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))), associated as gelu_f32 in ops.c */
-INLINE __m256 gelu8(__m256 x)
-{
-    const __m256 one = _mm256_set1_ps(1.0f);
-    const __m256 inner = _mm256_add_ps(one, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), x));
-    const __m256 arg = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535587989211986876f), x), inner);
-    const __m256 t = Sleef_tanhf8_u10avx2(arg);
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(one, t));
-}
 
 INLINE __m256 round_f16(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
 

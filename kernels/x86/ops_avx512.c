@@ -14,7 +14,7 @@
 
 #include "../dispatch.h"
 #include "../ops.h"
-#include "silu_x86.h"
+#include "act_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -69,15 +69,6 @@ static void softmax_avx512(float *x, int64_t n)
         const __mmask16 k = tail_mask(n - i);
         _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv));
     }
-}
-
-INLINE __m512 gelu16(__m512 x)
-{
-    const __m512 one = _mm512_set1_ps(1.0f);
-    const __m512 inner = _mm512_add_ps(one, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), x), x));
-    const __m512 arg = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.79788456080286535587989211986876f), x), inner);
-    const __m512 t = Sleef_tanhf16_u10avx512f(arg);
-    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(one, t));
 }
 
 INLINE __m512 round_f16(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }

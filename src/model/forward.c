@@ -314,6 +314,32 @@ static infer_status mat_mul_same_input(const float *x, int64_t n_tok, int n, flo
     return st;
 }
 
+/* h = act(x Wgate) * (x Wup), (n_tok, n_ff), act SiLU or GELU; u: scratch
+ * of h's size.  For many tokens and one type, gate and up run as one kernel
+ * (matmul_glu: their tiles share each pass over the activations and only h
+ * is stored); otherwise two matrices of the same input into h and u, then
+ * gate_rows.  The same bits either way (test-forward compares the two). */
+static infer_status ffn_gate_up(float *h, float *u, const struct layer_weights *l, const float *x, int64_t n_tok,
+                                bool use_gelu, bool pon, double *pt)
+{
+    const struct mat *g = &l->ffn_gate, *up = &l->ffn_up;
+    bool fused = false;
+    if (g->type == up->type && g->n_in == up->n_in && g->n_out == up->n_out &&
+        matmul_glu(h, g->data, up->data, g->type, x, g->n_in, g->n_out, n_tok, use_gelu ? GLU_GELU : GLU_SILU,
+                   &fused) != 0)
+        return INFER_ERR_UNSUPPORTED; /* matmul left the message */
+    if (!fused) {
+        infer_status st = mat_mul_same_input(x, n_tok, 2, (float *const[]){h, u}, (const struct mat *const[]){g, up});
+        if (st)
+            return st;
+    }
+    prof_mark(pon, pt, PR_FFN_UP);
+    if (!fused)
+        gate_rows(h, u, n_tok, g->n_out, use_gelu);
+    prof_mark(pon, pt, PR_ACT);
+    return INFER_OK;
+}
+
 /* One head's row of K or V in the cache's element type. */
 static void store_row(uint8_t *dst, uint32_t type, const float *src, int head_dim)
 {
@@ -388,7 +414,7 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
     const struct model_config *c = &m->c;
     const struct model_weights *w = &m->w;
     const int64_t n_tok = b->n;
-    const int64_t n_embd = c->n_embd, head_dim = c->head_dim, n_ff = c->n_ff;
+    const int64_t n_embd = c->n_embd, head_dim = c->head_dim;
     const int64_t q_dim = (int64_t)c->n_head * head_dim, kv_dim = (int64_t)c->n_head_kv * head_dim;
     infer_status st;
     double pt = 0;
@@ -486,12 +512,8 @@ infer_status forward_batch(const struct infer_model *m, struct run_state *s, str
             layer_done(n_tok, &t_layer);
             continue;
         }
-        if ((st = mat_mul_same_input(s->xb, n_tok, 2, (float *const[]){s->hb, s->hb2},
-                                     (const struct mat *const[]){&l->ffn_gate, &l->ffn_up})))
+        if ((st = ffn_gate_up(s->hb, s->hb2, l, s->xb, n_tok, c->act == FFN_GELU, pon, &pt)))
             return st;
-        prof_mark(pon, &pt, PR_FFN_UP);
-        gate_rows(s->hb, s->hb2, n_tok, n_ff, c->act == FFN_GELU);
-        prof_mark(pon, &pt, PR_ACT);
         if ((st = mat_mul(s->xb2, &l->ffn_down, s->hb, n_tok)))
             return st;
         prof_mark(pon, &pt, PR_FFN_DOWN);
