@@ -480,31 +480,6 @@ NEON_INLINE void NEON_FN(gmk_sub)(const int n16, const int8x16_t *w, int32x4_t s
     *isum = vmlaq_s32(*isum, s, sc);
 }
 
-/* One 32-element chunk: 128 bytes of a group's quants at *pk (w: gm_dot32's
- * 8 vectors, or two sub-blocks of gm_dot16's 4) and the quad's 4 x 32
- * activations at *pa (a[2t], a[2t + 1]: token t's elements 0-15, 16-31),
- * both pointers moved on. */
-NEON_INLINE void NEON_FN(gmk_chunk)(const int8_t **pk, const int8_t **pa, int8x16_t w[8], int8x16_t a[8])
-{
-    const int8_t *p = *pk, *q = *pa;
-    const int8x16x4_t w0 = vld1q_s8_x4(p);
-    GM_NEXT(p, 64);
-    const int8x16x4_t w1 = vld1q_s8_x4(p);
-    GM_NEXT(p, 64);
-    const int8x16x4_t a01 = vld1q_s8_x4(q);
-    GM_NEXT(q, 64);
-    const int8x16x4_t a23 = vld1q_s8_x4(q);
-    GM_NEXT(q, 64);
-    for (int k = 0; k < 4; k++) {
-        w[k] = w0.val[k];
-        w[4 + k] = w1.val[k];
-        a[k] = a01.val[k];
-        a[4 + k] = a23.val[k];
-    }
-    *pk = p;
-    *pa = q;
-}
-
 /* ================================ Q4_K ================================ */
 
 /* Per block of a group: per sub-block j (at 144 j) its quants (128 bytes,
@@ -595,12 +570,22 @@ NEON_INLINE void NEON_FN(gmk4_run)(const int NT, int64_t nb, const int8_t *pk, c
         for (int t = 0; t < 4; t++)
             r[t] = isum[t] = vdupq_n_s32(0);
         for (int j = 0; j < 8; j++) {
-            int8x16_t wv[8], av[8]; /* av[2t], av[2t+1]: token t */
-            NEON_FN(gmk_chunk)(&pk, &pa, wv, av);
+            const int8x16x4_t w0 = vld1q_s8_x4(pk);
+            GM_NEXT(pk, 64);
+            const int8x16x4_t w1 = vld1q_s8_x4(pk);
+            GM_NEXT(pk, 64);
+            const int8x16_t wv[8] = {w0.val[0], w0.val[1], w0.val[2], w0.val[3],
+                                     w1.val[0], w1.val[1], w1.val[2], w1.val[3]};
             const int32x4_t sc = vld1q_s32((const int32_t *)pk);
             GM_NEXT(pk, 16);
+            const int8x16x4_t a01 = vld1q_s8_x4(pa); /* tokens 0 and 1 */
+            GM_NEXT(pa, 64);
+            const int8x16x4_t a23 = vld1q_s8_x4(pa);
+            GM_NEXT(pa, 64);
+            const int8x16x4_t *av[2] = {&a01, &a23};
             for (int t = 0; t < NT; t++)
-                NEON_FN(gmk_sub)(0, wv, sc, av[2 * t], av[2 * t + 1], &r[t], &isum[t]);
+                NEON_FN(gmk_sub)(0, wv, sc, av[t / 2]->val[2 * (t % 2)], av[t / 2]->val[2 * (t % 2) + 1],
+                                 &r[t], &isum[t]);
         }
         const int16x8x4_t m = vld1q_s16_x4((const int16_t *)pk);
         GM_NEXT(pk, 64);
@@ -678,13 +663,21 @@ NEON_INLINE void NEON_FN(gmk6_run)(const int NT, int64_t nb, const int8_t *pk, c
         for (int t = 0; t < 4; t++)
             r[t] = isum[t] = vdupq_n_s32(0);
         for (int j = 0; j < 8; j++) {
-            int8x16_t wv[8], av[8]; /* wv: groups 2j, 2j+1; av[2t], av[2t+1]: token t's */
-            NEON_FN(gmk_chunk)(&pk, &pa, wv, av);
+            const int8x16x4_t w0 = vld1q_s8_x4(pk); /* group 2j */
+            GM_NEXT(pk, 64);
+            const int8x16x4_t w1 = vld1q_s8_x4(pk); /* 2j + 1 */
+            GM_NEXT(pk, 64);
             const int32x4x2_t sc = vld1q_s32_x2((const int32_t *)pk);
             GM_NEXT(pk, 32);
+            const int8x16x4_t a01 = vld1q_s8_x4(pa); /* tokens 0 and 1 */
+            GM_NEXT(pa, 64);
+            const int8x16x4_t a23 = vld1q_s8_x4(pa);
+            GM_NEXT(pa, 64);
+            const int8x16x4_t *av[2] = {&a01, &a23};
             for (int t = 0; t < NT; t++) {
-                NEON_FN(gmk_sub)(1, wv, sc.val[0], av[2 * t], av[2 * t], &r[t], &isum[t]);
-                NEON_FN(gmk_sub)(1, wv + 4, sc.val[1], av[2 * t + 1], av[2 * t + 1], &r[t], &isum[t]);
+                const int8x16_t a0 = av[t / 2]->val[2 * (t % 2)], a1 = av[t / 2]->val[2 * (t % 2) + 1];
+                NEON_FN(gmk_sub)(1, w0.val, sc.val[0], a0, a0, &r[t], &isum[t]);
+                NEON_FN(gmk_sub)(1, w1.val, sc.val[1], a1, a1, &r[t], &isum[t]);
             }
         }
         const float32x4_t d = vld1q_f32((const float *)pk);
@@ -1347,9 +1340,9 @@ NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const
                                  size_t qbytes, float *y, size_t ys, int ny)
 {
     if (type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4)
-        NEON_FN(gmk4_run)(NT, nb, pk, pa, y, ys);
+        NEON_FN(gmk4_run)(NT > 4 ? 4 : NT, nb, pk, pa, y, ys); /* (never called with 8) */
     else if (type == GGML_TYPE_Q6_K || type == INFER_TYPE_Q6_K_X4)
-        NEON_FN(gmk6_run)(NT, nb, pk, pa, y, ys);
+        NEON_FN(gmk6_run)(NT > 4 ? 4 : NT, nb, pk, pa, y, ys);
     else
         NEON_FN(gm32_run)(type, NT, nb, pk, pa, qbytes, y, ys, ny);
 }
@@ -1386,19 +1379,17 @@ NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, cons
                 for (int64_t t = t0; t < t1;) {
                     const int8_t *pt = pa + (size_t)(t - t0) / 4 * qbytes;
                     float *yt = y + (size_t)t * ys + (size_t)(r0 + 4 * g);
-                    int nt = (int)(t1 - t < 8 ? t1 - t : 8);
+                    const int nt = (int)(t1 - t < 4 || k_quant || !GEMM_SDOT /* (plain NEON spills with eight) */
+                                             ? (t1 - t < 4 ? t1 - t : 4)
+                                             : (t1 - t < 8 ? t1 - t : 8));
                     switch (nt) {
                     case 1: NEON_FN(gm_run)(type, 1, nb, gp, pt, qbytes, yt, ys, 1); break;
                     case 2: NEON_FN(gm_run)(type, 2, nb, gp, pt, qbytes, yt, ys, 2); break;
                     case 3: NEON_FN(gm_run)(type, 3, nb, gp, pt, qbytes, yt, ys, 3); break;
                     case 4: NEON_FN(gm_run)(type, 4, nb, gp, pt, qbytes, yt, ys, 4); break;
                     default:
-                        if (k_quant || !GEMM_SDOT) { /* (plain NEON spills with eight) */
-                            NEON_FN(gm_run)(type, 4, nb, gp, pt, qbytes, yt, ys, 4);
-                            nt = 4;
-                        } else {
+                        if (!k_quant && GEMM_SDOT)
                             NEON_FN(gm_run)(type, 8, nb, gp, pt, qbytes, yt, ys, nt);
-                        }
                         break;
                     }
                     t += nt;
