@@ -10,15 +10,17 @@
  * SDOT (dotprod, i8mm), 0 for plain NEON.
  *
  * Plan of one call (rows [0, n_rows), tokens [0, n_tok)):
- *   - tokens are taken GM_TOKS at a time; for Q4_0 / Q5_0 / Q8_0 their activations
- *     are packed by quads (per block the four tokens' quants side by side,
- *     then their d as float: two loads per block instead of eight);
+ *   - tokens are taken GM_TOKS at a time; their activations are packed by
+ *     quads (per block the four tokens' quants side by side, then their d
+ *     as float: two loads per block instead of eight; the K-quants' also
+ *     their sums of the bsums by pairs);
  *   - rows then pass GM_CHUNK at a time; each group of four rows is
  *     unpacked into the thread's scratch ("packed"): per block the signed
  *     int8 quants of the four rows, their scales as float (and the K-quants'
  *     sub-block scales and mins as integer lanes);
- *   - per group, four tokens at a time: per block, the group's packed
- *     weights are loaded once and dotted with each token's activations.
+ *   - per group, four tokens at a time (eight for Q4_0 / Q5_0 / Q8_0 with
+ *     SDOT): per block, the group's packed weights are loaded once and
+ *     dotted with each token's activations.
  * Up to GM_TOKS tokens the unpacking costs the same whatever the token
  * count, so a short prompt's marginal cost per token is the dot products
  * and float steps alone (a long one adds the unpacking once per GM_TOKS).
@@ -315,39 +317,33 @@ NEON_INLINE void NEON_FN(gm32_pack_act)(int64_t nb, const char *a, size_t a_row,
     }
 }
 
-/* Four tokens (packed at pa) of a group (packed at pk); the first NT
- * outputs of each row go to y. */
-NEON_INLINE void NEON_FN(gm32_run)(const int xtype, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
-                                   float *y, size_t ys)
+/* One block of a quad of tokens (packed at *pa, moved on by a block):
+ * acc[t] += the block's float step of token t, lanes = the group's rows
+ * (w: their quants, dx: their d; type the base type). */
+NEON_INLINE void NEON_FN(gm32_quad)(const int type, const int NT, const int8x16_t w[8], float32x4_t dx,
+                                    const int8_t **pa, float32x4_t acc[4])
 {
-    /* the layouts run as their base type (the packing made them alike) */
-    const int type = xtype == INFER_TYPE_Q5_0_X4                                  ? GGML_TYPE_Q5_0
-                     : xtype == INFER_TYPE_Q8_0_X4                                ? GGML_TYPE_Q8_0
-                     : xtype == INFER_TYPE_Q4_0_X4 || xtype == INFER_TYPE_Q4_0_X4S ? GGML_TYPE_Q4_0
-                                                                                   : xtype;
-    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    for (int64_t b = 0; b < nb; b++) { /* pk, pa: GM32_BYTES a block, post-indexed loads */
-        const int8x16x4_t w0 = vld1q_s8_x4(pk);
-        GM_NEXT(pk, 64);
-        const int8x16x4_t w1 = vld1q_s8_x4(pk);
-        GM_NEXT(pk, 64);
-        const int8x16_t w[8] = {w0.val[0], w0.val[1], w0.val[2], w0.val[3], w1.val[0], w1.val[1], w1.val[2], w1.val[3]};
-        const float32x4_t dx = vld1q_f32((const float *)pk);
-        GM_NEXT(pk, GM32_BYTES - 128);
-        const int8x16x4_t a01 = vld1q_s8_x4(pa);
-        GM_NEXT(pa, 64);
-        const int8x16x4_t a23 = vld1q_s8_x4(pa);
-        GM_NEXT(pa, 64);
-        const float32x4_t dy = vld1q_f32((const float *)pa);
-        GM_NEXT(pa, GM32_BYTES - 128);
-        const int wide = type == GGML_TYPE_Q8_0 ? 2 : type == GGML_TYPE_Q5_0 ? 1 : 0;
-        int32x4_t s[4];
-        s[0] = NEON_FN(gm_dot32)(w, a01.val[0], a01.val[1], wide);
+    const int8_t *p = *pa;
+    const int8x16x4_t a01 = vld1q_s8_x4(p);
+    GM_NEXT(p, 64);
+    const int8x16x4_t a23 = vld1q_s8_x4(p);
+    GM_NEXT(p, 64);
+    const float32x4_t dy = vld1q_f32((const float *)p);
+    GM_NEXT(p, GM32_BYTES - 128);
+    *pa = p;
+    const int wide = type == GGML_TYPE_Q8_0 ? 2 : type == GGML_TYPE_Q5_0 ? 1 : 0;
+    int32x4_t s[4];
+    s[0] = NEON_FN(gm_dot32)(w, a01.val[0], a01.val[1], wide);
+    if (NT > 1)
         s[1] = NEON_FN(gm_dot32)(w, a01.val[2], a01.val[3], wide);
+    if (NT > 2)
         s[2] = NEON_FN(gm_dot32)(w, a23.val[0], a23.val[1], wide);
+    if (NT > 3)
         s[3] = NEON_FN(gm_dot32)(w, a23.val[2], a23.val[3], wide);
 #define GM32_STEP(t)                                                                                  \
     do {                                                                                              \
+        if ((t) >= NT)                                                                                \
+            break;                                                                                    \
         const float32x4_t f = vcvtq_f32_s32(s[t]);                                                    \
         if (type == GGML_TYPE_Q8_0) /* (float)sumi * (dx * dy) */                                     \
             acc[t] = vaddq_f32(acc[t], vmulq_f32(f, vmulq_laneq_f32(dx, dy, t)));                     \
@@ -356,20 +352,139 @@ NEON_INLINE void NEON_FN(gm32_run)(const int xtype, const int NT, int64_t nb, co
         else /* (float)sumi * dx * dy */                                                              \
             acc[t] = vaddq_f32(acc[t], vmulq_laneq_f32(vmulq_f32(f, dx), dy, t));                     \
     } while (0)
-        GM32_STEP(0);
-        GM32_STEP(1);
-        GM32_STEP(2);
-        GM32_STEP(3);
+    GM32_STEP(0);
+    GM32_STEP(1);
+    GM32_STEP(2);
+    GM32_STEP(3);
 #undef GM32_STEP
+}
+
+/* NT tokens of a group (packed at pk): 1-4 (one quad, packed at pa), or 8
+ * with SDOT (two quads, at pa and pa + qbytes: each block's weights loaded
+ * once for eight tokens; the second quad may be short, its missing tokens
+ * zeros);
+ * the first ny outputs of each row go to y. */
+NEON_INLINE void NEON_FN(gm32_run)(const int xtype, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
+                                   size_t qbytes, float *y, size_t ys, int ny)
+{
+    /* the layouts run as their base type (the packing made them alike) */
+    const int type = xtype == INFER_TYPE_Q5_0_X4                                  ? GGML_TYPE_Q5_0
+                     : xtype == INFER_TYPE_Q8_0_X4                                ? GGML_TYPE_Q8_0
+                     : xtype == INFER_TYPE_Q4_0_X4 || xtype == INFER_TYPE_Q4_0_X4S ? GGML_TYPE_Q4_0
+                                                                                   : xtype;
+    float32x4_t acc[8];
+    for (int t = 0; t < 8; t++)
+        acc[t] = vdupq_n_f32(0.0f);
+    const int8_t *pb = pa + qbytes;
+    for (int64_t b = 0; b < nb; b++) { /* pk, pa, pb: GM32_BYTES a block, post-indexed loads */
+        const int8x16x4_t w0 = vld1q_s8_x4(pk);
+        GM_NEXT(pk, 64);
+        const int8x16x4_t w1 = vld1q_s8_x4(pk);
+        GM_NEXT(pk, 64);
+        const int8x16_t w[8] = {w0.val[0], w0.val[1], w0.val[2], w0.val[3], w1.val[0], w1.val[1], w1.val[2], w1.val[3]};
+        const float32x4_t dx = vld1q_f32((const float *)pk);
+        GM_NEXT(pk, GM32_BYTES - 128);
+        NEON_FN(gm32_quad)(type, NT < 4 ? NT : 4, w, dx, &pa, acc);
+        if (NT > 4) {
+            __asm__ volatile("" ::: "memory"); /* keeps the second quad's loads after the first's steps */
+            NEON_FN(gm32_quad)(type, 4, w, dx, &pb, acc + 4);
+        }
     }
-    NEON_FN(gm_store)(NT, acc, y, ys);
+    for (int t = 0; t < (NT > 4 ? 8 : NT); t++)
+        if (t < ny)
+            vst1q_f32(y + (size_t)t * ys, acc[t]);
+}
+
+/* ========================== Q4_K and Q6_K ========================== */
+
+/*
+ * The K-quants' activations of four tokens, packed once per GM_TOKS tokens
+ * (gmk_pack_act), per super-block: the quants by 32-element chunk with the
+ * four tokens' side by side ([c][t][32]: a chunk of all four is two 64-byte
+ * loads), the tokens' sums of the bsums by pairs (int16 [t][8]: Q4_K's
+ * sub-block sums of 32), their d as float [t].  Missing tokens of a short
+ * quad are zeros.
+ *
+ * The weights' sub-block scales are packed as int32 lanes (rows).  With
+ * SDOT they are differences: isum = sum_j sc_j D_j (D_j the exact dot of
+ * sub-block j) equals sum_j R_j (sc_j - sc_{j+1}), sc past the last = 0,
+ * where R_j = D_0 + ... + D_j is what SDOT leaves in one accumulator that
+ * runs over the whole super-block: one MLA per sub-block and no fresh
+ * accumulator per dot, the same exact integer (int32 sums wrap exactly and
+ * the result fits).  Plain NEON's dots are separate sums anyway and keep
+ * the scales.
+ */
+#define GMK_ABYTES (1024 + 64 + 16)
+
+NEON_INLINE void NEON_FN(gmk_pack_act)(int64_t nb, const char *a, size_t a_row, int nt, int8_t *pa)
+{
+    for (int64_t b = 0; b < nb; b++, pa += GMK_ABYTES) {
+        int16_t s[4][8];
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        memset(s, 0, sizeof(s));
+        for (int t = 0; t < 4; t++) {
+            if (t >= nt) {
+                for (int c = 0; c < 8; c++)
+                    memset(pa + 128 * c + 32 * t, 0, 32);
+                continue;
+            }
+            const block_q8_K *yb = (const block_q8_K *)(a + t * a_row) + b;
+            for (int c = 0; c < 8; c++)
+                vst1q_s8_x2(pa + 128 * c + 32 * t, vld1q_s8_x2(yb->qs + 32 * c));
+            vst1q_s16(s[t], vpaddq_s16(vld1q_s16(yb->bsums), vld1q_s16(yb->bsums + 8)));
+            d[t] = yb->d;
+        }
+        memcpy(pa + 1024, s, sizeof(s));
+        memcpy(pa + 1088, d, sizeof(d));
+    }
+}
+
+/* The scales of a group's sub-blocks as packed (see above): sc[j][r] in,
+ * lanes out, n sub-blocks. */
+NEON_INLINE void NEON_FN(gmk_scales)(const int n, int32_t sc[][4])
+{
+#if GEMM_SDOT
+    for (int j = 0; j < n; j++)
+        for (int r = 0; r < 4; r++)
+            sc[j][r] -= j + 1 < n ? sc[j + 1][r] : 0;
+#else
+    (void)n;
+    (void)sc;
+#endif
+}
+
+/* Add sub-block j of NT tokens to isum[t] (lanes = rows):
+ * w its quants of four rows (gm_dot32's 8 vectors, or gm_dot16's 4 when
+ * n16), sc its packed scales, a0 / a1 token t's activations; with SDOT
+ * r[t] is the running sum R (see above). */
+NEON_INLINE void NEON_FN(gmk_sub)(const int n16, const int8x16_t *w, int32x4_t sc, int8x16_t a0,
+                                  int8x16_t a1, int32x4_t *r, int32x4_t *isum)
+{
+#if GEMM_SDOT
+    (void)a1;
+    int32x4_t s = vdotq_laneq_s32(*r, w[0], a0, 0);
+    s = vdotq_laneq_s32(s, w[1], a0, 1);
+    s = vdotq_laneq_s32(s, w[2], a0, 2);
+    s = vdotq_laneq_s32(s, w[3], a0, 3);
+    if (!n16) {
+        s = vdotq_laneq_s32(s, w[4], a1, 0);
+        s = vdotq_laneq_s32(s, w[5], a1, 1);
+        s = vdotq_laneq_s32(s, w[6], a1, 2);
+        s = vdotq_laneq_s32(s, w[7], a1, 3);
+    }
+    *r = s;
+#else
+    (void)r;
+    const int32x4_t s = n16 ? NEON_FN(gm_dot16)(vdupq_n_s32(0), w, a0) : NEON_FN(gm_dot32)(w, a0, a1, 0);
+#endif
+    *isum = vmlaq_s32(*isum, s, sc);
 }
 
 /* ================================ Q4_K ================================ */
 
-/* Per block of a group: 1024 bytes of quants (sub-block j at 128 j), the
- * scales as int32 lanes [j][r] (128 bytes), the mins as int16 lanes [j][r]
- * (64), d and dmin as float (32). */
+/* Per block of a group: per sub-block j (at 144 j) its quants (128 bytes,
+ * gm_put32's) and its packed scales as int32 lanes [r] (16), then the mins
+ * as int16 lanes [j][r] (64), d and dmin as float (32). */
 #define GMK4_BYTES 1248
 
 NEON_INLINE void NEON_FN(gmk4_pack)(int64_t nb, const char *w, size_t w_row, int8_t *pk)
@@ -389,8 +504,8 @@ NEON_INLINE void NEON_FN(gmk4_pack)(int64_t nb, const char *w, size_t w_row, int
                 lo[1][r] = vreinterpretq_s8_u8(vshrq_n_u8(q0, 4));
                 hi[1][r] = vreinterpretq_s8_u8(vshrq_n_u8(q1, 4));
             }
-            NEON_FN(gm_put32)(pk + 128 * (2 * c), lo[0], hi[0]);
-            NEON_FN(gm_put32)(pk + 128 * (2 * c + 1), lo[1], hi[1]);
+            NEON_FN(gm_put32)(pk + 144 * (2 * c), lo[0], hi[0]);
+            NEON_FN(gm_put32)(pk + 144 * (2 * c + 1), lo[1], hi[1]);
         }
         for (int r = 0; r < 4; r++) {
             const block_q4_K *x = (const block_q4_K *)(w + r * w_row) + b;
@@ -403,7 +518,9 @@ NEON_INLINE void NEON_FN(gmk4_pack)(int64_t nb, const char *w, size_t w_row, int
             d[r] = neon_h2f(x->d);
             dmin[r] = neon_h2f(x->dmin);
         }
-        memcpy(pk + 1024, sc32, sizeof(sc32));
+        NEON_FN(gmk_scales)(8, sc32);
+        for (int j = 0; j < 8; j++)
+            memcpy(pk + 144 * j + 128, sc32[j], sizeof(sc32[j]));
         memcpy(pk + 1152, mn16, sizeof(mn16));
         memcpy(pk + 1216, d, sizeof(d));
         memcpy(pk + 1232, dmin, sizeof(dmin));
@@ -412,63 +529,87 @@ NEON_INLINE void NEON_FN(gmk4_pack)(int64_t nb, const char *w, size_t w_row, int
 
 /* The float step of a Q4_K super-block for four rows (lanes) and NT tokens,
  * in the reference's order: acc += (d yd) isum, then acc -= (dmin yd) summ,
- * where summ = sum_j m[j][r] * (the activations' sum over sub-block j), from
- * the bsums; m01..m67 hold the four rows' mins as int16, two sub-blocks each. */
+ * where summ = sum_j m[j][r] * s[t][j] (s: token t's sums of the bsums by
+ * pairs); dd[t] = d yd and dm[t] = dmin yd with token t's yd; m01..m67 hold
+ * the four rows' mins as int16, two sub-blocks each. */
 NEON_INLINE void NEON_FN(k4_step)(const int NT, float32x4_t acc[4], const int32x4_t isum[4], int16x8_t m01,
-                                  int16x8_t m23, int16x8_t m45, int16x8_t m67, float32x4_t d, float32x4_t dmin,
-                                  const block_q8_K *yb[4])
+                                  int16x8_t m23, int16x8_t m45, int16x8_t m67, const float32x4_t dd[4],
+                                  const float32x4_t dm[4], const int16x8_t s[4])
 {
     for (int t = 0; t < NT; t++) {
-        const int16x8_t s = vpaddq_s16(vld1q_s16(yb[t]->bsums), vld1q_s16(yb[t]->bsums + 8));
-        int32x4_t summ = vmull_laneq_s16(vget_low_s16(m01), s, 0);
-        summ = vmlal_high_laneq_s16(summ, m01, s, 1);
-        summ = vmlal_laneq_s16(summ, vget_low_s16(m23), s, 2);
-        summ = vmlal_high_laneq_s16(summ, m23, s, 3);
-        summ = vmlal_laneq_s16(summ, vget_low_s16(m45), s, 4);
-        summ = vmlal_high_laneq_s16(summ, m45, s, 5);
-        summ = vmlal_laneq_s16(summ, vget_low_s16(m67), s, 6);
-        summ = vmlal_high_laneq_s16(summ, m67, s, 7);
-        const float yd = yb[t]->d;
-        acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yd), vcvtq_f32_s32(isum[t])));
-        acc[t] = vsubq_f32(acc[t], vmulq_f32(vmulq_n_f32(dmin, yd), vcvtq_f32_s32(summ)));
+        int32x4_t summ = vmull_laneq_s16(vget_low_s16(m01), s[t], 0);
+        summ = vmlal_high_laneq_s16(summ, m01, s[t], 1);
+        summ = vmlal_laneq_s16(summ, vget_low_s16(m23), s[t], 2);
+        summ = vmlal_high_laneq_s16(summ, m23, s[t], 3);
+        summ = vmlal_laneq_s16(summ, vget_low_s16(m45), s[t], 4);
+        summ = vmlal_high_laneq_s16(summ, m45, s[t], 5);
+        summ = vmlal_laneq_s16(summ, vget_low_s16(m67), s[t], 6);
+        summ = vmlal_high_laneq_s16(summ, m67, s[t], 7);
+        acc[t] = vaddq_f32(acc[t], vmulq_f32(dd[t], vcvtq_f32_s32(isum[t])));
+        acc[t] = vsubq_f32(acc[t], vmulq_f32(dm[t], vcvtq_f32_s32(summ)));
     }
 }
 
-NEON_INLINE void NEON_FN(gmk4_run)(const int NT, int64_t nb, const int8_t *pk, const char *a, size_t a_row, float *y,
-                                   size_t ys)
+/* out[t] = x times lane t of y. */
+NEON_INLINE void NEON_FN(mul_lanes)(float32x4_t x, float32x4_t y, float32x4_t out[4])
+{
+    out[0] = vmulq_laneq_f32(x, y, 0);
+    out[1] = vmulq_laneq_f32(x, y, 1);
+    out[2] = vmulq_laneq_f32(x, y, 2);
+    out[3] = vmulq_laneq_f32(x, y, 3);
+}
+
+/* Four tokens (packed at pa, gmk_pack_act) of a group (packed at pk); the
+ * first NT outputs of each row go to y.  pk and pa are read front to back
+ * by post-indexed loads. */
+NEON_INLINE void NEON_FN(gmk4_run)(const int NT, int64_t nb, const int8_t *pk, const int8_t *pa, float *y, size_t ys)
 {
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    for (int64_t b = 0; b < nb; b++, pk += GMK4_BYTES) {
-        const block_q8_K *yb[4];
-        int32x4_t isum[4];
-        for (int t = 0; t < NT; t++) {
-            yb[t] = (const block_q8_K *)(a + t * a_row) + b;
-            isum[t] = vdupq_n_s32(0);
-        }
+    for (int64_t b = 0; b < nb; b++) {
+        int32x4_t r[4], isum[4];
+        for (int t = 0; t < 4; t++)
+            r[t] = isum[t] = vdupq_n_s32(0);
         for (int j = 0; j < 8; j++) {
-            const int8x16x4_t w0 = vld1q_s8_x4(pk + 128 * j), w1 = vld1q_s8_x4(pk + 128 * j + 64);
+            const int8x16x4_t w0 = vld1q_s8_x4(pk);
+            GM_NEXT(pk, 64);
+            const int8x16x4_t w1 = vld1q_s8_x4(pk);
+            GM_NEXT(pk, 64);
             const int8x16_t wv[8] = {w0.val[0], w0.val[1], w0.val[2], w0.val[3],
                                      w1.val[0], w1.val[1], w1.val[2], w1.val[3]};
-            const int32x4_t sc = vld1q_s32((const int32_t *)(pk + 1024) + 4 * j);
-            for (int t = 0; t < NT; t++) {
-                const int8x16x2_t av = vld1q_s8_x2(yb[t]->qs + 32 * j);
-                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot32)(wv, av.val[0], av.val[1], 0), sc);
-            }
+            const int32x4_t sc = vld1q_s32((const int32_t *)pk);
+            GM_NEXT(pk, 16);
+            const int8x16x4_t a01 = vld1q_s8_x4(pa); /* tokens 0 and 1 */
+            GM_NEXT(pa, 64);
+            const int8x16x4_t a23 = vld1q_s8_x4(pa);
+            GM_NEXT(pa, 64);
+            const int8x16x4_t *av[2] = {&a01, &a23};
+            for (int t = 0; t < NT; t++)
+                NEON_FN(gmk_sub)(0, wv, sc, av[t / 2]->val[2 * (t % 2)], av[t / 2]->val[2 * (t % 2) + 1],
+                                 &r[t], &isum[t]);
         }
-        const int16_t *mp = (const int16_t *)(pk + 1152);
-        const int16x8_t m01 = vld1q_s16(mp), m23 = vld1q_s16(mp + 8), m45 = vld1q_s16(mp + 16), m67 = vld1q_s16(mp + 24);
-        const float32x4_t d = vld1q_f32((const float *)(pk + 1216)), dmin = vld1q_f32((const float *)(pk + 1232));
-        NEON_FN(k4_step)(NT, acc, isum, m01, m23, m45, m67, d, dmin, yb);
+        const int16x8x4_t m = vld1q_s16_x4((const int16_t *)pk);
+        GM_NEXT(pk, 64);
+        const float32x4x2_t dd = vld1q_f32_x2((const float *)pk);
+        GM_NEXT(pk, 32);
+        const int16x8x4_t s = vld1q_s16_x4((const int16_t *)pa);
+        GM_NEXT(pa, 64);
+        const float32x4_t yd = vld1q_f32((const float *)pa);
+        GM_NEXT(pa, 16);
+        float32x4_t dy[4], dmy[4];
+        NEON_FN(mul_lanes)(dd.val[0], yd, dy);
+        NEON_FN(mul_lanes)(dd.val[1], yd, dmy);
+        NEON_FN(k4_step)(NT, acc, isum, m.val[0], m.val[1], m.val[2], m.val[3], dy, dmy, s.val);
     }
     NEON_FN(gm_store)(NT, acc, y, ys);
 }
 
 /* ================================ Q6_K ================================ */
 
-/* Per block of a group: 1024 bytes of quants q - 32 (group g of 16
- * elements at 64 g), the 16 scales as int32 lanes [g][r] (256), d as float
- * (16).  With q - 32 in the weights the reference's isum needs no bsums
- * correction (the same exact integer). */
+/* Per block of a group: per pair j of 16-element groups (at 160 j) their
+ * quants q - 32 (128 bytes: group 2j, then 2j+1, gm_put16's) and their
+ * packed scales as int32 lanes [g][r] (32), then d as float (16).  With
+ * q - 32 in the weights the reference's isum needs no bsums correction
+ * (the same exact integer). */
 #define GMK6_BYTES 1296
 
 /* x4: w is a group of Q6_K's x4 layout (repack.h), whose pieces of ql and
@@ -504,39 +645,50 @@ NEON_INLINE void NEON_FN(gmk6_pack)(const bool x4, int64_t nb, const char *w, si
             }
             d[r] = neon_h2f(dh);
         }
+        NEON_FN(gmk_scales)(16, sc32);
         for (int g = 0; g < 16; g++) {
             const int8x16_t rows[4] = {v[0][g], v[1][g], v[2][g], v[3][g]};
-            NEON_FN(gm_put16)(pk + 64 * g, rows);
+            NEON_FN(gm_put16)(pk + 160 * (g / 2) + 64 * (g % 2), rows);
+            memcpy(pk + 160 * (g / 2) + 128 + 16 * (g % 2), sc32[g], sizeof(sc32[g]));
         }
-        memcpy(pk + 1024, sc32, sizeof(sc32));
         memcpy(pk + 1280, d, sizeof(d));
     }
 }
 
-NEON_INLINE void NEON_FN(gmk6_run)(const int NT, int64_t nb, const int8_t *pk, const char *a, size_t a_row, float *y,
-                                   size_t ys)
+NEON_INLINE void NEON_FN(gmk6_run)(const int NT, int64_t nb, const int8_t *pk, const int8_t *pa, float *y, size_t ys)
 {
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    for (int64_t b = 0; b < nb; b++, pk += GMK6_BYTES) {
-        const block_q8_K *yb[4];
-        int32x4_t isum[4];
-        for (int t = 0; t < NT; t++) {
-            yb[t] = (const block_q8_K *)(a + t * a_row) + b;
-            isum[t] = vdupq_n_s32(0);
-        }
-        for (int g = 0; g < 16; g += 2) {
-            const int8x16x4_t w0 = vld1q_s8_x4(pk + 64 * g), w1 = vld1q_s8_x4(pk + 64 * g + 64);
-            const int32x4_t sc0 = vld1q_s32((const int32_t *)(pk + 1024) + 4 * g);
-            const int32x4_t sc1 = vld1q_s32((const int32_t *)(pk + 1024) + 4 * g + 4);
+    for (int64_t b = 0; b < nb; b++) {
+        int32x4_t r[4], isum[4];
+        for (int t = 0; t < 4; t++)
+            r[t] = isum[t] = vdupq_n_s32(0);
+        for (int j = 0; j < 8; j++) {
+            const int8x16x4_t w0 = vld1q_s8_x4(pk); /* group 2j */
+            GM_NEXT(pk, 64);
+            const int8x16x4_t w1 = vld1q_s8_x4(pk); /* 2j + 1 */
+            GM_NEXT(pk, 64);
+            const int32x4x2_t sc = vld1q_s32_x2((const int32_t *)pk);
+            GM_NEXT(pk, 32);
+            const int8x16x4_t a01 = vld1q_s8_x4(pa); /* tokens 0 and 1 */
+            GM_NEXT(pa, 64);
+            const int8x16x4_t a23 = vld1q_s8_x4(pa);
+            GM_NEXT(pa, 64);
+            const int8x16x4_t *av[2] = {&a01, &a23};
             for (int t = 0; t < NT; t++) {
-                const int8x16x2_t av = vld1q_s8_x2(yb[t]->qs + 16 * g);
-                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(vdupq_n_s32(0), w0.val, av.val[0]), sc0);
-                isum[t] = vmlaq_s32(isum[t], NEON_FN(gm_dot16)(vdupq_n_s32(0), w1.val, av.val[1]), sc1);
+                const int8x16_t a0 = av[t / 2]->val[2 * (t % 2)], a1 = av[t / 2]->val[2 * (t % 2) + 1];
+                NEON_FN(gmk_sub)(1, w0.val, sc.val[0], a0, a0, &r[t], &isum[t]);
+                NEON_FN(gmk_sub)(1, w1.val, sc.val[1], a1, a1, &r[t], &isum[t]);
             }
         }
-        const float32x4_t d = vld1q_f32((const float *)(pk + 1280));
+        const float32x4_t d = vld1q_f32((const float *)pk);
+        GM_NEXT(pk, 16);
+        GM_NEXT(pa, 64); /* the bsums (Q4_K's) */
+        const float32x4_t yd = vld1q_f32((const float *)pa);
+        GM_NEXT(pa, 16);
+        float32x4_t dy[4];
+        NEON_FN(mul_lanes)(d, yd, dy);
         for (int t = 0; t < NT; t++)
-            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(d, yb[t]->d), vcvtq_f32_s32(isum[t])));
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(dy[t], vcvtq_f32_s32(isum[t])));
     }
     NEON_FN(gm_store)(NT, acc, y, ys);
 }
@@ -733,7 +885,14 @@ NEON_INLINE void NEON_FN(x4k_tile)(const int NT, int64_t n, const char *w, const
         const int16x8_t m67 = vreinterpretq_s16_u16(vmovl_high_u8(mt47));
         const float16x8_t dh = vreinterpretq_f16_u8(vld1q_u8(tile + repack_x4k_d(0))); /* d[4], dmin[4] */
         const float32x4_t d = vcvt_f32_f16(vget_low_f16(dh)), dmin = vcvt_high_f32_f16(dh);
-        NEON_FN(k4_step)(NT, acc, isum, m01, m23, m45, m67, d, dmin, yb);
+        int16x8_t bs[4];
+        float32x4_t dy[4], dmy[4];
+        for (int t = 0; t < NT; t++) {
+            bs[t] = vpaddq_s16(vld1q_s16(yb[t]->bsums), vld1q_s16(yb[t]->bsums + 8));
+            dy[t] = vmulq_n_f32(d, yb[t]->d);
+            dmy[t] = vmulq_n_f32(dmin, yb[t]->d);
+        }
+        NEON_FN(k4_step)(NT, acc, isum, m01, m23, m45, m67, dy, dmy, bs);
     }
     NEON_FN(gm_store)(NT, acc, y, ys);
 }
@@ -1173,17 +1332,19 @@ NEON_INLINE void NEON_FN(gm_pack)(const int type, int64_t nb, const char *w, siz
         NEON_FN(gm32_pack)(type, nb, w, w_row, pk);
 }
 
-/* NT (1-4) tokens of a group packed at pk: at a (rows a_row apart) for the
- * K-quants, packed at pa (a quad, gm32_pack_act) for Q4_0 / Q5_0 / Q8_0. */
-NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const char *a, size_t a_row,
-                                 const int8_t *pa, float *y, size_t ys)
+/* NT tokens (1-4, or 8 for Q4_0 / Q5_0 / Q8_0: gm32_run) of a group packed
+ * at pk, the tokens packed at pa by quads (gmk_pack_act for the K-quants,
+ * gm32_pack_act for Q4_0 / Q5_0 / Q8_0; qbytes apart); ny outputs per row
+ * go to y. */
+NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
+                                 size_t qbytes, float *y, size_t ys, int ny)
 {
     if (type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4)
-        NEON_FN(gmk4_run)(NT, nb, pk, a, a_row, y, ys);
+        NEON_FN(gmk4_run)(NT > 4 ? 4 : NT, nb, pk, pa, y, ys); /* (never called with 8) */
     else if (type == GGML_TYPE_Q6_K || type == INFER_TYPE_Q6_K_X4)
-        NEON_FN(gmk6_run)(NT, nb, pk, a, a_row, y, ys);
+        NEON_FN(gmk6_run)(NT > 4 ? 4 : NT, nb, pk, pa, y, ys);
     else
-        NEON_FN(gm32_run)(type, NT, nb, pk, pa, y, ys);
+        NEON_FN(gm32_run)(type, NT, nb, pk, pa, qbytes, y, ys, ny);
 }
 
 NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, const char *w, size_t w_row, int64_t n_rows,
@@ -1193,7 +1354,7 @@ NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, cons
                          type == INFER_TYPE_Q6_K_X4;
     const int64_t nb = n / (k_quant ? QK_K : QK8_0);
     const size_t gbytes = (size_t)nb * NEON_FN(gm_bytes)(type);
-    const size_t qbytes = k_quant ? 0 : (size_t)nb * GM32_BYTES; /* a packed token quad */
+    const size_t qbytes = (size_t)nb * (k_quant ? GMK_ABYTES : GM32_BYTES); /* a packed token quad */
     int8_t *pk = kernels_scratch(gbytes * (GM_CHUNK / 4) + qbytes * (GM_TOKS / 4));
     if (!pk)
         return -1;
@@ -1201,26 +1362,37 @@ NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, cons
     const int64_t full = n_rows / 4 * 4;
     for (int64_t t0 = 0; t0 < n_tok; t0 += GM_TOKS) {
         const int64_t t1 = t0 + GM_TOKS < n_tok ? t0 + GM_TOKS : n_tok;
-        if (!k_quant)
-            for (int64_t t = t0; t < t1; t += 4)
-                NEON_FN(gm32_pack_act)(nb, a + (size_t)t * a_row, a_row, (int)(t1 - t < 4 ? t1 - t : 4),
-                                       pa + (size_t)(t - t0) / 4 * qbytes);
+        for (int64_t t = t0; t < t1; t += 4) {
+            const int nt = (int)(t1 - t < 4 ? t1 - t : 4);
+            int8_t *pt = pa + (size_t)(t - t0) / 4 * qbytes;
+            if (k_quant)
+                NEON_FN(gmk_pack_act)(nb, a + (size_t)t * a_row, a_row, nt, pt);
+            else
+                NEON_FN(gm32_pack_act)(nb, a + (size_t)t * a_row, a_row, nt, pt);
+        }
         for (int64_t r0 = 0; r0 < full; r0 += GM_CHUNK) {
             const int ng = (int)((full - r0 < GM_CHUNK ? full - r0 : GM_CHUNK) / 4);
             for (int g = 0; g < ng; g++)
                 NEON_FN(gm_pack)(type, nb, w + (size_t)(r0 + 4 * g) * w_row, w_row, pk + (size_t)g * gbytes);
             for (int g = 0; g < ng; g++) {
                 const int8_t *gp = pk + (size_t)g * gbytes;
-                for (int64_t t = t0; t < t1; t += 4) {
-                    const char *at = a + (size_t)t * a_row;
+                for (int64_t t = t0; t < t1;) {
                     const int8_t *pt = pa + (size_t)(t - t0) / 4 * qbytes;
                     float *yt = y + (size_t)t * ys + (size_t)(r0 + 4 * g);
-                    switch (t1 - t) {
-                    case 1: NEON_FN(gm_run)(type, 1, nb, gp, at, a_row, pt, yt, ys); break;
-                    case 2: NEON_FN(gm_run)(type, 2, nb, gp, at, a_row, pt, yt, ys); break;
-                    case 3: NEON_FN(gm_run)(type, 3, nb, gp, at, a_row, pt, yt, ys); break;
-                    default: NEON_FN(gm_run)(type, 4, nb, gp, at, a_row, pt, yt, ys); break;
+                    const int nt = (int)(t1 - t < 4 || k_quant || !GEMM_SDOT /* (plain NEON spills with eight) */
+                                             ? (t1 - t < 4 ? t1 - t : 4)
+                                             : (t1 - t < 8 ? t1 - t : 8));
+                    switch (nt) {
+                    case 1: NEON_FN(gm_run)(type, 1, nb, gp, pt, qbytes, yt, ys, 1); break;
+                    case 2: NEON_FN(gm_run)(type, 2, nb, gp, pt, qbytes, yt, ys, 2); break;
+                    case 3: NEON_FN(gm_run)(type, 3, nb, gp, pt, qbytes, yt, ys, 3); break;
+                    case 4: NEON_FN(gm_run)(type, 4, nb, gp, pt, qbytes, yt, ys, 4); break;
+                    default:
+                        if (!k_quant && GEMM_SDOT)
+                            NEON_FN(gm_run)(type, 8, nb, gp, pt, qbytes, yt, ys, nt);
+                        break;
                     }
+                    t += nt;
                 }
             }
         }
