@@ -19,6 +19,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,9 +226,16 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Start workers up to P.max - 1 (under the lock).  Returns the number running. */
+/* Start workers up to P.max - 1 (under the lock).  Returns the number running.
+ * Workers start with every signal blocked, whatever the caller's mask: a
+ * process-directed SIGINT/SIGTERM must reach the thread that waits for it
+ * (infer serve's sigtimedwait), never a worker, where its default action
+ * would end the process without the shutdown. */
 static int start_workers(void)
 {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     while (P.n_workers < P.max - 1) {
         pthread_attr_t at;
         pthread_attr_init(&at);
@@ -238,6 +246,7 @@ static int start_workers(void)
             break;
         P.n_workers++;
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return P.n_workers;
 }
 

@@ -11,6 +11,7 @@
 #include "test-common.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -478,6 +479,40 @@ static void step_trials_drive_the_pool(void **state)
     assert_int_equal(pool_threads(), 2);
 }
 
+/* Workers run with every signal blocked, though the thread that started
+ * them had none blocked: a process-directed SIGINT must go to the thread
+ * that waits for it (infer serve), never a worker (default action: exit). */
+static _Atomic int workers_seen, workers_unblocked;
+static void record_mask(void *ctx, int64_t i0, int64_t i1)
+{
+    (void)ctx;
+    (void)i0;
+    (void)i1;
+    if (pool_thread_index() == 0)
+        return;
+    sigset_t cur;
+    pthread_sigmask(SIG_BLOCK, NULL, &cur);
+    atomic_fetch_add(&workers_seen, 1);
+    if (!sigismember(&cur, SIGINT) || !sigismember(&cur, SIGTERM))
+        atomic_fetch_add(&workers_unblocked, 1);
+    struct timespec ts = {0, 200000}; /* long enough that the workers take items */
+    nanosleep(&ts, NULL);
+}
+
+static void workers_block_signals(void **state)
+{
+    (void)state;
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, NULL);
+    pool_set_adaptive(false);
+    assert_int_equal(pool_set_threads(4), 4);
+    for (int rep = 0; rep < 50 && atomic_load(&workers_seen) == 0; rep++)
+        pool_for(64, 1, record_mask, NULL);
+    assert_true(atomic_load(&workers_seen) > 0);
+    assert_int_equal(atomic_load(&workers_unblocked), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,6 +524,7 @@ int main(void)
         cmocka_unit_test(adaptive_drops_a_slow_thread),
         cmocka_unit_test(step_trials_state_machine),
         cmocka_unit_test(step_trials_drive_the_pool),
+        cmocka_unit_test(workers_block_signals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

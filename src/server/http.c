@@ -1195,6 +1195,11 @@ static void set_model_id(struct server *srv)
         snprintf(srv->board, sizeof(srv->board), "infer");
 }
 
+/* A SIGINT/SIGTERM delivered to a thread that does not block it (see
+ * server_run): noted here, acted on by the main loop. */
+static volatile sig_atomic_t stray_signal;
+static void on_stray_signal(int sig) { stray_signal = sig; }
+
 int server_run(const struct server_config *cfg)
 {
     struct server srv;
@@ -1298,8 +1303,17 @@ int server_run(const struct server_config *cfg)
         return 1;
     }
 
-    /* SIGINT and SIGTERM are blocked in every thread (the mask is
-     * inherited) and taken by sigtimedwait below. */
+    /* SIGINT and SIGTERM are blocked in every thread started from here on
+     * (the mask is inherited) and taken by sigtimedwait below.  Threads
+     * started before main() do not block them (OpenBLAS's, from its library
+     * constructor): the kernel may hand a process-directed signal to one of
+     * those, whose default action would end the process without the
+     * shutdown (seen once in CI: the server exited on SIGINT without "shutting
+     * down").  There the handler notes it for the loop below. */
+    struct sigaction sa = {.sa_handler = on_stray_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -1342,6 +1356,10 @@ int server_run(const struct server_config *cfg)
         for (;;) {
             struct timespec ts = {0, 200 * 1000 * 1000};
             int sig = sigtimedwait(&sigs, NULL, &ts);
+            if (sig <= 0 && stray_signal) { /* taken by a thread that does not block it */
+                sig = stray_signal;
+                stray_signal = 0;
+            }
             if (sig == SIGTERM && !srv.draining && ready) {
                 start_drain(&srv, "SIGTERM");
             } else if (sig > 0) { /* SIGINT, a second SIGTERM, or SIGTERM before the model is in */

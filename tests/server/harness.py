@@ -120,6 +120,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        if self.proc.returncode != 0:  # negative: the signal that ended it (none was handled)
+            print(f"server exit status: {self.proc.returncode}", flush=True)
         if not self.log_file.closed:
             self.log_file.close()
             if self.proc.returncode == 0 and not os.environ.get("INFER_SERVE_KEEP_LOGS"):

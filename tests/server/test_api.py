@@ -492,6 +492,33 @@ def test_health_while_loading_and_failed():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_signal_to_a_thread_that_does_not_block_it():
+    """SIGINT taken by a thread that does not block it (OpenBLAS starts its threads before main(),
+    with no signal blocked) still shuts the server down cleanly, not by SIGINT's default action."""
+    srv = Server(MODEL, ["-c", "256", "-np", "1"], name="strays")
+    try:
+        pid = srv.proc.pid
+        foreign = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                blk = int(next(x for x in f if x.startswith("SigBlk:")).split()[1], 16)
+            if int(tid) != pid and not blk & (1 << (2 - 1)):  # SIGINT = 2
+                foreign.append(int(tid))
+        if not foreign:
+            raise Skip("no thread leaves SIGINT unblocked (OpenBLAS without its own threads?)")
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        nr = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)  # tgkill's syscall number
+        if nr is None:
+            raise Skip(f"tgkill's number on {os.uname().machine} not known here")
+        assert libc.syscall(nr, pid, foreign[0], 2) == 0  # tgkill(pid, tid, SIGINT)
+        srv.proc.wait(timeout=30)
+        assert srv.proc.returncode == 0 and "SIGINT: shutting down" in srv.log(), (srv.proc.returncode,
+                                                                                   srv.log())
+    finally:
+        srv.stop()
+
+
 def test_verbose_logs_every_request():
     """-v logs each request with its status, streamed ones too (at their end), so an operator sees
     what a chat page such as Open WebUI sends."""
@@ -539,7 +566,8 @@ def main():
              test_seed_reproducible, test_sampling_parameters, test_cached_tokens_on_repeated_prefix,
              test_board_headers_and_routing_hints, test_drain, test_stop_sequences, test_errors, test_curl, test_cors, test_client_disconnect, test_metrics,
              test_api_keys_and_tenants, test_queue_bound_and_keep_alive, test_health_while_loading_and_failed,
-             test_verbose_logs_every_request, test_default_model_smoke]
+             test_signal_to_a_thread_that_does_not_block_it, test_verbose_logs_every_request,
+             test_default_model_smoke]
     return harness.run_with_server(S, tests, "test_api")
 
 
