@@ -20,18 +20,19 @@
  * The low-bit K-quants take the same path: Q2_K's u is its 2-bit field (its
  * minimums, like Q4_K's, come from the bsums), Q3_K's u = q + 4 (0..7) with
  * 4 sum_g s_g bsum_g taken off, and IQ4_XS's u = codebook value + 128 with
- * 128 sum_j s_j bsum_j taken off (without VNNI as two nibble planes, as
- * Q8_0: vpmaddubsw would overflow on 8-bit u).
+ * 128 sum_j s_j bsum_j taken off (without VNNI as two nibble planes:
+ * vpmaddubsw would overflow on 8-bit u).
  *
  * vpmaddubsw adds pairs into int16 without overflow while 2 * 127 * u_max
  * times the number of groups summed stays below 2^15: 8 groups for 4-bit
  * quants, 4 for 5-bit, 2 for 6-bit.  Q8_0 (8-bit w, no offset) multiplies
  * |w| (0..128, unsigned) by a sign(w) (vpsignb of the activation vector by
  * the broadcast weights): one pair sums to at most 2 * 128 * 127 < 2^15 as
- * the activations, from the Q8_0 quantizer (d = amax/127), keep |a| <= 127;
- * each vpmaddubsw is widened on its own (vpmaddwd), and a call whose
- * activations hold a -128 returns -1 (matmul then takes gemm).  vpdpbusd
- * takes Q8_0's u = w + 128 whole.
+ * the activations, from the Q8_0 quantizer (d = amax/127), keep |a| <= 127
+ * (the avx2 vec_dot's own bound: its dot_s8 in quants_avx2.c pairs the same
+ * bytes the same way, so the two agree bit for bit on any bytes); each
+ * vpmaddubsw is widened on its own (vpmaddwd).  vpdpbusd takes Q8_0's
+ * u = w + 128 whole.
  *
  * Every lane does the reference's float steps in its order, so the results
  * are vec_dot's bits (as gemm_many must give).
@@ -74,17 +75,7 @@ INLINE int sum_s8(const int8_t *q)
     return sum_u8(v) - 128 * 32;
 }
 
-/* Whether any of the 32 bytes of a Q8_0 block is -128. */
-INLINE bool has_m128(const int8_t *q)
-{
-    const __m256i v = _mm256_loadu_si256((const __m256i *)q);
-    return !_mm256_testz_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(-128)), _mm256_set1_epi8(-1));
-}
-
-/* The activations of n_tok tokens into A; false (A partly written) when
- * `no_m128` and a byte is -128. */
-static bool act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb, int koff,
-                       bool no_m128)
+static void act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb, int koff)
 {
     const int64_t ng = (n_tok + LT - 1) / LT;
     for (int64_t g = 0; g < ng; g++) {
@@ -100,8 +91,6 @@ static bool act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t 
                     continue;
                 }
                 const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)tok * a_row) + b;
-                if (no_m128 && has_m128(ab->qs))
-                    return false;
                 for (int k = 0; k < 8; k++)
                     ag->q[k][t] = ld32(ab->qs + 4 * k);
                 ag->corr[t] = koff ? -koff * sum_s8(ab->qs) : 0;
@@ -109,7 +98,6 @@ static bool act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t 
             }
         }
     }
-    return true;
 }
 
 static void actK_pack(struct actK *A, const uint8_t *a, size_t a_row, int64_t n_tok, int64_t nb)
@@ -491,96 +479,51 @@ INLINE __m256i add16(__m256i a, __m256i b)
     return a;
 }
 
-#if !GEMM_VNNI
-/* acc + the int32 lane sums of |w| . a sign(w) (uw = |w|; int16 ones):
- * vpsignb, vpmaddubsw, vpmaddwd, vpaddd in one piece, for add16's reason
- * (as intrinsics GCC holds the products of a whole block for a tree). */
-INLINE __m256i dot_s8(__m256i acc, __m256i uw, __m256i w, __m256i a, __m256i ones)
+/* acc + the int32 lane sums (four bytes each) of the weights w times the
+ * activations a, all in registers.  With VNNI, vpdpbusd(u, a): GCC folds
+ * the load of an activation vector into each instruction that uses it (one
+ * load per product where one per NR products is the point).  Without,
+ * Q8_0's signed w as |w| . a sign(w): vpsignb, vpmaddubsw, vpmaddwd with
+ * int16 ones and vpaddd in one piece, for add16's reason (as intrinsics
+ * GCC holds a whole block's products for a tree); |w| (GCC takes it once
+ * per broadcast) is its own operand. */
+INLINE __m256i dot32(__m256i acc, __m256i w, __m256i a)
 {
+#if GEMM_VNNI
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(w), "x"(a));
+#else
     __m256i t;
     __asm__("vpsignb %[w], %[a], %[t]\n\t"
             "vpmaddubsw %[t], %[uw], %[t]\n\t"
             "vpmaddwd %[ones], %[t], %[t]\n\t"
             "vpaddd %[t], %[acc], %[acc]"
             : [acc] "+x"(acc), [t] "=&x"(t)
-            : [uw] "x"(uw), [w] "x"(w), [a] "x"(a), [ones] "x"(ones));
+            : [uw] "x"(_mm256_abs_epi8(w)), [w] "x"(w), [a] "x"(a), [ones] "x"(_mm256_set1_epi16(1)));
+#endif
     return acc;
 }
-#endif
-
-#if GEMM_VNNI
-/* acc + vpdpbusd(u, a), all three in registers: GCC folds the load of an
- * activation vector into each instruction that uses it (one load per
- * product where one per NR products is the point). */
-INLINE __m256i dp_reg(__m256i acc, __m256i u, __m256i a)
-{
-    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(a));
-    return acc;
-}
-#endif
 
 /* s[q][r] = m_r sum_{k < nk} u_{r,k} . a_{q,k} plus start[q] when given,
  * or plus s[q][r] itself (accum), exactly, for NG token groups q (dword k
  * of each of their tokens at aq[q][k]) and NR interleaved rows r (u_{r,k}
  * at w[k LR + r]); m: the rows' int16 factors (NULL: 1).  Each broadcast
  * weight dword serves the NG groups, and the NG x NR accumulation chains
- * advance together.  Without VNNI, vpmaddubsw adds into int16 runs of
- * `per` dwords (its bound for ubits-bit u), each widened by vpmaddwd with
- * m; ubits 8 there means signed w (Q8_0, m NULL), multiplied as
- * |w| . a sign(w) and widened at once (dot_s8).  With VNNI, m multiplies
- * the int32 sums (vpmulld). */
+ * advance together.  With VNNI, and without for Q8_0's signed w (ubits 8),
+ * each product goes straight into int32 chains (dot32) and m multiplies
+ * their sums (vpmulld); otherwise vpmaddubsw adds into int16 runs of `per`
+ * dwords (its bound for ubits-bit u), each widened by vpmaddwd with m. */
 INLINE void dot_tile(const int ubits, const int NG, const int NR, const uint32_t *w, const uint32_t (*const *aq)[LT],
                      int nk, const int32_t *m, const int32_t *const *start, bool accum, __m256i s[2][LR])
 {
-#if GEMM_VNNI
-    (void)ubits;
-    __m256i t[2][LR];
-    UNROLL
-    for (int q = 0; q < NG; q++)
-        UNROLL
-        for (int r = 0; r < NR; r++)
-            t[q][r] = start && !m ? _mm256_load_si256((const __m256i *)start[q])
-                      : accum && !m ? s[q][r]
-                                    : _mm256_setzero_si256();
-    UNROLL
-    for (int k = 0; k < nk; k++) {
-        __m256i av[2];
-        UNROLL
-        for (int q = 0; q < NG; q++)
-            av[q] = ldq(aq[q][k]);
-        UNROLL
-        for (int r = 0; r < NR; r++) {
-            const __m256i wv = bcast(w + k * LR + r);
-            UNROLL
-            for (int q = 0; q < NG; q++)
-                t[q][r] = dp_reg(t[q][r], wv, av[q]);
-        }
-    }
-    UNROLL
-    for (int r = 0; r < NR; r++) {
-        const __m256i mr = _mm256_set1_epi32(m ? m[r] : 1);
-        UNROLL
-        for (int q = 0; q < NG; q++) {
-            if (!m) {
-                s[q][r] = t[q][r];
-                continue;
-            }
-            const __m256i v = _mm256_mullo_epi32(t[q][r], mr);
-            s[q][r] = start   ? _mm256_add_epi32(_mm256_load_si256((const __m256i *)start[q]), v)
-                      : accum ? _mm256_add_epi32(s[q][r], v)
-                              : v;
-        }
-    }
-#else
-    if (ubits == 8) { /* signed w (Q8_0), m NULL: each product widened at once */
-        const __m256i ones = _mm256_set1_epi16(1);
+    if (GEMM_VNNI || ubits == 8) { /* int32 chains */
+        __m256i t[2][LR];
         UNROLL
         for (int q = 0; q < NG; q++)
             UNROLL
             for (int r = 0; r < NR; r++)
-                s[q][r] = start ? _mm256_load_si256((const __m256i *)start[q])
-                          : accum ? s[q][r]
-                                  : _mm256_setzero_si256();
+                t[q][r] = start && !m ? _mm256_load_si256((const __m256i *)start[q])
+                          : accum && !m ? s[q][r]
+                                        : _mm256_setzero_si256();
         UNROLL
         for (int k = 0; k < nk; k++) {
             __m256i av[2];
@@ -589,14 +532,30 @@ INLINE void dot_tile(const int ubits, const int NG, const int NR, const uint32_t
                 av[q] = ldq(aq[q][k]);
             UNROLL
             for (int r = 0; r < NR; r++) {
-                const __m256i wv = bcast(w + k * LR + r), uw = _mm256_abs_epi8(wv);
+                const __m256i wv = bcast(w + k * LR + r);
                 UNROLL
                 for (int q = 0; q < NG; q++)
-                    s[q][r] = dot_s8(s[q][r], uw, wv, av[q], ones);
+                    t[q][r] = dot32(t[q][r], wv, av[q]);
+            }
+        }
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const __m256i mr = _mm256_set1_epi32(m ? m[r] : 1);
+            UNROLL
+            for (int q = 0; q < NG; q++) {
+                if (!m) {
+                    s[q][r] = t[q][r];
+                    continue;
+                }
+                const __m256i v = _mm256_mullo_epi32(t[q][r], mr);
+                s[q][r] = start   ? _mm256_add_epi32(_mm256_load_si256((const __m256i *)start[q]), v)
+                          : accum ? _mm256_add_epi32(s[q][r], v)
+                                  : v;
             }
         }
         return;
     }
+#if !GEMM_VNNI /* int16 runs */
     const int per = ubits <= 4 ? 8 : ubits == 5 ? 4 : 2;
     UNROLL
     for (int k0 = 0; k0 < nk; k0 += per) {
@@ -839,8 +798,8 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const int64_t kc = pass_blocks(nb, ng, k ? sizeof(struct actK) : sizeof(struct act32));
     if (k)
         actK_pack(act, av, a_row, n_tok, nb);
-    else if (!act32_pack(act, av, a_row, n_tok, nb, koff32(type), signed32(type)))
-        return -1; /* a -128 in the activations: beyond the sign trick's bound */
+    else
+        act32_pack(act, av, a_row, n_tok, nb, koff32(type));
     for (int64_t t0 = 0; t0 < n_tiles; t0 += rb) {
         const int64_t t1 = t0 + rb < n_tiles ? t0 + rb : n_tiles;
         for (int64_t t = t0; t < t1; t++) {
