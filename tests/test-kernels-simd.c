@@ -451,6 +451,61 @@ static void check_many(const struct kernel_table *kt, uint32_t type, int64_t n, 
     free(y);
 }
 
+/* Q8_0's gemm_many at the bounds of its integer sums: weights -128 and
+ * +-127 against activations +-127 (the quantizer's range: avx2 multiplies
+ * |w| by a sign(w), whose int16 pair sums reach 2 * 128 * 127), vec_dot's
+ * bits; then also with one activation byte -128 (beyond that range: NaN
+ * inputs), still vec_dot's bits, whatever those are. */
+static void test_gemm_many_q8_0_bounds(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    const struct kernel_type_ops *ops = &kt->types[GGML_TYPE_Q8_0];
+    if (!ops->gemm_many)
+        skip();
+    enum { N = 256, ROWS = 6, TOK = 17, YS = ROWS + 1 };
+    const size_t rb = row_bytes(GGML_TYPE_Q8_0, N), bs = sizeof(block_q8_0);
+    assert_int_equal(ops->vec_dot_type, GGML_TYPE_Q8_0);
+    uint8_t *w = malloc(rb * ROWS), *a = malloc(rb * TOK);
+    float *y = malloc(sizeof(float) * YS * TOK);
+    const uint16_t one = fp32_to_fp16(1.0f);
+    for (int r = 0; r < ROWS; r++)
+        for (int b = 0; b < N / 32; b++) {
+            block_q8_0 *x = (block_q8_0 *)(w + (size_t)r * rb + (size_t)b * bs);
+            memcpy(&x->d, &one, 2);
+            for (int i = 0; i < 32; i++) /* all -128, all +127, then mixed */
+                x->qs[i] = (int8_t)(r == 0 ? -128 : r == 1 ? 127 : r == 2 ? (i % 2 ? -128 : 127) : (int)(rng_u64() % 256) - 128);
+        }
+    for (int t = 0; t < TOK; t++)
+        for (int b = 0; b < N / 32; b++) {
+            block_q8_0 *x = (block_q8_0 *)(a + (size_t)t * rb + (size_t)b * bs);
+            memcpy(&x->d, &one, 2);
+            for (int i = 0; i < 32; i++) /* all -127, all +127, alternating, then random in range */
+                x->qs[i] = (int8_t)(t == 0 ? -127 : t == 1 ? 127 : t == 2 ? (i % 2 ? -127 : 127) : (int)(rng_u64() % 255) - 127);
+        }
+    for (int bad = 0; bad < 2; bad++) {
+        if (bad)
+            ((block_q8_0 *)(a + 5 * rb + bs))->qs[7] = -128;
+        for (int i = 0; i < YS * TOK; i++)
+            y[i] = -1234.5f;
+        assert_int_equal(ops->gemm_many(N, w, rb, ROWS, a, rb, TOK, y, YS), 0);
+        for (int t = 0; t < TOK; t++)
+            for (int r = 0; r < YS; r++) {
+                const float got = y[t * YS + r];
+                if (r >= ROWS) {
+                    assert_true(got == -1234.5f);
+                    continue;
+                }
+                const float want = ops->vec_dot(N, w + (size_t)r * rb, a + (size_t)t * rb);
+                if (memcmp(&got, &want, 4) != 0)
+                    fail_msg("%s q8_0 bounds%s: gemm_many[%d][%d] = %.9g, vec_dot %.9g", kt->name,
+                             bad ? " (-128)" : "", t, r, (double)got, (double)want);
+            }
+    }
+    free(w);
+    free(a);
+    free(y);
+}
+
 /* gemm_many (where a variant has it) gives vec_dot's bits for every row and
  * token, for odd row and token counts (partial tiles and token groups), and
  * for long rows against many tokens (kernels that sweep the activations in
@@ -1069,12 +1124,12 @@ static void test_dispatch(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[2 + 16 * 10];
+    struct CMUnitTest tests[2 + 16 * 11];
     size_t n = 0;
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_dispatch);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_matmul_blas);
     const size_t nv = kernels_n_variants();
-    static char names[16][10][64];
+    static char names[16][11][64];
     for (size_t v = 0; v < nv && v < 16; v++) {
         static const struct {
             const char *name;
@@ -1083,9 +1138,9 @@ int main(void)
             {"quantizers", test_quantizers}, {"vec_dot", test_vec_dot},           {"gemm_tile", test_gemm_tile},
             {"matmul", test_matmul},         {"matmul_threads", test_matmul_threads}, {"ops", test_ops},
             {"rope", test_rope},             {"gemm_many", test_gemm_many},       {"attention", test_attention},
-            {"repacked", test_repacked},
+            {"repacked", test_repacked},     {"gemm_many_q8_0_bounds", test_gemm_many_q8_0_bounds},
         };
-        for (size_t k = 0; k < 10; k++) {
+        for (size_t k = 0; k < sizeof per / sizeof per[0]; k++) {
             snprintf(names[v][k], sizeof(names[v][k]), "%s/%s", kernels_variant_name(v), per[k].name);
             tests[n++] = (struct CMUnitTest){names[v][k], per[k].fn, NULL, NULL, (void *)(uintptr_t)v};
         }

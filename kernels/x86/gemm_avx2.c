@@ -1,7 +1,7 @@
 /*
  * gemm_avx2.c - the many-token matmul (gemm_many) of the "avx2" variant:
  * lanes are tokens, products by vpmaddubsw (gemm_lt8_body.h), for Q4_0,
- * Q5_0, Q8_0 (as two nibble planes), Q4_K, Q5_K, Q6_K, Q2_K and Q3_K.  Compiled with
+ * Q5_0, Q8_0 (|w| times a sign(w)), Q4_K, Q5_K, Q6_K, Q2_K and Q3_K.  Compiled with
  * the avx2 variant's flags.
  */
 #define GEMM_VNNI 0

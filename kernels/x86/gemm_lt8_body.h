@@ -9,24 +9,30 @@
  *     tokens, vector k holds bytes 4k..4k+3 of each token (signed, as
  *     quantized), plus each token's scale and the sums the corrections need;
  *   weights, unpacked once per tile of LR rows into unsigned bytes u (the
- *     quant as stored, or w + 128 for Q8_0) with per-block metadata;
- *   the unsigned weights are broadcast four bytes at a time and multiplied
- *     by the activation vectors, so each token's block sum lands in its own
- *     lane: no horizontal sums.  The offset of u is removed exactly with the
+ *     quant as stored, or w + 128 for Q8_0 with VNNI; Q8_0 without VNNI
+ *     keeps w signed, see below) with per-block metadata;
+ *   the weights are broadcast four bytes at a time and multiplied by the
+ *     activation vectors, so each token's block sum lands in its own lane:
+ *     no horizontal sums.  The offset of u is removed exactly with the
  *     activation sums (Q4_0: sumi = sum u a - 8 sum a; Q6_K: - 32 sum_j sc_j
  *     bsum_j).
  *
  * The low-bit K-quants take the same path: Q2_K's u is its 2-bit field (its
  * minimums, like Q4_K's, come from the bsums), Q3_K's u = q + 4 (0..7) with
  * 4 sum_g s_g bsum_g taken off, and IQ4_XS's u = codebook value + 128 with
- * 128 sum_j s_j bsum_j taken off (without VNNI as two nibble planes, as
- * Q8_0: vpmaddubsw would overflow on 8-bit u).
+ * 128 sum_j s_j bsum_j taken off (without VNNI as two nibble planes:
+ * vpmaddubsw would overflow on 8-bit u).
  *
  * vpmaddubsw adds pairs into int16 without overflow while 2 * 127 * u_max
  * times the number of groups summed stays below 2^15: 8 groups for 4-bit
- * quants, 4 for 5-bit, 2 for 6-bit.  Q8_0's u = w + 128 (up to 255) is split
- * into two nibble planes, u = 16 hi + lo, each within the 4-bit bound (two
- * products per byte, still no horizontal sums); vpdpbusd takes u whole.
+ * quants, 4 for 5-bit, 2 for 6-bit.  Q8_0 (8-bit w, no offset) multiplies
+ * |w| (0..128, unsigned) by a sign(w) (vpsignb of the activation vector by
+ * the broadcast weights): one pair sums to at most 2 * 128 * 127 < 2^15 as
+ * the activations, from the Q8_0 quantizer (d = amax/127), keep |a| <= 127
+ * (the avx2 vec_dot's own bound: its dot_s8 in quants_avx2.c pairs the same
+ * bytes the same way, so the two agree bit for bit on any bytes); each
+ * vpmaddubsw is widened on its own (vpmaddwd).  vpdpbusd takes Q8_0's
+ * u = w + 128 whole.
  *
  * Every lane does the reference's float steps in its order, so the results
  * are vec_dot's bits (as gemm_many must give).
@@ -87,7 +93,7 @@ static void act32_pack(struct act32 *A, const uint8_t *a, size_t a_row, int64_t 
                 const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)tok * a_row) + b;
                 for (int k = 0; k < 8; k++)
                     ag->q[k][t] = ld32(ab->qs + 4 * k);
-                ag->corr[t] = -koff * sum_s8(ab->qs);
+                ag->corr[t] = koff ? -koff * sum_s8(ab->qs) : 0;
                 ag->d[t] = h2f(ld16(&ab->d));
             }
         }
@@ -138,11 +144,17 @@ struct metaK {
     float d, dmin;
 };
 
-/* The weights of a Q4_0 / Q5_0 / Q8_0 block as unsigned bytes u = w + K. */
+/* Q8_0 without VNNI: the weights stay signed (the sign trick of dot_tile). */
+INLINE bool signed32(const int type) { return type == GGML_TYPE_Q8_0 && !GEMM_VNNI; }
+
+/* The weights of a Q4_0 / Q5_0 / Q8_0 block as unsigned bytes u = w + K
+ * (signed32: w as stored). */
 INLINE __m256i unpack32(const int type, const uint8_t *blk)
 {
-    if (type == GGML_TYPE_Q8_0)
-        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+    if (type == GGML_TYPE_Q8_0) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        return signed32(type) ? w : _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80));
+    }
     const __m128i qs = _mm_loadu_si128((const __m128i *)(blk + (type == GGML_TYPE_Q5_0 ? 6 : 2)));
     const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
     if (type == GGML_TYPE_Q4_0)
@@ -156,18 +168,20 @@ INLINE __m256i unpack32(const int type, const uint8_t *blk)
     return _mm256_or_si256(u, _mm256_and_si256(h, _mm256_set1_epi8(16)));
 }
 
-/* Q8_0 and IQ4_XS without VNNI: unpacked rows hold two planes (lo, then hi
+/* IQ4_XS without VNNI: unpacked rows hold two planes (lo, then hi
  * nibbles). */
-INLINE int planes32(const int type) { return type == GGML_TYPE_Q8_0 && !GEMM_VNNI ? 2 : 1; }
 INLINE int planesK(const int type) { return type == GGML_TYPE_IQ4_XS && !GEMM_VNNI ? 2 : 1; }
 
-INLINE int koff32(const int type) { return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : 128; }
+INLINE int koff32(const int type)
+{
+    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : signed32(type) ? 0 : 128;
+}
 
 /* The unpacked weights of a tile: its LR rows interleaved by dword, so that
  * the LR broadcasts of one step are consecutive dwords behind one pointer
  * (as gemm_avx512.c): dword k of block b of row r at w[(b kpb + k) LR + r],
  * kpb = 8 (Q4_0, Q5_0, Q8_0) or 64 (K-quants) dwords per block; the second
- * plane of planes32/planesK follows the first (nb kpb LR dwords later).
+ * plane of planesK follows the first (nb kpb LR dwords later).
  * Per-block metadata likewise row last: meta[b LR + r]. */
 
 /* Four rows' eight dwords v[r] interleaved: dword k of row r to o[4 k + r]. */
@@ -236,7 +250,6 @@ INLINE const uint8_t *tile_block(const int type, const uint8_t *rows, size_t w_r
 INLINE void unpack_tile32(const int type, const uint8_t *rows, size_t w_row, int64_t nb, int nr, bool grouped,
                           uint32_t *w, struct meta32 *meta)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; b++) {
         __m256i u[LR];
         UNROLL
@@ -250,15 +263,6 @@ INLINE void unpack_tile32(const int type, const uint8_t *rows, size_t w_row, int
             const uint8_t *blk = tile_block(type, rows, w_row, nb, grouped, r, b, tmp);
             u[r] = unpack32(type, blk);
             meta[b * LR + r].d = h2f(ld16(blk));
-        }
-        if (planes32(type) == 2) { /* lo nibbles, then (nb blocks later) the hi nibbles */
-            __m256i h[LR];
-            UNROLL
-            for (int r = 0; r < LR; r++) {
-                h[r] = _mm256_and_si256(_mm256_srli_epi16(u[r], 4), m4);
-                u[r] = _mm256_and_si256(u[r], m4);
-            }
-            store_x4(w + (size_t)(nb + b) * 8 * LR, h);
         }
         store_x4(w + (size_t)b * 8 * LR, u);
     }
@@ -475,68 +479,83 @@ INLINE __m256i add16(__m256i a, __m256i b)
     return a;
 }
 
-#if GEMM_VNNI
-/* acc + vpdpbusd(u, a), all three in registers: GCC folds the load of an
- * activation vector into each instruction that uses it (one load per
- * product where one per NR products is the point). */
-INLINE __m256i dp_reg(__m256i acc, __m256i u, __m256i a)
+/* acc + the int32 lane sums (four bytes each) of the weights w times the
+ * activations a, all in registers.  With VNNI, vpdpbusd(u, a): GCC folds
+ * the load of an activation vector into each instruction that uses it (one
+ * load per product where one per NR products is the point).  Without,
+ * Q8_0's signed w as |w| . a sign(w): vpsignb, vpmaddubsw, vpmaddwd with
+ * int16 ones and vpaddd in one piece, for add16's reason (as intrinsics
+ * GCC holds a whole block's products for a tree); |w| (GCC takes it once
+ * per broadcast) is its own operand. */
+INLINE __m256i dot32(__m256i acc, __m256i w, __m256i a)
 {
-    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(a));
+#if GEMM_VNNI
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(w), "x"(a));
+#else
+    __m256i t;
+    __asm__("vpsignb %[w], %[a], %[t]\n\t"
+            "vpmaddubsw %[t], %[uw], %[t]\n\t"
+            "vpmaddwd %[ones], %[t], %[t]\n\t"
+            "vpaddd %[t], %[acc], %[acc]"
+            : [acc] "+x"(acc), [t] "=&x"(t)
+            : [uw] "x"(_mm256_abs_epi8(w)), [w] "x"(w), [a] "x"(a), [ones] "x"(_mm256_set1_epi16(1)));
+#endif
     return acc;
 }
-#endif
 
 /* s[q][r] = m_r sum_{k < nk} u_{r,k} . a_{q,k} plus start[q] when given,
  * or plus s[q][r] itself (accum), exactly, for NG token groups q (dword k
  * of each of their tokens at aq[q][k]) and NR interleaved rows r (u_{r,k}
  * at w[k LR + r]); m: the rows' int16 factors (NULL: 1).  Each broadcast
  * weight dword serves the NG groups, and the NG x NR accumulation chains
- * advance together.  Without VNNI, vpmaddubsw adds into int16 runs of
- * `per` dwords (its bound for ubits-bit u), each widened by vpmaddwd with
- * m; with VNNI, m multiplies the int32 sums (vpmulld). */
+ * advance together.  With VNNI, and without for Q8_0's signed w (ubits 8),
+ * each product goes straight into int32 chains (dot32) and m multiplies
+ * their sums (vpmulld); otherwise vpmaddubsw adds into int16 runs of `per`
+ * dwords (its bound for ubits-bit u), each widened by vpmaddwd with m. */
 INLINE void dot_tile(const int ubits, const int NG, const int NR, const uint32_t *w, const uint32_t (*const *aq)[LT],
                      int nk, const int32_t *m, const int32_t *const *start, bool accum, __m256i s[2][LR])
 {
-#if GEMM_VNNI
-    (void)ubits;
-    __m256i t[2][LR];
-    UNROLL
-    for (int q = 0; q < NG; q++)
-        UNROLL
-        for (int r = 0; r < NR; r++)
-            t[q][r] = start && !m ? _mm256_load_si256((const __m256i *)start[q])
-                      : accum && !m ? s[q][r]
-                                    : _mm256_setzero_si256();
-    UNROLL
-    for (int k = 0; k < nk; k++) {
-        __m256i av[2];
+    if (GEMM_VNNI || ubits == 8) { /* int32 chains */
+        __m256i t[2][LR];
         UNROLL
         for (int q = 0; q < NG; q++)
-            av[q] = ldq(aq[q][k]);
+            UNROLL
+            for (int r = 0; r < NR; r++)
+                t[q][r] = start && !m ? _mm256_load_si256((const __m256i *)start[q])
+                          : accum && !m ? s[q][r]
+                                        : _mm256_setzero_si256();
         UNROLL
-        for (int r = 0; r < NR; r++) {
-            const __m256i wv = bcast(w + k * LR + r);
+        for (int k = 0; k < nk; k++) {
+            __m256i av[2];
             UNROLL
             for (int q = 0; q < NG; q++)
-                t[q][r] = dp_reg(t[q][r], wv, av[q]);
-        }
-    }
-    UNROLL
-    for (int r = 0; r < NR; r++) {
-        const __m256i mr = _mm256_set1_epi32(m ? m[r] : 1);
-        UNROLL
-        for (int q = 0; q < NG; q++) {
-            if (!m) {
-                s[q][r] = t[q][r];
-                continue;
+                av[q] = ldq(aq[q][k]);
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                const __m256i wv = bcast(w + k * LR + r);
+                UNROLL
+                for (int q = 0; q < NG; q++)
+                    t[q][r] = dot32(t[q][r], wv, av[q]);
             }
-            const __m256i v = _mm256_mullo_epi32(t[q][r], mr);
-            s[q][r] = start   ? _mm256_add_epi32(_mm256_load_si256((const __m256i *)start[q]), v)
-                      : accum ? _mm256_add_epi32(s[q][r], v)
-                              : v;
         }
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const __m256i mr = _mm256_set1_epi32(m ? m[r] : 1);
+            UNROLL
+            for (int q = 0; q < NG; q++) {
+                if (!m) {
+                    s[q][r] = t[q][r];
+                    continue;
+                }
+                const __m256i v = _mm256_mullo_epi32(t[q][r], mr);
+                s[q][r] = start   ? _mm256_add_epi32(_mm256_load_si256((const __m256i *)start[q]), v)
+                          : accum ? _mm256_add_epi32(s[q][r], v)
+                                  : v;
+            }
+        }
+        return;
     }
-#else
+#if !GEMM_VNNI /* int16 runs */
     const int per = ubits <= 4 ? 8 : ubits == 5 ? 4 : 2;
     UNROLL
     for (int k0 = 0; k0 < nk; k0 += per) {
@@ -586,25 +605,21 @@ INLINE __m256 fstep32(const int type, __m256 acc, __m256i s, float dxs, __m256 d
 /* Token groups per step of run32: two (4 rows x 2 groups = 8 accumulation
  * chains, one broadcast per two products) when the int16 runs and the
  * int32 sums fit the 16 registers together: with VNNI always, with
- * vpmaddubsw when one int16 run covers the block (4-bit u). */
-INLINE int ng32(const int type) { return GEMM_VNNI || (type == GGML_TYPE_Q4_0 && planes32(type) == 1) ? 2 : 1; }
+ * vpmaddubsw when one int16 run covers the block (4-bit u) or runs are a
+ * single dword (signed Q8_0). */
+INLINE int ng32(const int type) { return GEMM_VNNI || type == GGML_TYPE_Q4_0 || signed32(type) ? 2 : 1; }
 
 /* Block b (weights wb, metadata mb) of NG token groups ag[q] into their
- * float accumulators facc[q]: the exact sums u . a + corr (Q8_0 without
- * VNNI: lo + 16 hi, the second plane `hi` dwords on), then the reference's
- * float step. */
-INLINE void step32(const int type, const int NG, const uint32_t *wb, size_t hi, const struct meta32 *mb,
+ * float accumulators facc[q]: the exact sums u . a + corr, then the
+ * reference's float step. */
+INLINE void step32(const int type, const int NG, const uint32_t *wb, const struct meta32 *mb,
                    const struct act32 *const *ag, __m256 facc[2][LR])
 {
-    const int ubits = type == GGML_TYPE_Q5_0 ? 5 : type == GGML_TYPE_Q8_0 && GEMM_VNNI ? 8 : 4;
+    const int ubits = type == GGML_TYPE_Q5_0 ? 5 : type == GGML_TYPE_Q8_0 ? 8 : 4;
     const uint32_t(*aq[2])[LT] = {ag[0]->q, ag[NG - 1]->q};
     const int32_t *corr[2] = {ag[0]->corr, ag[NG - 1]->corr};
     __m256i s[2][LR];
-    dot_tile(ubits, NG, LR, wb, aq, 8, NULL, corr, false, s);
-    if (planes32(type) == 2) {
-        static const int32_t m16[LR] = {16, 16, 16, 16};
-        dot_tile(4, NG, LR, wb + hi, aq, 8, m16, NULL, true, s);
-    }
+    dot_tile(ubits, NG, LR, wb, aq, 8, NULL, signed32(type) ? NULL : corr, false, s);
     UNROLL
     for (int q = 0; q < NG; q++) {
         const __m256 dy = _mm256_load_ps(ag[q]->d);
@@ -622,7 +637,6 @@ INLINE void run32(const int type, int64_t n, const uint32_t *w, const struct met
                   int64_t n_tok, int nr, float *y, size_t ys, float *F, int64_t b0, int64_t b1)
 {
     const int64_t nb = n / 32, ng = (n_tok + LT - 1) / LT;
-    const size_t hi = (size_t)nb * 8 * LR; /* dwords to the second plane */
     int64_t g = 0;
     if (ng32(type) == 2)
         for (; g + 2 <= ng; g += 2) {
@@ -631,7 +645,7 @@ INLINE void run32(const int type, int64_t n, const uint32_t *w, const struct met
             facc_load(facc[1], F, g + 1, b0 == 0);
             for (int64_t b = b0; b < b1; b++) {
                 const struct act32 *ag[2] = {A + g * nb + b, A + (g + 1) * nb + b};
-                step32(type, 2, w + (size_t)b * 8 * LR, hi, meta + b * LR, ag, facc);
+                step32(type, 2, w + (size_t)b * 8 * LR, meta + b * LR, ag, facc);
             }
             facc_done(facc[0], F, g, b1 == nb && y, n_tok, nr, y, ys);
             facc_done(facc[1], F, g + 1, b1 == nb && y, n_tok, nr, y, ys);
@@ -641,7 +655,7 @@ INLINE void run32(const int type, int64_t n, const uint32_t *w, const struct met
         facc_load(facc[0], F, g, b0 == 0);
         for (int64_t b = b0; b < b1; b++) {
             const struct act32 *ag[1] = {A + g * nb + b};
-            step32(type, 1, w + (size_t)b * 8 * LR, hi, meta + b * LR, ag, facc);
+            step32(type, 1, w + (size_t)b * 8 * LR, meta + b * LR, ag, facc);
         }
         facc_done(facc[0], F, g, b1 == nb && y, n_tok, nr, y, ys);
     }
@@ -764,7 +778,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
     const int64_t nb = n / (k ? QK_K : 32), ng = (n_tok + LT - 1) / LT;
     const size_t msz = k ? sizeof(struct metaK) : sizeof(struct meta32);
     const size_t act_bytes = up64((size_t)(ng * nb) * (k ? sizeof(struct actK) : sizeof(struct act32)));
-    const size_t stride = (size_t)n * (size_t)(k ? planesK(type) : planes32(type)); /* bytes per unpacked row */
+    const size_t stride = (size_t)n * (size_t)(k ? planesK(type) : 1); /* bytes per unpacked row */
     /* rows in blocks of rb tiles, unpacked first; each pass over a chunk of
      * the activations then serves all tiles of the block (gemm_pass.h) */
     const size_t f_tile = (size_t)ng * LR * LT; /* floats of one tile's accumulators */
