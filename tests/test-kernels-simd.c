@@ -26,7 +26,8 @@
  *                  a single-token matmul's bits, and the thread count does
  *                  not matter.
  *   ops            as documented per op below (and attention, which the
- *                  dispatch table carries with the ops).
+ *                  dispatch table carries with the ops); silu and gelu
+ *                  give an element the same bits alone as in a row.
  */
 #include "test-common.h"
 
@@ -798,6 +799,22 @@ static void fill_op_input(float *x, int64_t n, float scale)
 }
 
 /* |got - want| <= rel * |want| + abs, elementwise. */
+/* row = act(x) over the whole row: each element's bits must be act's of
+ * that element alone, wherever it sits (a vector's lanes or the tail).  The
+ * fused gate/up kernels (gemm_many_glu) give the act of one element, the
+ * unfused FFN (gate_rows) the act of whole rows; they must agree. */
+static void check_act_alone(const char *what, const char *variant, void (*act)(float *, int64_t), const float *x,
+                            const float *row, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        act(&v, 1);
+        if (memcmp(&v, &row[i], sizeof(v)) != 0)
+            fail_msg("%s %s(%.9g) = %.9g alone, %.9g at %lld of %lld", variant, what, (double)x[i], (double)v,
+                     (double)row[i], (long long)i, (long long)n);
+    }
+}
+
 static void check_close(const char *what, const char *variant, int64_t n, const float *got, const float *want,
                         double rel, double abs_tol, const float *x)
 {
@@ -851,6 +868,7 @@ static void test_ops(void **state)
         kt->silu(a, n);
         rt->silu(b, n);
         check_close("silu", kt->name, n, a, b, 2.4e-7, 1e-37, x);
+        check_act_alone("silu", kt->name, kt->silu, x, a, n);
 
         /* gelu: tanh within 1 ulp of 1 on both sides, so 1 + tanh may differ
          * by 2^-23 absolute, i.e. 0.5 |x| 2^-23 in the result */
@@ -861,6 +879,7 @@ static void test_ops(void **state)
         for (int64_t i = 0; i < n; i++)
             if (!(fabs((double)a[i] - b[i]) <= 3e-7 * fabs((double)b[i]) + fabs((double)x[i]) * 0x1p-23))
                 fail_msg("%s gelu(%.9g) = %.9g, reference %.9g", kt->name, (double)x[i], (double)a[i], (double)b[i]);
+        check_act_alone("gelu", kt->name, kt->gelu, x, a, n);
 
         /* gelu_ggml: fp16 results; a 1-ulp float difference before the final
          * rounding can move it by one fp16 ulp (2^-10 relative, 2^-24 among

@@ -41,11 +41,17 @@
  * Every block's integer sum is exact, so it equals the reference's; the
  * float steps are the reference's, in its order, lane by lane: every output
  * has exactly the bits of vec_dot.
+ *
+ * The fused gate/up form (gemm_many_glu) runs each group of gate rows and
+ * the same group of up rows on the same packed tokens and stores only
+ * act(gate) * up (gm_many).
  */
 
 #ifndef GEMM_SDOT
 #error "define GEMM_SDOT before including gemm_neon_body.h"
 #endif
+
+#include "act_neon.h"
 
 /* Tokens per pass (their activations packed once for Q4_0 / Q5_0 / Q8_0), rows
  * unpacked per pass over them (four groups): the unpacking of a row is
@@ -1347,14 +1353,21 @@ NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const
         NEON_FN(gm32_run)(type, NT, nb, pk, pa, qbytes, y, ys, ny);
 }
 
-NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, const char *w, size_t w_row, int64_t n_rows,
-                                 const char *a, size_t a_row, int64_t n_tok, float *y, size_t ys)
+/* wu: NULL, or the fused gate/up form (gemm_many_glu_fn, dispatch.h): w
+ * the gate rows, wu the up rows; each group of four gate rows and the same
+ * four up rows are unpacked together and run on the same packed tokens,
+ * into a few vectors on the stack, and only act(gate) * up is stored, with
+ * silu4 / gelu4 as the table's silu / gelu (ops_neon.c) compute them. */
+NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, const char *w, const char *wu,
+                                 size_t w_row, int64_t n_rows, const char *a, size_t a_row, int64_t n_tok,
+                                 float *y, size_t ys, enum glu_act act)
 {
     const bool k_quant = type == GGML_TYPE_Q4_K || type == INFER_TYPE_Q4_K_X4 || type == GGML_TYPE_Q6_K ||
                          type == INFER_TYPE_Q6_K_X4;
     const int64_t nb = n / (k_quant ? QK_K : QK8_0);
     const size_t gbytes = (size_t)nb * NEON_FN(gm_bytes)(type);
     const size_t qbytes = (size_t)nb * (k_quant ? GMK_ABYTES : GM32_BYTES); /* a packed token quad */
+    /* GM_CHUNK / 4 groups; the fused form uses two, gate and up */
     int8_t *pk = kernels_scratch(gbytes * (GM_CHUNK / 4) + qbytes * (GM_TOKS / 4));
     if (!pk)
         return -1;
@@ -1372,25 +1385,39 @@ NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, cons
         }
         for (int64_t r0 = 0; r0 < full; r0 += GM_CHUNK) {
             const int ng = (int)((full - r0 < GM_CHUNK ? full - r0 : GM_CHUNK) / 4);
-            for (int g = 0; g < ng; g++)
+            for (int g = 0; g < ng && !wu; g++)
                 NEON_FN(gm_pack)(type, nb, w + (size_t)(r0 + 4 * g) * w_row, w_row, pk + (size_t)g * gbytes);
             for (int g = 0; g < ng; g++) {
-                const int8_t *gp = pk + (size_t)g * gbytes;
+                const size_t off = (size_t)(r0 + 4 * g) * w_row;
+                if (wu) {
+                    NEON_FN(gm_pack)(type, nb, w + off, w_row, pk);
+                    NEON_FN(gm_pack)(type, nb, wu + off, w_row, pk + gbytes);
+                }
                 for (int64_t t = t0; t < t1;) {
                     const int8_t *pt = pa + (size_t)(t - t0) / 4 * qbytes;
                     float *yt = y + (size_t)t * ys + (size_t)(r0 + 4 * g);
                     const int nt = (int)(t1 - t < 4 || k_quant || !GEMM_SDOT /* (plain NEON spills with eight) */
                                              ? (t1 - t < 4 ? t1 - t : 4)
                                              : (t1 - t < 8 ? t1 - t : 8));
-                    switch (nt) {
-                    case 1: NEON_FN(gm_run)(type, 1, nb, gp, pt, qbytes, yt, ys, 1); break;
-                    case 2: NEON_FN(gm_run)(type, 2, nb, gp, pt, qbytes, yt, ys, 2); break;
-                    case 3: NEON_FN(gm_run)(type, 3, nb, gp, pt, qbytes, yt, ys, 3); break;
-                    case 4: NEON_FN(gm_run)(type, 4, nb, gp, pt, qbytes, yt, ys, 4); break;
-                    default:
-                        if (!k_quant && GEMM_SDOT)
-                            NEON_FN(gm_run)(type, 8, nb, gp, pt, qbytes, yt, ys, nt);
-                        break;
+                    float gu[2][8 * 4]; /* the fused form's sums: [matrix][token][row] */
+                    for (int m = 0; m < (wu ? 2 : 1); m++) {
+                        const int8_t *gp = pk + (size_t)(wu ? m : g) * gbytes;
+                        float *yo = wu ? gu[m] : yt;
+                        const size_t yso = wu ? 4 : ys;
+                        switch (nt) {
+                        case 1: NEON_FN(gm_run)(type, 1, nb, gp, pt, qbytes, yo, yso, 1); break;
+                        case 2: NEON_FN(gm_run)(type, 2, nb, gp, pt, qbytes, yo, yso, 2); break;
+                        case 3: NEON_FN(gm_run)(type, 3, nb, gp, pt, qbytes, yo, yso, 3); break;
+                        case 4: NEON_FN(gm_run)(type, 4, nb, gp, pt, qbytes, yo, yso, 4); break;
+                        default:
+                            if (!k_quant && GEMM_SDOT)
+                                NEON_FN(gm_run)(type, 8, nb, gp, pt, qbytes, yo, yso, nt);
+                            break;
+                        }
+                    }
+                    for (int k = 0; k < nt && wu; k++) {
+                        const float32x4_t gv = vld1q_f32(gu[0] + 4 * k), uv = vld1q_f32(gu[1] + 4 * k);
+                        vst1q_f32(yt + (size_t)k * ys, vmulq_f32(act == GLU_GELU ? gelu4(gv) : silu4(gv), uv));
                     }
                     t += nt;
                 }
@@ -1398,8 +1425,15 @@ NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, cons
         }
     }
     for (int64_t r = full; r < n_rows; r++) /* the rows after the last group */
-        for (int64_t t = 0; t < n_tok; t++)
-            y[(size_t)t * ys + (size_t)r] = dot(n, w + (size_t)r * w_row, a + (size_t)t * a_row);
+        for (int64_t t = 0; t < n_tok; t++) {
+            const char *at = a + (size_t)t * a_row;
+            float v = dot(n, w + (size_t)r * w_row, at);
+            if (wu) { /* one lane of silu4 / gelu4 */
+                const float32x4_t gv = vdupq_n_f32(v);
+                v = vgetq_lane_f32(act == GLU_GELU ? gelu4(gv) : silu4(gv), 0) * dot(n, wu + (size_t)r * w_row, at);
+            }
+            y[(size_t)t * ys + (size_t)r] = v;
+        }
     return 0;
 }
 
@@ -1407,7 +1441,16 @@ NEON_INLINE int NEON_FN(gm_many)(const int type, vec_dot_fn dot, int64_t n, cons
     static int NEON_FN(gemm_many_##T)(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a,  \
                                       size_t a_row, int64_t n_tok, float *y, size_t ys)                       \
     {                                                                                                        \
-        return NEON_FN(gm_many)(TYPE, NEON_FN(DOT), n, w, w_row, n_rows, a, a_row, n_tok, y, ys);            \
+        return NEON_FN(gm_many)(TYPE, NEON_FN(DOT), n, w, NULL, w_row, n_rows, a, a_row, n_tok, y, ys,       \
+                                GLU_SILU);                                                                   \
+    }                                                                                                        \
+    /* no many_prep on these variants: prep is always NULL */                                                \
+    static int NEON_FN(gemm_many_##T##_glu)(int64_t n, const void *wg, const void *wu, size_t w_row,         \
+                                            int64_t n_rows, const void *a, size_t a_row, const void *prep,   \
+                                            int64_t n_tok, float *y, size_t ys, enum glu_act act)            \
+    {                                                                                                        \
+        (void)prep;                                                                                          \
+        return NEON_FN(gm_many)(TYPE, NEON_FN(DOT), n, wg, wu, w_row, n_rows, a, a_row, n_tok, y, ys, act);  \
     }
 NEON_GEMM_MANY(q4_0, GGML_TYPE_Q4_0, vec_dot_q4_0_q8_0)
 NEON_GEMM_MANY(q4_0x4, INFER_TYPE_Q4_0_X4, vec_dot_q4_0_q8_0)
@@ -1441,33 +1484,44 @@ static void NEON_FN(xs_use_prep)(struct kernel_type_ops *o, gemm_prep_fn gemm_pr
 static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
 {
     t->types[GGML_TYPE_Q4_0].gemm_many = NEON_FN(gemm_many_q4_0);
+    t->types[GGML_TYPE_Q4_0].gemm_many_glu = NEON_FN(gemm_many_q4_0_glu);
     t->types[GGML_TYPE_Q5_0].gemm_many = NEON_FN(gemm_many_q5_0);
+    t->types[GGML_TYPE_Q5_0].gemm_many_glu = NEON_FN(gemm_many_q5_0_glu);
     kernels_use_x4(t, GGML_TYPE_Q5_0, NEON_FN(gemm_q5_0x4)); /* the x86 variants' layout */
     t->types[INFER_TYPE_Q5_0_X4].gemm_many = NEON_FN(gemm_many_q5_0x4);
+    t->types[INFER_TYPE_Q5_0_X4].gemm_many_glu = NEON_FN(gemm_many_q5_0x4_glu);
     /* Q4_0 weights repacked at load into an x4 layout (repack.h; the cache
      * file is per variant): with SDOT the one made for it (x4s), else the
      * x86 variants'; rows after the last group of four stay as they were,
      * so vec_dot is Q4_0's */
     kernels_use_x4(t, GGML_TYPE_Q4_0, NEON_FN(gemm_q4_0x4));
     t->types[INFER_TYPE_Q4_0_X4].gemm_many = NEON_FN(gemm_many_q4_0x4);
+    t->types[INFER_TYPE_Q4_0_X4].gemm_many_glu = NEON_FN(gemm_many_q4_0x4_glu);
 #if GEMM_SDOT /* (the x86 layout's tiles stay in the table, for the tests) */
     kernels_use_layout(t, INFER_TYPE_Q4_0_X4S, NEON_FN(gemm_q4_0x4s));
     t->types[INFER_TYPE_Q4_0_X4S].gemm_many = NEON_FN(gemm_many_q4_0x4s);
+    t->types[INFER_TYPE_Q4_0_X4S].gemm_many_glu = NEON_FN(gemm_many_q4_0x4s_glu);
     NEON_FN(xs_use_prep)(&t->types[INFER_TYPE_Q4_0_X4S], NEON_FN(gemm_q4_0x4sp));
 #endif
     t->types[GGML_TYPE_Q8_0].gemm_many = NEON_FN(gemm_many_q8_0);
+    t->types[GGML_TYPE_Q8_0].gemm_many_glu = NEON_FN(gemm_many_q8_0_glu);
 #if GEMM_SDOT /* Q8_0 likewise (its x4 layout is for SDOT only) */
     kernels_use_x4(t, GGML_TYPE_Q8_0, NEON_FN(gemm_q8_0x4));
     t->types[INFER_TYPE_Q8_0_X4].gemm_many = NEON_FN(gemm_many_q8_0x4);
+    t->types[INFER_TYPE_Q8_0_X4].gemm_many_glu = NEON_FN(gemm_many_q8_0x4_glu);
     NEON_FN(xs_use_prep)(&t->types[INFER_TYPE_Q8_0_X4], NEON_FN(gemm_q8_0x4p));
 #endif
     t->types[GGML_TYPE_Q4_K].gemm_many = NEON_FN(gemm_many_q4_K);
+    t->types[GGML_TYPE_Q4_K].gemm_many_glu = NEON_FN(gemm_many_q4_K_glu);
     /* Q4_K likewise (no tail: a tile is one super-block of four rows) */
     kernels_use_x4(t, GGML_TYPE_Q4_K, NEON_FN(gemm_q4_Kx4));
     t->types[INFER_TYPE_Q4_K_X4].gemm_many = NEON_FN(gemm_many_q4_Kx4);
+    t->types[INFER_TYPE_Q4_K_X4].gemm_many_glu = NEON_FN(gemm_many_q4_Kx4_glu);
     t->types[GGML_TYPE_Q6_K].gemm_many = NEON_FN(gemm_many_q6_K);
+    t->types[GGML_TYPE_Q6_K].gemm_many_glu = NEON_FN(gemm_many_q6_K_glu);
     /* Q6_K likewise (the x86 variants' layout) */
     kernels_use_x4(t, GGML_TYPE_Q6_K, NEON_FN(gemm_q6_Kx4));
     t->types[INFER_TYPE_Q6_K_X4].gemm_many = NEON_FN(gemm_many_q6_Kx4);
+    t->types[INFER_TYPE_Q6_K_X4].gemm_many_glu = NEON_FN(gemm_many_q6_Kx4_glu);
     t->many_min_tok = GM_MIN_TOK;
 }

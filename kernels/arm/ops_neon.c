@@ -1,8 +1,8 @@
 /*
  * ops_neon.c - the f32 ops of the aarch64 variants (baseline NEON; all
  * three use them): RMSNorm, softmax, SiLU, GELU and the
- * vector helpers, 4 lanes at a time with a scalar tail.  RoPE stays the
- * reference's.
+ * vector helpers, 4 lanes at a time with a scalar tail (SiLU and GELU: the
+ * tail padded to four lanes, act_neon.h).  RoPE stays the reference's.
  *
  * Contracts as ops.h.  The arithmetic is the reference's, operation by
  * operation, with these differences:
@@ -21,8 +21,10 @@
 #include <arm_neon.h>
 #include <math.h>
 #include <sleef.h>
+#include <string.h>
 
 #include "../ops.h"
+#include "act_neon.h"
 
 /* Sum of the four float lanes of v into a pair of double lanes. */
 static inline float64x2_t add_f64(float64x2_t acc, float32x4_t v)
@@ -89,30 +91,28 @@ static void softmax_neon(float *x, int64_t n)
         x[i] *= inv;
 }
 
+/* The first n (1-3) elements of x through f, padded with zeros. */
+static inline __attribute__((always_inline)) void map_tail(float *x, int64_t n, float32x4_t (*f)(float32x4_t))
+{
+    float buf[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    memcpy(buf, x, (size_t)n * sizeof(float));
+    vst1q_f32(buf, f(vld1q_f32(buf)));
+    memcpy(x, buf, (size_t)n * sizeof(float));
+}
+
+/* silu and gelu: silu4 / gelu4 (act_neon.h) on every element, the last 1-3
+ * too (padded), so that an element's bits do not depend on where it sits
+ * in the row (the fused gate/up kernels give those of one element). */
 static void silu_neon(float *x, int64_t n)
 {
-    const float32x4_t one = vdupq_n_f32(1.0f);
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        const float32x4_t v = vld1q_f32(x + i);
-        vst1q_f32(x + i, vdivq_f32(v, vaddq_f32(one, Sleef_expf4_u10advsimd(vnegq_f32(v)))));
-    }
-    for (; i < n; i++)
-        x[i] = x[i] / (1.0f + expf(-x[i]));
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(x + i, silu4(vld1q_f32(x + i)));
+    if (i < n)
+        map_tail(x + i, n - i, silu4);
 }
 
-#define GELU_COEF_A 0.044715f
-#define SQRT_2_OVER_PI 0.79788456080286535587989211986876f
-
-/* 0.5 x (1 + tanh(sqrt(2/pi) x (1 + a x^2))), in the reference's order. */
-static inline float32x4_t gelu4(float32x4_t x)
-{
-    const float32x4_t one = vdupq_n_f32(1.0f);
-    const float32x4_t inner = vaddq_f32(one, vmulq_f32(vmulq_n_f32(x, GELU_COEF_A), x));
-    const float32x4_t t = Sleef_tanhf4_u10advsimd(vmulq_f32(vmulq_n_f32(x, SQRT_2_OVER_PI), inner));
-    return vmulq_f32(vmulq_n_f32(x, 0.5f), vaddq_f32(one, t));
-}
-
+/* gelu4 of one element with libm's tanhf (gelu_ggml's tail) */
 static inline float gelu1(float x)
 {
     return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + GELU_COEF_A * x * x)));
@@ -123,8 +123,8 @@ static void gelu_neon(float *x, int64_t n)
     int64_t i = 0;
     for (; i + 4 <= n; i += 4)
         vst1q_f32(x + i, gelu4(vld1q_f32(x + i)));
-    for (; i < n; i++)
-        x[i] = gelu1(x[i]);
+    if (i < n)
+        map_tail(x + i, n - i, gelu4);
 }
 
 /* Round to fp16 and back (FCVTN / FCVTL: nearest even, as fp32_to_fp16). */
