@@ -196,6 +196,14 @@ INLINE void gemm6_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
                 acc[t] = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(c, 5));
             }
         }
+        /* the sixteen sub-blocks' scale vectors, kept in memory (operands
+         * of the multiply-adds): in registers with the accumulators, the
+         * quants and the masks they spilled */
+        __m256i scv[16];
+        UNROLL
+        for (int j = 0; j < 16; j++)
+            scv[j] = _mm256_shuffle_epi8(Z[j / 4], _mm256_load_si256((const __m256i *)q6t_pick[j % 4]));
+        __asm__ volatile("" : : "r"(scv) : "memory");
         UNROLL
         for (int p = 0; p < 8; p++) {
             const int h = p / 4, k = (p / 2) % 2, m = p % 2;
@@ -206,27 +214,30 @@ INLINE void gemm6_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
             const __m256i h23 = _mm256_loadu_si256((const __m256i *)(tile + repack_x6k_qh(2, 2 * h + m)));
             const __m256i ql[2] = {_mm256_unpacklo_epi64(l01, l23), _mm256_unpackhi_epi64(l01, l23)};
             const __m256i qh[2] = {_mm256_unpacklo_epi64(h01, h23), _mm256_unpackhi_epi64(h01, h23)};
-            __m256i qlo[2], qhi[2];
+            /* low nibbles (sub-block slo), then high ones (shi) */
             UNROLL
-            for (int i = 0; i < 2; i++) {
-                const __m256i hlo = k ? _mm256_slli_epi16(qh[i], 2) : _mm256_slli_epi16(qh[i], 4);
-                const __m256i hhi = k ? _mm256_srli_epi16(qh[i], 2) : qh[i];
-                qlo[i] = _mm256_or_si256(_mm256_and_si256(ql[i], m4), _mm256_and_si256(hlo, m2));
-                qhi[i] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql[i], 4), m4), _mm256_and_si256(hhi, m2));
-            }
-            const __m256i sclo = _mm256_shuffle_epi8(Z[slo / 4], _mm256_load_si256((const __m256i *)q6t_pick[slo % 4]));
-            const __m256i schi = _mm256_shuffle_epi8(Z[shi / 4], _mm256_load_si256((const __m256i *)q6t_pick[shi % 4]));
-            UNROLL
-            for (int t = 0; t < NT; t++) {
-                const int8_t *plo = yb[t]->qs + 16 * slo, *phi = yb[t]->qs + 16 * shi;
-                const __m256i slo16 =
-                    _mm256_add_epi16(_mm256_maddubs_epi16(qlo[0], _mm256_set1_epi64x((long long)ld64(plo))),
-                                     _mm256_maddubs_epi16(qlo[1], _mm256_set1_epi64x((long long)ld64(plo + 8))));
-                const __m256i shi16 =
-                    _mm256_add_epi16(_mm256_maddubs_epi16(qhi[0], _mm256_set1_epi64x((long long)ld64(phi))),
-                                     _mm256_maddubs_epi16(qhi[1], _mm256_set1_epi64x((long long)ld64(phi + 8))));
-                acc[t] = K_MADD_ACC(acc[t], slo16, sclo);
-                acc[t] = K_MADD_ACC(acc[t], shi16, schi);
+            for (int half = 0; half < 2; half++) {
+                const int sb = half ? shi : slo;
+                __m256i q[2];
+                UNROLL
+                for (int i = 0; i < 2; i++) {
+                    const __m256i hb = half ? (k ? _mm256_srli_epi16(qh[i], 2) : qh[i])
+                                            : (k ? _mm256_slli_epi16(qh[i], 2) : _mm256_slli_epi16(qh[i], 4));
+                    const __m256i lb = half ? _mm256_srli_epi16(ql[i], 4) : ql[i];
+                    q[i] = _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(hb, m2));
+                }
+                UNROLL
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *pa = yb[t]->qs + 16 * sb;
+                    const __m256i s16 =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(q[0], _mm256_set1_epi64x((long long)ld64(pa))),
+                                         _mm256_maddubs_epi16(q[1], _mm256_set1_epi64x((long long)ld64(pa + 8))));
+                    acc[t] = K_MADD_ACC(acc[t], s16, scv[sb]);
+                    /* one chain per token: otherwise GCC reassociates the
+                     * additions into a tree over the piece loop and keeps
+                     * every product on the stack until the end */
+                    __asm__("" : "+x"(acc[t]));
+                }
             }
         }
         /* d of rows 0, 2 | 1, 3 for two tokens; the reference's float steps per lane */
