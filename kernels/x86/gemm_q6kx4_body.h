@@ -6,7 +6,8 @@
  * gemmk_avx2.h), optionally Q6X_NACC (one token's accumulators per vector:
  * dependency chains for a multiply-add of some latency) and Q6X_SPLIT (256
  * bits: from this many tokens on, one row pair per pass over a super-block,
- * not both; default 2), and includes x86_util.h.
+ * not both; default 2), optionally Q6X_QWORDS (256 bits: 2-4 tokens through
+ * gemm6_x4t, rows in 64-bit lanes), and includes x86_util.h.
  *
  * Each 128-bit lane of a vector holds one row's 16-element sub-block (one
  * piece of ql, one of qh: repack.h), so a sub-block's int16 scale is one
@@ -128,8 +129,151 @@ static const uint8_t q6x_pick[8][64] __attribute__((aligned(64))) = {
 #define X4_PF 8192
 #endif
 
+#if Q6X_W == 256 && defined(Q6X_QWORDS)
+/*
+ * 2-4 tokens on 256 bits (the includer defines Q6X_QWORDS): the four rows
+ * side by side, eight bytes each per vector, as gemmK_x4t (gemmk_avx2.h)
+ * has them for Q4_K.  A piece of ql (16 bytes of each row) loaded as rows
+ * 0 | 1 and 2 | 3 gives, with one unpack of qwords each, A = bytes 0-7 and
+ * B = bytes 8-15 of the four rows, 64-bit lanes in the order rows 0, 2 |
+ * 1, 3 (qh likewise, so the 6-bit unpacking is gemm6_x4's).  A token's
+ * eight activation bytes are then one broadcast and its products with the
+ * four rows one vpmaddubsw; the two vectors of a 16-element sub-block are
+ * added as int16 (|sum| <= 4 * 63 * 127 < 2^15) before the sub-block's
+ * scale (one int16 per row lane, a pshufb of the rows' scales) multiplies
+ * and adds them into the token's dwords: per token and piece two
+ * sub-blocks of 2 vpmaddubsw, a vpaddw and the scale's K_MADD_ACC, where
+ * the lanes-are-rows tile above spends 2 vpmaddubsw and 2 K_MADD_ACC per
+ * row pair and piece.  The sums are the same integers (the -32 offset
+ * again as the accumulators' start, -32 sum_j sc_j bsum_j, from the same
+ * scale vectors), scaled and added per (row, token) lane as
+ * vec_dot_q6_K_q8_K_ref does, so the bits are the reference's.
+ */
+/* pshufb controls on Z[j / 4] (int16 [row a: sc 4i..4i+3, row b: the
+ * same] per 128-bit lane): scale j % 4 of row a in qword 0, of row b in
+ * qword 1, four times each */
+static const uint8_t q6t_pick[4][32] __attribute__((aligned(32))) = {
+#define P2(j) 2 * (j), 2 * (j) + 1
+#define L(j) P2(j), P2(j), P2(j), P2(j), P2(j + 4), P2(j + 4), P2(j + 4), P2(j + 4)
+    {L(0), L(0)}, {L(1), L(1)}, {L(2), L(2)}, {L(3), L(3)},
+#undef L
+#undef P2
+};
+
+INLINE void gemm6_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    /* lanes (row, token): X [r0t0 r2t0 r0t1 r2t1 | r1t0 r3t0 r1t1 r3t1], Y the same for tokens 2, 3 */
+    __m256 accx = _mm256_setzero_ps(), accy = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = w + (size_t)b * REPACK_X6K_TILE;
+        UNROLL
+        for (size_t o = 0; o < REPACK_X6K_TILE; o += 64)
+            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        const block_q8_K *yb[4];
+        float dy[4];
+        k_tokens(NT, a, a_row, b, yb, dy);
+        /* Z[i]: int16 scales 4i .. 4i + 3 of rows 0, 2 | 1, 3 */
+        const __m256i s01 = _mm256_loadu_si256((const __m256i *)(tile + repack_x6k_sc(0)));
+        const __m256i s23 = _mm256_loadu_si256((const __m256i *)(tile + repack_x6k_sc(2)));
+        const __m256i x0 = _mm256_srai_epi16(_mm256_unpacklo_epi8(s01, s01), 8);
+        const __m256i x1 = _mm256_srai_epi16(_mm256_unpackhi_epi8(s01, s01), 8);
+        const __m256i y0 = _mm256_srai_epi16(_mm256_unpacklo_epi8(s23, s23), 8);
+        const __m256i y1 = _mm256_srai_epi16(_mm256_unpackhi_epi8(s23, s23), 8);
+        const __m256i Z[4] = {_mm256_unpacklo_epi64(x0, y0), _mm256_unpackhi_epi64(x0, y0),
+                              _mm256_unpacklo_epi64(x1, y1), _mm256_unpackhi_epi64(x1, y1)};
+        /* the accumulators start at -32 sum_j sc_j bsum_j (dwords of a row's lane) */
+        __m256i acc[4];
+        UNROLL
+        for (int t = 0; t < 4; t++) {
+            acc[t] = _mm256_setzero_si256();
+            if (t < NT) {
+                __m256i c = _mm256_madd_epi16(Z[0], _mm256_set1_epi64x((long long)ld64(yb[t]->bsums)));
+                UNROLL
+                for (int i = 1; i < 4; i++)
+                    c = _mm256_add_epi32(c, _mm256_madd_epi16(Z[i], _mm256_set1_epi64x((long long)ld64(yb[t]->bsums + 4 * i))));
+                acc[t] = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(c, 5));
+            }
+        }
+        /* the sixteen sub-blocks' scale vectors, kept in memory (operands
+         * of the multiply-adds): in registers with the accumulators, the
+         * quants and the masks they spilled */
+        __m256i scv[16];
+        UNROLL
+        for (int j = 0; j < 16; j++)
+            scv[j] = _mm256_shuffle_epi8(Z[j / 4], _mm256_load_si256((const __m256i *)q6t_pick[j % 4]));
+        __asm__ volatile("" : : "r"(scv) : "memory");
+        UNROLL
+        for (int p = 0; p < 8; p++) {
+            const int h = p / 4, k = (p / 2) % 2, m = p % 2;
+            const int slo = 8 * h + 2 * k + m, shi = slo + 4;
+            const __m256i l01 = _mm256_loadu_si256((const __m256i *)(tile + repack_x6k_ql(0, p)));
+            const __m256i l23 = _mm256_loadu_si256((const __m256i *)(tile + repack_x6k_ql(2, p)));
+            const __m256i h01 = _mm256_loadu_si256((const __m256i *)(tile + repack_x6k_qh(0, 2 * h + m)));
+            const __m256i h23 = _mm256_loadu_si256((const __m256i *)(tile + repack_x6k_qh(2, 2 * h + m)));
+            const __m256i ql[2] = {_mm256_unpacklo_epi64(l01, l23), _mm256_unpackhi_epi64(l01, l23)};
+            const __m256i qh[2] = {_mm256_unpacklo_epi64(h01, h23), _mm256_unpackhi_epi64(h01, h23)};
+            /* low nibbles (sub-block slo), then high ones (shi) */
+            UNROLL
+            for (int half = 0; half < 2; half++) {
+                const int sb = half ? shi : slo;
+                __m256i q[2];
+                UNROLL
+                for (int i = 0; i < 2; i++) {
+                    const __m256i hb = half ? (k ? _mm256_srli_epi16(qh[i], 2) : qh[i])
+                                            : (k ? _mm256_slli_epi16(qh[i], 2) : _mm256_slli_epi16(qh[i], 4));
+                    const __m256i lb = half ? _mm256_srli_epi16(ql[i], 4) : ql[i];
+                    q[i] = _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(hb, m2));
+                }
+                UNROLL
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *pa = yb[t]->qs + 16 * sb;
+                    const __m256i s16 =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(q[0], _mm256_set1_epi64x((long long)ld64(pa))),
+                                         _mm256_maddubs_epi16(q[1], _mm256_set1_epi64x((long long)ld64(pa + 8))));
+                    acc[t] = K_MADD_ACC(acc[t], s16, scv[sb]);
+                    /* one chain per token: otherwise GCC reassociates the
+                     * additions into a tree over the piece loop and keeps
+                     * every product on the stack until the end */
+                    __asm__("" : "+x"(acc[t]));
+                }
+            }
+        }
+        /* d of rows 0, 2 | 1, 3 for two tokens; the reference's float steps per lane */
+        const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x6k_d(0))));
+        const __m256 dx = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d4), _mm256_setr_epi32(0, 2, 0, 2, 1, 3, 1, 3));
+        const __m256 dyx = _mm256_setr_ps(dy[0], dy[0], dy[1], dy[1], dy[0], dy[0], dy[1], dy[1]);
+        accx = _mm256_add_ps(accx, _mm256_mul_ps(_mm256_mul_ps(dx, dyx), _mm256_cvtepi32_ps(_mm256_hadd_epi32(acc[0], acc[1]))));
+        if (NT > 2) {
+            const __m256 dyy = _mm256_setr_ps(dy[2], dy[2], dy[3], dy[3], dy[2], dy[2], dy[3], dy[3]);
+            accy = _mm256_add_ps(accy,
+                                 _mm256_mul_ps(_mm256_mul_ps(dx, dyy), _mm256_cvtepi32_ps(_mm256_hadd_epi32(acc[2], acc[3]))));
+        }
+    }
+    float ox[8], oy[8];
+    _mm256_storeu_ps(ox, accx);
+    _mm256_storeu_ps(oy, accy);
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        const float *o = t < 2 ? ox : oy;
+        const int u = t % 2;
+        y[(size_t)t * ys + 0] = o[2 * u];
+        y[(size_t)t * ys + 2] = o[2 * u + 1];
+        y[(size_t)t * ys + 1] = o[4 + 2 * u];
+        y[(size_t)t * ys + 3] = o[4 + 2 * u + 1];
+    }
+}
+#endif
+
 INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
 {
+#if Q6X_W == 256 && defined(Q6X_QWORDS)
+    if (NT > 1) {
+        gemm6_x4t(NT, n, w, a, a_row, y, ys);
+        return;
+    }
+#endif
     const int64_t nb = n / QK_K;
     const int na = NT == 1 ? Q6X_NACC : 1; /* more tokens: chains enough */
     /* vectors per pass over a super-block: from Q6X_SPLIT tokens on 256
@@ -261,6 +405,7 @@ static void gemm_q6_Kx4(int64_t n, const void *w, size_t w_row, const void *a, s
 }
 
 #undef Q6X_NV
+#undef Q6X_QWORDS
 #undef Q6X_NACC
 #undef Q6X_SPLIT
 #undef Q6X_VR

@@ -132,6 +132,7 @@ DEFINE_DOT(vec_dot_iq4_nl, gemm32, GGML_TYPE_IQ4_NL)
 #include "gemmk_avx2.h"
 #define Q6X_W 256
 #define Q6X_SPLIT 5 /* madd + add: a row pair per pass measured no faster */
+#define Q6X_QWORDS /* 2-4 tokens: rows in 64-bit lanes (gemm6_x4t) */
 #include "gemm_q6kx4_body.h"
 
 DEFINE_GEMM(gemm_q4_K, gemmK, GGML_TYPE_Q4_K)
