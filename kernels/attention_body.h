@@ -143,24 +143,28 @@ INLINE atv ldf(const float *p, int d, int n)
  * for batches) and single heads (decode) give the same bits. */
 #define ATTN_GROUP 4
 
-/* s[g][i] = scale * q_g . k_{j0 + i} for heads g < G (q_g at q + g * head_dim)
- * and i < m; AT_NACC / G positions at a time (AT_NACC accumulators). */
-INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const float *q, const struct attn_kv *kv,
-                   const int32_t *blocks, const uint8_t *const *krow, int kvh, int64_t j0, int m, int head_dim,
-                   float scale, int pf)
+/* s[x ATTN_CHUNK + i] = scale * q_x . k_{j0 + i} for query rows x < NQ and
+ * i < m, query row x at q + (x / G) qs + (x % G) head_dim (NQ / G tokens of
+ * G heads each: one token, NQ = G, for attend; several for attend_tile);
+ * AT_NACC / NQ positions at a time (AT_NACC accumulators).  Each score's
+ * lanes, fma order and reduction tree are the same whatever NQ and the
+ * position's slot (AT_REDUCE sums every vector the same way). */
+INLINE void scores(const int NQ, const int G, const int KQ, float *s, const float *q, size_t qs,
+                   const struct attn_kv *kv, const int32_t *blocks, const uint8_t *const *krow, int kvh, int64_t j0,
+                   int m, int head_dim, float scale, int pf)
 {
-    const int P = AT_NACC / G;
+    const int P = AT_NACC / NQ;
     for (int i0 = 0; i0 < m; i0 += P) {
         const int np = m - i0 < P ? m - i0 : P;
         const uint8_t *k[AT_NACC];
-        atv acc[4][AT_NACC];
+        atv acc[AT_NACC][AT_NACC];
         UNROLL
         for (int p = 0; p < P; p++) {
             if (pf)
                 kv_prefetch(kv, blocks, 0, KQ, kvh, j0 + i0 + p + ATTN_PF_POS, j0 + m - 1, head_dim);
             k[p] = krow[i0 + (p < np ? p : 0)];
             UNROLL
-            for (int g = 0; g < G; g++)
+            for (int g = 0; g < NQ; g++)
                 acc[g][p] = AT_ZERO();
         }
         int d = 0;
@@ -170,8 +174,8 @@ INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const floa
             for (int p = 0; p < P; p++)
                 kvv[p] = ldkv_full(KQ, k[p], d);
             UNROLL
-            for (int g = 0; g < G; g++) {
-                const atv qv = AT_LOADF(q + (size_t)g * (size_t)head_dim + d);
+            for (int g = 0; g < NQ; g++) {
+                const atv qv = AT_LOADF(q + (size_t)(g / G) * qs + (size_t)(g % G) * (size_t)head_dim + d);
                 UNROLL
                 for (int p = 0; p < P; p++)
                     acc[g][p] = AT_FMA(qv, kvv[p], acc[g][p]);
@@ -183,44 +187,47 @@ INLINE void scores(const int G, const int KQ, float (*s)[ATTN_CHUNK], const floa
             for (int p = 0; p < P; p++)
                 kvv[p] = ldkv(KQ, k[p], d, head_dim);
             UNROLL
-            for (int g = 0; g < G; g++) {
-                const atv qv = ldf(q + (size_t)g * (size_t)head_dim, d, head_dim);
+            for (int g = 0; g < NQ; g++) {
+                const atv qv = ldf(q + (size_t)(g / G) * qs + (size_t)(g % G) * (size_t)head_dim, d, head_dim);
                 UNROLL
                 for (int p = 0; p < P; p++)
                     acc[g][p] = AT_FMA(qv, kvv[p], acc[g][p]);
             }
         }
-        /* the G x P (<= AT_NACC) horizontal sums at once (AT_REDUCE: a tree
+        /* the NQ x P (<= AT_NACC) horizontal sums at once (AT_REDUCE: a tree
          * of pairwise adds across the vectors) */
         atv v[AT_NACC];
         UNROLL
         for (int x = 0; x < AT_NACC; x++)
-            v[x] = x < G * P ? acc[x / P][x % P] : AT_ZERO();
+            v[x] = x < NQ * P ? acc[x / P][x % P] : AT_ZERO();
         float sums[AT_NACC];
         AT_REDUCE(v, sums);
         UNROLL
-        for (int g = 0; g < G; g++)
+        for (int g = 0; g < NQ; g++)
             UNROLL
             for (int p = 0; p < P; p++)
                 if (p < np)
-                    s[g][i0 + p] = sums[g * P + p] * scale;
+                    s[(size_t)g * ATTN_CHUNK + (size_t)(i0 + p)] = sums[g * P + p] * scale;
     }
 }
 
-/* acc_g[d] = acc_g[d] * f[g] + sum_i e[g][i] v_{j0 + i}[d] for heads g < G,
- * AT_NACC * AT_W / G dims at a time (AT_NACC accumulators). */
-INLINE void values(const int G, const int VQ, float (*acc)[ATTN_MAX_DIM], const float *f, float (*e)[ATTN_CHUNK],
+/* acc_g[d] = acc_g[d] * f[g] + sum_i e_g[i] v_{j0 + i}[d] for rows g < G
+ * (acc_g at acc + g as, e_g at e + g ATTN_CHUNK), AT_NACC * AT_W / G dims at
+ * a time (AT_NACC accumulators).  Per lane: one multiply, then one fma per
+ * position in order, whatever G and the split of the positions into calls
+ * (a later call with f = 1 continues exactly: x * 1 = x). */
+INLINE void values(const int G, const int VQ, float *acc, size_t as, const float *f, const float *e,
                    const struct attn_kv *kv, const int32_t *blocks, const uint8_t *const *vrow, int kvh, int64_t j0,
                    int m, int head_dim, int pf)
 {
     const int C = AT_NACC / G; /* vectors of AT_W dims per head */
     for (int d0 = 0; d0 < head_dim; d0 += AT_W * C) {
-        atv a[4][AT_NACC];
+        atv a[AT_NACC][AT_NACC];
         UNROLL
         for (int g = 0; g < G; g++)
             UNROLL
             for (int c = 0; c < C; c++)
-                a[g][c] = d0 + AT_W * c < head_dim ? AT_MUL(ldf(acc[g], d0 + AT_W * c, head_dim), AT_SET1(f[g]))
+                a[g][c] = d0 + AT_W * c < head_dim ? AT_MUL(ldf(acc + (size_t)g * as, d0 + AT_W * c, head_dim), AT_SET1(f[g]))
                                                    : AT_ZERO();
         const int full = d0 + AT_W * C <= head_dim; /* no tails: the same loop without tests */
         for (int i = 0; i < m; i++) {
@@ -239,7 +246,7 @@ INLINE void values(const int G, const int VQ, float (*acc)[ATTN_MAX_DIM], const 
             }
             UNROLL
             for (int g = 0; g < G; g++) {
-                const atv w = AT_SET1(e[g][i]);
+                const atv w = AT_SET1(e[(size_t)g * ATTN_CHUNK + (size_t)i]);
                 UNROLL
                 for (int c = 0; c < C; c++)
                     a[g][c] = AT_FMA(w, vv[c], a[g][c]);
@@ -251,9 +258,9 @@ INLINE void values(const int G, const int VQ, float (*acc)[ATTN_MAX_DIM], const 
             for (int c = 0; c < C; c++) {
                 const int d = d0 + AT_W * c;
                 if (d + AT_W <= head_dim)
-                    AT_STOREF(acc[g] + d, a[g][c]);
+                    AT_STOREF(acc + (size_t)g * as + d, a[g][c]);
                 else if (d < head_dim)
-                    AT_STOREF_TAIL(acc[g] + d, a[g][c], head_dim - d);
+                    AT_STOREF_TAIL(acc + (size_t)g * as + d, a[g][c], head_dim - d);
             }
         }
     }
@@ -309,7 +316,7 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
         const int n = pos + 1 - j0 < ATTN_CHUNK ? (int)(pos + 1 - j0) : ATTN_CHUNK;
         kv_rows(kv, blocks, 0, KQ, kvh, j0, n, head_dim, krow);
         kv_rows(kv, blocks, 1, VQ, kvh, j0, n, head_dim, vrow);
-        scores(G, KQ, s, q, kv, blocks, krow, kvh, j0, n, head_dim, scale, pf);
+        scores(G, G, KQ, s[0], q, 0, kv, blocks, krow, kvh, j0, n, head_dim, scale, pf);
         if (kv->softcap > 0.0f) {
             const float cap = kv->softcap, inv_cap = 1.0f / kv->softcap;
             for (int g = 0; g < G; g++)
@@ -323,7 +330,7 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
             m[g] = mc;
             l[g] = l[g] * (double)f[g] + exp_sum(s[g], n, mc);
         }
-        values(G, VQ, acc, f, s, kv, blocks, vrow, kvh, j0, n, head_dim, pf);
+        values(G, VQ, acc[0], ATTN_MAX_DIM, f, s[0], kv, blocks, vrow, kvh, j0, n, head_dim, pf);
     }
     for (int g = 0; g < G; g++) { /* acc * inv, lane by lane as the scalar loop did */
         const atv inv = AT_SET1((float)(1.0 / l[g]));
@@ -335,6 +342,101 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
             else
                 AT_STOREF_TAIL(o + d, v, head_dim - d);
         }
+    }
+}
+
+/* A batch's consecutive tokens over the float copy (attn_f32) in tiles:
+ * ATTN_TILE_ROWS query rows (TQ = ATTN_TILE_ROWS / G tokens of G heads)
+ * share each K and V row they read, which one token at a time came from the
+ * L2 (or the L3: a KV head's float rows of a 512-token prefill, 512 KB) once
+ * per token.  Only for heads of at most ATTN_TILE_DIM.  AT_TILE_ROWS (the
+ * including file's; default AT_NACC / 2): rows of a tile, at most AT_NACC;
+ * with AT_NACC rows each step loads one K row vector per AT_NACC query
+ * vectors (scores) or AT_NACC broadcasts (values), with AT_NACC / 2 half as
+ * many loads per fma for twice the K/V traffic.  bench-kernels -T attn -s
+ * 16x8x128 -n 512 -t 1 (Qwen3 0.6B), avx2 on Zen 3: 1.22x with 4 rows, 1.30x
+ * with 8 against one token at a time. */
+#ifdef AT_TILE_ROWS
+#define ATTN_TILE_ROWS AT_TILE_ROWS
+#else
+#define ATTN_TILE_ROWS (AT_NACC / 2)
+#endif
+#define ATTN_TILE_DIM 256
+
+/* TQ tokens at positions pos0 .. pos0 + TQ - 1 of one sequence (positions
+ * from 0, no window; all in one chunk: pos0 / ATTN_CHUNK == (pos0 + TQ - 1)
+ * / ATTN_CHUNK), G heads each of KV head kvh, the K/V rows floats (Q = 2);
+ * token u's G heads at q + u qs and out + u qs.  In each chunk, the
+ * positions every token sees (n[0], those of the first) are scored and
+ * summed for all rows at once, the later tokens' few more positions after
+ * them row by row: per (token, head) the same operations in the same order
+ * as attend(G, 2, 2), so the same bits. */
+INLINE void attend_tile(const int G, const int TQ, float *out, const float *q, size_t qs, const struct attn_kv *kv,
+                        const int32_t *blocks, int kvh, int64_t pos0, int head_dim, float scale)
+{
+    const int NQ = G * TQ;
+    float s[ATTN_TILE_ROWS][ATTN_CHUNK] __attribute__((aligned(64)));
+    float acc[ATTN_TILE_ROWS][ATTN_TILE_DIM] __attribute__((aligned(64)));
+    float m[ATTN_TILE_ROWS], f[ATTN_TILE_ROWS], one[ATTN_TILE_ROWS];
+    double l[ATTN_TILE_ROWS];
+    const uint8_t *krow[ATTN_CHUNK], *vrow[ATTN_CHUNK];
+    for (int x = 0; x < NQ; x++) {
+        memset(acc[x], 0, (size_t)head_dim * sizeof(float));
+        m[x] = -INFINITY;
+        l[x] = 0.0;
+        one[x] = 1.0f;
+    }
+    const int64_t last = pos0 + TQ - 1;
+    for (int64_t j0 = 0; j0 <= last; j0 += ATTN_CHUNK) {
+        int n[ATTN_TILE_ROWS];
+        for (int u = 0; u < TQ; u++)
+            n[u] = pos0 + u + 1 - j0 < ATTN_CHUNK ? (int)(pos0 + u + 1 - j0) : ATTN_CHUNK;
+        kv_rows(kv, blocks, 0, 2, kvh, j0, n[TQ - 1], head_dim, krow);
+        kv_rows(kv, blocks, 1, 2, kvh, j0, n[TQ - 1], head_dim, vrow);
+        scores(NQ, G, 2, s[0], q, qs, kv, blocks, krow, kvh, j0, n[0], head_dim, scale, 0);
+        for (int u = 1; u < TQ; u++)
+            if (n[u] > n[0])
+                scores(G, G, 2, s[u * G] + n[0], q + (size_t)u * qs, 0, kv, blocks, krow + n[0], kvh, j0 + n[0],
+                       n[u] - n[0], head_dim, scale, 0);
+        for (int x = 0; x < NQ; x++) {
+            const int nx = n[x / G];
+            if (kv->softcap > 0.0f) {
+                const float cap = kv->softcap, inv_cap = 1.0f / kv->softcap;
+                for (int i = 0; i < nx; i++)
+                    s[x][i] = tanhf(s[x][i] * inv_cap) * cap;
+            }
+            const float mc = chunk_max(s[x], nx, m[x]);
+            f[x] = m[x] == -INFINITY ? 0.0f : expf(m[x] - mc);
+            m[x] = mc;
+            l[x] = l[x] * (double)f[x] + exp_sum(s[x], nx, mc);
+        }
+        values(NQ, 2, acc[0], ATTN_TILE_DIM, f, s[0], kv, blocks, vrow, kvh, j0, n[0], head_dim, 0);
+        for (int u = 1; u < TQ; u++)
+            if (n[u] > n[0])
+                values(G, 2, acc[u * G], ATTN_TILE_DIM, one, s[u * G] + n[0], kv, blocks, vrow + n[0], kvh, j0 + n[0],
+                       n[u] - n[0], head_dim, 0);
+    }
+    for (int x = 0; x < NQ; x++) { /* acc * inv, as attend */
+        const atv inv = AT_SET1((float)(1.0 / l[x]));
+        float *o = out + (size_t)(x / G) * qs + (size_t)(x % G) * (size_t)head_dim;
+        for (int d = 0; d < head_dim; d += AT_W) {
+            const atv v = AT_MUL(ldf(acc[x], d, head_dim), inv);
+            if (d + AT_W <= head_dim)
+                AT_STOREF(o + d, v);
+            else
+                AT_STOREF_TAIL(o + d, v, head_dim - d);
+        }
+    }
+}
+
+/* attend_tile for G heads and ATTN_TILE_ROWS / G tokens. */
+static void attend_tile_heads(int G, float *out, const float *q, size_t qs, const struct attn_kv *kv,
+                              const int32_t *blocks, int kvh, int64_t pos0, int head_dim, float scale)
+{
+    switch (G) {
+    case 1: attend_tile(1, ATTN_TILE_ROWS, out, q, qs, kv, blocks, kvh, pos0, head_dim, scale); break;
+    case 2: attend_tile(2, ATTN_TILE_ROWS / 2, out, q, qs, kv, blocks, kvh, pos0, head_dim, scale); break;
+    default: attend_tile(4, ATTN_TILE_ROWS / 4, out, q, qs, kv, blocks, kvh, pos0, head_dim, scale); break;
     }
 }
 
@@ -376,13 +478,46 @@ struct AT_FN(attn_items) {
     float scale;
     int window, pf;
     int64_t n_tok; /* > 0: items are KV-head major (all tokens of one KV head, then the next) */
+    int tq;        /* > 1: KV-head major items of tq tokens each (attend_tile where they qualify) */
 };
+
+/* Item i of a tiled batch (tq > 1): tokens t0 .. t0 + tq - 1 (fewer at the
+ * end), heads h0 .. h0 + G - 1 of KV head kvh: attend_tile when they are
+ * consecutive positions of one sequence within one chunk, token by token
+ * otherwise. */
+static void AT_FN(attn_tile_run)(const struct AT_FN(attn_items) *a, int64_t i)
+{
+    const int64_t n_tiles = (a->n_tok + a->tq - 1) / a->tq;
+    const int64_t t0 = (i % n_tiles) * a->tq, t1 = t0 + a->tq < a->n_tok ? t0 + a->tq : a->n_tok;
+    const int it = (int)(i / n_tiles);
+    const int kvh = it / a->per_kv, h0 = kvh * a->group + (it % a->per_kv) * a->G;
+    const int g = a->group - (h0 - kvh * a->group) < a->G ? a->group - (h0 - kvh * a->group) : a->G;
+    const size_t qs = (size_t)a->n_head * (size_t)a->head_dim;
+    const int64_t pos0 = a->kv->pos[t0];
+    bool tile = t1 - t0 == a->tq && g == a->G && pos0 / ATTN_CHUNK == (pos0 + a->tq - 1) / ATTN_CHUNK;
+    for (int64_t t = t0 + 1; t < t1 && tile; t++)
+        tile = a->kv->blocks[t] == a->kv->blocks[t0] && a->kv->pos[t] == pos0 + (t - t0);
+    const size_t o = ((size_t)t0 * (size_t)a->n_head + (size_t)h0) * (size_t)a->head_dim;
+    if (tile) {
+        attend_tile_heads(g, a->out + o, a->q + o, qs, a->kv, a->kv->blocks[t0], kvh, pos0, a->head_dim, a->scale);
+        return;
+    }
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t pos = a->kv->pos[t];
+        const size_t ot = o + (size_t)(t - t0) * qs;
+        attend_heads(g, a->out + ot, a->q + ot, a->kv, a->kv->blocks[t], kvh, 0, pos, a->head_dim, a->scale, a->pf);
+    }
+}
 
 static void AT_FN(attn_items_run)(void *ctx, int64_t i0, int64_t i1)
 {
     const struct AT_FN(attn_items) *a = ctx;
     const int n_head_kv = a->n_head / a->group, n_items = n_head_kv * a->per_kv;
     for (int64_t i = i0; i < i1; i++) {
+        if (a->tq > 1) {
+            AT_FN(attn_tile_run)(a, i);
+            continue;
+        }
         const int64_t t = a->n_tok > 0 ? i % a->n_tok : i / n_items;
         const int it = a->n_tok > 0 ? (int)(i / a->n_tok) : (int)(i % n_items);
         const int kvh = it / a->per_kv, h0 = kvh * a->group + (it % a->per_kv) * a->G;
@@ -543,9 +678,12 @@ static void AT_FN(attention)(float *out, const float *q, int64_t n_tok, const st
     struct attn_kv f32;
     void *tabs;
     const bool conv = AT_FN(attn_f32)(kv, n_tok, n_head_kv, head_dim, &f32, &tabs);
+    /* tiles of tokens: the float copy, no window, G dividing ATTN_TILE_ROWS */
+    const int tq = conv && window <= 0 && head_dim <= ATTN_TILE_DIM && ATTN_TILE_ROWS % G == 0 ? ATTN_TILE_ROWS / G : 1;
     struct AT_FN(attn_items) it = {out, q, conv ? &f32 : kv, n_head, group, G, (group + G - 1) / G, head_dim, scale,
-                                   window, n_tok < ATTN_PF_MAX_TOK, conv ? n_tok : 0};
-    pool_for(n_tok * n_head_kv * it.per_kv, 1, AT_FN(attn_items_run), &it);
+                                   window, n_tok < ATTN_PF_MAX_TOK, conv ? n_tok : 0, tq};
+    const int64_t n_units = tq > 1 ? (n_tok + tq - 1) / tq : n_tok;
+    pool_for(n_units * n_head_kv * it.per_kv, 1, AT_FN(attn_items_run), &it);
     free(tabs);
 }
 

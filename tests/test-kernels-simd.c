@@ -1002,15 +1002,19 @@ static void test_attention(void **state)
     static const struct {
         int n_head, n_head_kv, head_dim, bt, window;
     } shapes[] = {{4, 1, 256, 32, 0}, {4, 2, 36, 5, 0}, {2, 2, 64, 7, 9}, {6, 3, 20, 3, 0}};
-    /* 9 tokens: batches of 8+ read a float copy of the blocks (attention_body.h's
-     * attn_f32); the last four use a second block table (another sequence), out
-     * of position order */
-    static const int64_t positions[] = {0, 7, 255, 256, 600, 31, 32, 3, 599};
-    enum { n_tok = 9 };
+    /* Run 0, 9 tokens: batches of 8+ read a float copy of the blocks
+     * (attention_body.h's attn_f32); the last four use a second block table
+     * (another sequence), out of position order.  Run 1, 24 tokens: 19
+     * consecutive positions 242..260 of one sequence (tiles of tokens,
+     * attend_tile, one across the chunk boundary at 256), then positions 0..4
+     * of another (a tile mixing both sequences goes token by token). */
+    static const int64_t positions0[] = {0, 7, 255, 256, 600, 31, 32, 3, 599};
+    enum { n_tok_max = 24 };
     const int n_blocks_seq = 700;
-    for (size_t sk = 0; sk < 4 * sizeof(shapes) / sizeof(shapes[0]); sk++) {
-        const size_t si = sk / 4;
-        const int k_q8 = (int)(sk % 4) & 1, v_q8 = (int)(sk % 4) >> 1;
+    for (size_t sk = 0; sk < 8 * sizeof(shapes) / sizeof(shapes[0]); sk++) {
+        const size_t si = sk / 8;
+        const int k_q8 = (int)(sk % 4) & 1, v_q8 = (int)(sk % 4) >> 1, run = (int)(sk % 8) / 4;
+        const int n_tok = run ? 24 : 9, n_first = run ? 19 : 5; /* tokens of the first sequence */
         const int nh = shapes[si].n_head, nkv = shapes[si].n_head_kv, hd = shapes[si].head_dim, bt = shapes[si].bt;
         if ((k_q8 || v_q8) && hd % 32)
             continue;
@@ -1034,11 +1038,11 @@ static void test_attention(void **state)
             table[b] = n_blocks - 1 - b;       /* blocks in reverse order */
             table2[b] = (b + n_blocks / 2) % n_blocks; /* another order: rotated by half */
         }
-        const int32_t *tables[n_tok];
-        int64_t pos[n_tok];
+        const int32_t *tables[n_tok_max];
+        int64_t pos[n_tok_max];
         for (int t = 0; t < n_tok; t++) {
-            tables[t] = t < 5 ? table : table2;
-            pos[t] = positions[t];
+            tables[t] = t < n_first ? table : table2;
+            pos[t] = !run ? positions0[t] : t < n_first ? 242 + t : t - n_first;
         }
         struct attn_kv kv = {
             .base = arena, .block_bytes = block_bytes, .k_off = 0, .v_off = (size_t)nkv * head_bytes,
@@ -1088,9 +1092,9 @@ static void test_attention(void **state)
             }
         }
         omp_set_num_threads(max_threads);
-        print_message("  %s attention heads %d/%d dim %d block %d window %d K %s V %s: max error / max|V| %.3g\n",
+        print_message("  %s attention heads %d/%d dim %d block %d window %d K %s V %s, %d tokens: max error / max|V| %.3g\n",
                       kt->name, nh, nkv, hd, bt, shapes[si].window, k_q8 ? "q8_0" : "f16", v_q8 ? "q8_0" : "f16",
-                      worst);
+                      n_tok, worst);
         free(arena);
         free(table);
         free(q);

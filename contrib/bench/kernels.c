@@ -21,8 +21,9 @@
  *   the process instead of wall time (divide by the thread count; useful on a
  *   shared, oversubscribed machine, meaningful with -t 1).
  *
- *   attention  (-T attn) Gemma 3 270M's shape, decode at position 1023 and
- *          prefill of -n tokens, per variant.
+ *   attention  (-T attn) Gemma 3 270M's shape (-s HEADSxKVxDIM another), decode
+ *          at position 1023 and prefill of -n tokens, per variant (-A: against
+ *          the other build, outputs compared).
  *
  * Usage: bench-kernels [-t threads] [-r reps] [-n n_tok] [-m MiB]
  *                      [-v variant,...] [-T type,...] [-q (quick: small shapes)]
@@ -290,12 +291,37 @@ static double read_bandwidth(const uint8_t *buf, size_t bytes, int reps)
     return (double)bytes / best / 1e9;
 }
 
+/* The other build's kernel table for a variant (-A), for its attention. */
+static int other_variant_fill(const char *path, const char *variant, struct kernel_table *t)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    size_t (*n_var)(void) = h ? (size_t (*)(void))dlsym(h, "kernels_n_variants") : NULL;
+    const char *(*name)(size_t) = h ? (const char *(*)(size_t))dlsym(h, "kernels_variant_name") : NULL;
+    int (*fill)(size_t, struct kernel_table *) = h ? (int (*)(size_t, struct kernel_table *))dlsym(h, "kernels_variant_fill") : NULL;
+    if (!n_var || !name || !fill)
+        return -1;
+    for (size_t v = 0; v < n_var(); v++)
+        if (!strcmp(name(v), variant))
+            return fill(v, t);
+    return -1;
+}
+
 /* Attention over F16 K/V blocks (Gemma 3 270M shape: 4 query heads, 1 KV
- * head of 256): decode (one token at position 1023) and prefill (-n tokens
- * at positions 0..n-1), per variant.  "-T attn" selects it alone. */
+ * head of 256; -s HEADSxKVxDIM another, e.g. 16x8x128 for Qwen3 0.6B): decode
+ * (one token at position 1023) and prefill (-n tokens at positions 0..n-1),
+ * per variant.  "-T attn" selects it alone.  With -A, the other build's
+ * attention is timed in alternation and its outputs compared bit for bit. */
 static void bench_attention(const struct opts *o)
 {
-    const int nh = 4, nkv = 1, hd = 256, bt = 32, n_ctx = 1024 > o->n_tok ? 1024 : o->n_tok;
+    int nh = 4, nkv = 1, hd = 256;
+    int sh[3];
+    if (o->shape && sscanf(o->shape, "%dx%dx%d", &sh[0], &sh[1], &sh[2]) == 3 && sh[0] > 0 && sh[1] > 0 &&
+        sh[0] % sh[1] == 0 && sh[2] > 0) {
+        nh = sh[0];
+        nkv = sh[1];
+        hd = sh[2];
+    }
+    const int bt = 32, n_ctx = 1024 > o->n_tok ? 1024 : o->n_tok;
     const int n_blocks = (n_ctx + bt - 1) / bt;
     const size_t head_bytes = (size_t)bt * hd * 2, block_bytes = 2 * (size_t)nkv * head_bytes;
     uint8_t *arena = malloc(block_bytes * (size_t)n_blocks);
@@ -304,7 +330,8 @@ static void bench_attention(const struct opts *o)
     const int32_t **tables = malloc((size_t)n_tok * sizeof(*tables));
     int64_t *pos = malloc((size_t)n_tok * sizeof(int64_t));
     float *q = malloc((size_t)n_tok * nh * hd * sizeof(float)), *out = malloc((size_t)n_tok * nh * hd * sizeof(float));
-    if (!arena || !table || !tables || !pos || !q || !out) {
+    float *out2 = malloc((size_t)n_tok * nh * hd * sizeof(float));
+    if (!arena || !table || !tables || !pos || !q || !out || !out2) {
         fprintf(stderr, "out of memory for the attention benchmark\n");
         exit(1);
     }
@@ -323,22 +350,32 @@ static void bench_attention(const struct opts *o)
         struct kernel_table t;
         if (!listed(o->variants, kernels_variant_name(v)) || kernels_variant_fill(v, &t) != 0)
             continue;
+        struct kernel_table ot;
+        const bool ab = o->other && other_variant_fill(o->other, t.name, &ot) == 0 && ot.attention;
         for (int mode = 0; mode < 2; mode++) {
             const int64_t nt = mode == 0 ? 1 : n_tok;
             for (int64_t i = 0; i < nt; i++) {
                 tables[i] = table;
                 pos[i] = mode == 0 ? 1023 : i;
             }
-            double tm[64];
+            double tm[2][64];
             const int reps = o->reps < 64 ? o->reps : 64;
             t.attention(out, q, nt, &kv, nh, nkv, hd, 0.0625f, 0);
-            for (int r = 0; r < reps; r++) {
-                const double t0 = use_cpu_time ? cpu_now() : now();
-                t.attention(out, q, nt, &kv, nh, nkv, hd, 0.0625f, 0);
-                tm[r] = (use_cpu_time ? cpu_now() : now()) - t0;
-            }
-            printf("%-7s %-8s %5lld tokens %10.3f ms\n", t.name, mode == 0 ? "decode" : "prefill", (long long)nt,
-                   median(tm, reps) * 1e3);
+            if (ab)
+                ot.attention(out2, q, nt, &kv, nh, nkv, hd, 0.0625f, 0);
+            for (int r = 0; r < reps; r++)
+                for (int w = 0; w < (ab ? 2 : 1); w++) {
+                    const double t0 = use_cpu_time ? cpu_now() : now();
+                    (w ? ot : t).attention(w ? out2 : out, q, nt, &kv, nh, nkv, hd, 0.0625f, 0);
+                    tm[w][r] = (use_cpu_time ? cpu_now() : now()) - t0;
+                }
+            printf("%-7s %-8s %5lld tokens %10.3f ms", t.name, mode == 0 ? "decode" : "prefill", (long long)nt,
+                   median(tm[0], reps) * 1e3);
+            if (ab)
+                printf("  (-A: %.3f ms, this/-A %.2fx; outputs %s)", median(tm[1], reps) * 1e3,
+                       median(tm[1], reps) / median(tm[0], reps),
+                       memcmp(out, out2, (size_t)nt * nh * hd * sizeof(float)) ? "DIFFER" : "bit-identical");
+            printf("\n");
         }
     }
     free(arena);
@@ -347,6 +384,7 @@ static void bench_attention(const struct opts *o)
     free(pos);
     free(q);
     free(out);
+    free(out2);
 }
 
 /* ---------------- -P: the int8 multiply-add peak of this core ---------------- */

@@ -17,6 +17,7 @@ typedef __m256 atv;
 typedef __m256d atd;
 #define AT_W 8
 #define AT_NACC 8
+#define AT_TILE_ROWS 8 /* attend_tile: all eight accumulators' rows (Zen 3 does three loads a cycle) */
 #define AT_FN(x) x##_avx2
 
 static inline __m256 at_loadf_tail(const float *p, int n)
