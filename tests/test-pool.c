@@ -507,8 +507,14 @@ static void workers_block_signals(void **state)
     pthread_sigmask(SIG_SETMASK, &none, NULL);
     pool_set_adaptive(false);
     assert_int_equal(pool_set_threads(4), 4);
-    for (int rep = 0; rep < 50 && atomic_load(&workers_seen) == 0; rep++)
+    /* on a loaded machine the workers may not get a core for a while: try
+     * for up to 30 s (a passing run stops at the first item a worker takes) */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
         pool_for(64, 1, record_mask, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (atomic_load(&workers_seen) == 0 && t.tv_sec - t0.tv_sec < 30);
     assert_true(atomic_load(&workers_seen) > 0);
     assert_int_equal(atomic_load(&workers_unblocked), 0);
 }
