@@ -579,6 +579,26 @@ static void mm_q_run(float *y, const void *w, const void *wu, gemm_many_glu_fn g
     }
 }
 
+/* mm_q_run on the activations x quantized to wtype's activation type in a
+ * buffer of this call (checked arguments): matmul's and matmul_glu's path. */
+static int mm_quantized(float *y, const void *w, const void *wu, gemm_many_glu_fn glu, enum glu_act act,
+                        uint32_t wtype, const float *x, int64_t n_in, int64_t n_out, int64_t n_tok, size_t w_row,
+                        size_t act_row)
+{
+    const size_t size = matmul_act_size(wtype, n_in, n_tok);
+    if (size == 0)
+        return infer_error(INFER_ERR_INVALID, "matmul: %lld activation rows of %lld are too large",
+                           (long long)n_tok, (long long)n_in);
+    void *xq = matmul_act_alloc(size); /* malloc's alignment suits every block type */
+    if (!xq)
+        return infer_error(INFER_ERR_NOMEM, "matmul: out of memory for %zu bytes of activations", size);
+    const int st = matmul_act_quantize(xq, wtype, x, n_in, n_tok);
+    if (!st)
+        mm_q_run(y, w, wu, glu, act, wtype, xq, n_in, n_out, n_tok, w_row, act_row);
+    matmul_act_release(xq, size);
+    return st;
+}
+
 int matmul_q(float *y, const void *w, uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok)
 {
     uint32_t at;
@@ -629,19 +649,8 @@ int matmul_glu(float *h, const void *wg, const void *wu, uint32_t wtype, const f
         return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
     if ((uintptr_t)wu % type_align(wtype) != 0)
         return infer_error(INFER_ERR_INVALID, "matmul: weights at a misaligned address");
-    const size_t size = matmul_act_size(wtype, n_in, n_tok);
-    if (size == 0)
-        return infer_error(INFER_ERR_INVALID, "matmul: %lld activation rows of %lld are too large",
-                           (long long)n_tok, (long long)n_in);
-    void *xq = matmul_act_alloc(size);
-    if (!xq)
-        return infer_error(INFER_ERR_NOMEM, "matmul: out of memory for %zu bytes of activations", size);
-    st = matmul_act_quantize(xq, wtype, x, n_in, n_tok);
-    if (!st) {
-        mm_q_run(h, wg, wu, glu, act, wtype, xq, n_in, n_out, n_tok, w_row, act_row);
-        *done = true;
-    }
-    matmul_act_release(xq, size);
+    st = mm_quantized(h, wg, wu, glu, act, wtype, x, n_in, n_out, n_tok, w_row, act_row);
+    *done = st == INFER_OK;
     return st;
 }
 
@@ -820,19 +829,7 @@ int matmul(float *y, const void *w, uint32_t wtype, const float *x, int64_t n_in
         return matmul_blas(y, w, wtype, x, n_in, n_out, n_tok, w_row);
     if (at == GGML_TYPE_F32) /* F32 weights dot the activations as they are */
         return matmul_q(y, w, wtype, x, n_in, n_out, n_tok);
-
-    const size_t size = matmul_act_size(wtype, n_in, n_tok);
-    if (size == 0)
-        return infer_error(INFER_ERR_INVALID, "matmul: %lld activation rows of %lld are too large",
-                           (long long)n_tok, (long long)n_in);
-    void *xq = matmul_act_alloc(size); /* malloc's alignment suits every block type */
-    if (!xq)
-        return infer_error(INFER_ERR_NOMEM, "matmul: out of memory for %zu bytes of activations", size);
-    st = matmul_act_quantize(xq, wtype, x, n_in, n_tok);
-    if (!st)
-        st = matmul_q(y, w, wtype, xq, n_in, n_out, n_tok);
-    matmul_act_release(xq, size);
-    return st;
+    return mm_quantized(y, w, NULL, NULL, GLU_SILU, wtype, x, n_in, n_out, n_tok, w_row, act_row);
 }
 
 /* Validate a dequantization of n elements of `type` at src. */

@@ -941,6 +941,22 @@ static void test_matmul_errors(void **state)
     assert_int_equal(matmul(y, w, GGML_TYPE_Q6_K, x, 256, 2, 1), INFER_OK); /* zero weights */
     assert_true(y[0] == 0.0f && y[1] == 0.0f);
 
+    /* matmul_glu reports the same errors with their status (forward passes it on) */
+    bool done = true;
+    float h[32];
+    assert_int_equal(matmul_glu(h, w, w, GGML_TYPE_IQ2_XXS, x, 256, 1, 16, GLU_SILU, &done), INFER_ERR_UNSUPPORTED);
+    assert_false(done);
+    assert_int_equal(matmul_glu(h, w, w, GGML_TYPE_Q8_0, x, 48, 1, 16, GLU_SILU, &done), INFER_ERR_INVALID);
+    assert_int_equal(matmul_glu(h, w, w, GGML_TYPE_Q8_0, x, 32, 2, 16, GLU_SILU, &done), INFER_OK);
+    if (done) { /* this variant has the fused kernel: its arguments are checked too */
+        assert_int_equal(matmul_glu(h, w, w + 1, GGML_TYPE_Q8_0, x, 32, 2, 16, GLU_SILU, &done), INFER_ERR_INVALID);
+        assert_false(done);
+        assert_int_equal(matmul_glu(h, w, w, GGML_TYPE_Q8_0, NULL, 32, 2, 16, GLU_SILU, &done), INFER_ERR_INVALID);
+        assert_false(done);
+        for (int i = 0; i < 32; i++) /* zero weights: silu(0) * 0 */
+            assert_true(h[i] == 0.0f);
+    }
+
     float d[256];
     assert_int_equal(dequantize_row(GGML_TYPE_IQ2_XXS, w, d, 256), INFER_ERR_UNSUPPORTED);
     assert_non_null(strstr(infer_last_error(), "unsupported tensor type IQ2_XXS"));

@@ -361,6 +361,19 @@ INLINE void gemmK_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
     }
 }
 #define GKX_TOKENS gemmK_x4t
+#if !K_TOK_VNNI
+/* avx2: one token too.  Its tile applies a sub-block's scale with one
+ * vpmaddwd per four rows (32 x 4 products) where gemmK_x4's one-token path
+ * needs one per row, and adds four vpmaddubsw in int16 before it: 10
+ * multiplies per 256 products instead of 16, for four unpacks and lane
+ * permutes and eight activation broadcasts.  On an EPYC (Zen 3, avx2) a
+ * 512x1024 Q4_K x4 GEMV ran 1.15-1.19x faster in CPU time (bench-kernels -A),
+ * and from memory one core read ~12 -> ~15-17 GB/s of it: the old tile was
+ * bound by its multiplies, not by the reads, which left MoE decode (its
+ * experts mostly Q4_K) below the memory's rate on two cores.  Same integer
+ * sums, same float steps per lane: the same bits. */
+#define GKX_TOKENS_MIN 1
+#endif
 
 #define GKX_VEC __m256i
 #define GKX_ZERO() _mm256_setzero_si256()

@@ -22,6 +22,9 @@
 #ifndef X4_PF
 #define X4_PF 8192
 #endif
+#ifndef GKX_TOKENS_MIN
+#define GKX_TOKENS_MIN 2
+#endif
 
 /* 1-4 tokens against a group of four Q4_K rows in the x4 layout: the
  * scales of the four rows unpacked together (x4k_scales), d and dmin four
@@ -29,7 +32,7 @@
 INLINE void gemmK_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
 {
 #ifdef GKX_TOKENS
-    if (NT > 1) {
+    if (NT >= GKX_TOKENS_MIN) {
         GKX_TOKENS(NT, n, w, a, a_row, y, ys);
         return;
     }

@@ -273,9 +273,7 @@ static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n)
 /* y (n_tok, w->n_out) = x (n_tok, w->n_in) W^T */
 static infer_status mat_mul(float *y, const struct mat *w, const float *x, int64_t n_tok)
 {
-    if (matmul(y, w->data, w->type, x, w->n_in, w->n_out, n_tok) != 0)
-        return INFER_ERR_UNSUPPORTED; /* matmul left the message */
-    return INFER_OK;
+    return (infer_status)matmul(y, w->data, w->type, x, w->n_in, w->n_out, n_tok); /* matmul left the message */
 }
 
 /* y_k = x W_k^T for n matrices of the same input (Q, K, V; gate, up): the
@@ -324,10 +322,12 @@ static infer_status ffn_gate_up(float *h, float *u, const struct layer_weights *
 {
     const struct mat *g = &l->ffn_gate, *up = &l->ffn_up;
     bool fused = false;
-    if (g->type == up->type && g->n_in == up->n_in && g->n_out == up->n_out &&
-        matmul_glu(h, g->data, up->data, g->type, x, g->n_in, g->n_out, n_tok, use_gelu ? GLU_GELU : GLU_SILU,
-                   &fused) != 0)
-        return INFER_ERR_UNSUPPORTED; /* matmul left the message */
+    if (g->type == up->type && g->n_in == up->n_in && g->n_out == up->n_out) {
+        const int st = matmul_glu(h, g->data, up->data, g->type, x, g->n_in, g->n_out, n_tok,
+                                  use_gelu ? GLU_GELU : GLU_SILU, &fused);
+        if (st)
+            return (infer_status)st; /* matmul left the message */
+    }
     if (!fused) {
         infer_status st = mat_mul_same_input(x, n_tok, 2, (float *const[]){h, u}, (const struct mat *const[]){g, up});
         if (st)
