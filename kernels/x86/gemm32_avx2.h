@@ -70,9 +70,16 @@ INLINE __m128 fma32(const int type, __m128 acc, __m128i s, __m128 dx, __m128 dy)
     return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dx, dy), f)); /* (d_x * d_y) * sumi, either side */
 }
 
-/* Block b of NR (<= 4) rows against one token, added to acc (lanes = rows). */
-INLINE __m128 gemv32_block(const int type, const int NR, const uint8_t *w, size_t w_row, const uint8_t *a, int64_t b,
-                           __m128 acc)
+/* Block b of NR (<= 4) rows against one token, added to acc (lanes = rows).
+ * seq: the NR rows are contiguous (w_row = NR blocks' bytes per block of a
+ * row), prefetched PF_ROWS rows on as one stream, NR blocks' bytes per
+ * block, not as NR streams of a row each.  On an EPYC (Zen 3, avx2) with
+ * short rows the NR streams read little faster than the hardware
+ * prefetcher alone: a 65536x640 Q8_0 GEMV (gemma-3-270m's output matrix is
+ * 262144x640) read 12.9 GB/s from memory, one stream 20.9 GB/s (CPU time
+ * 1.64x; 16384x2048: 1.11x). */
+INLINE __m128 gemv32_block(const int type, const int NR, const int seq, const uint8_t *w, size_t w_row,
+                           const uint8_t *a, int64_t b, __m128 acc)
 {
     const size_t bs = bbytes32(type);
     const __m256i zero = _mm256_setzero_si256();
@@ -81,10 +88,17 @@ INLINE __m128 gemv32_block(const int type, const int NR, const uint8_t *w, size_
     const __m256i corr = W32_CORR(type, av);
     __m256i v[4] = {zero, zero, zero, zero};
     uint16_t dh[4] = {0, 0, 0, 0};
+    if (seq) {
+        const uint8_t *pf = w + PF_ROWS * w_row + (size_t)(NR * b) * bs;
+        UNROLL
+        for (size_t o = 0; o < NR * bs; o += 64)
+            _mm_prefetch((const char *)pf + o, PF_HINT);
+    }
     UNROLL
     for (int r = 0; r < NR; r++) {
         const uint8_t *blk = w + (size_t)r * w_row + (size_t)b * bs;
-        prefetch_block(blk, b, w_row, bs);
+        if (!seq)
+            prefetch_block(blk, b, w_row, bs);
         struct w32 wp;
         W32_PREP(type, blk, &wp);
         v[r] = W32_DOT(&wp, av, corr);
@@ -104,8 +118,12 @@ INLINE void gemm32(const int type, const int NR, const int NT, int64_t n, const 
     const __m256i zero = _mm256_setzero_si256();
     if (NT == 1) {
         __m128 acc = _mm_setzero_ps();
-        for (int64_t b = 0; b < nb; b++)
-            acc = gemv32_block(type, NR, w, w_row, a, b, acc);
+        if (NR == 4 && w_row == (size_t)nb * bs)
+            for (int64_t b = 0; b < nb; b++)
+                acc = gemv32_block(type, 4, 1, w, w_row, a, b, acc);
+        else
+            for (int64_t b = 0; b < nb; b++)
+                acc = gemv32_block(type, NR, 0, w, w_row, a, b, acc);
         store_rows(y, acc, NR);
         return;
     }

@@ -7,7 +7,8 @@
  * dependency chains for a multiply-add of some latency) and Q6X_SPLIT (256
  * bits: from this many tokens on, one row pair per pass over a super-block,
  * not both; default 2), optionally Q6X_QWORDS (256 bits: 2-4 tokens through
- * gemm6_x4t, rows in 64-bit lanes), and includes x86_util.h.
+ * gemm6_x4t, rows in 64-bit lanes; Q6X_TOKENS_MIN 1: one token too), and
+ * includes x86_util.h.
  *
  * Each 128-bit lane of a vector holds one row's 16-element sub-block (one
  * piece of ql, one of qh: repack.h), so a sub-block's int16 scale is one
@@ -127,6 +128,11 @@ static const uint8_t q6x_pick[8][64] __attribute__((aligned(64))) = {
  * tiles. */
 #ifndef X4_PF
 #define X4_PF 8192
+#endif
+
+/* 256 bits with Q6X_QWORDS: gemm6_x4t from this many tokens on */
+#ifndef Q6X_TOKENS_MIN
+#define Q6X_TOKENS_MIN 2
 #endif
 
 #if Q6X_W == 256 && defined(Q6X_QWORDS)
@@ -269,7 +275,7 @@ INLINE void gemm6_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
 INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
 {
 #if Q6X_W == 256 && defined(Q6X_QWORDS)
-    if (NT > 1) {
+    if (NT >= Q6X_TOKENS_MIN) {
         gemm6_x4t(NT, n, w, a, a_row, y, ys);
         return;
     }
@@ -406,6 +412,7 @@ static void gemm_q6_Kx4(int64_t n, const void *w, size_t w_row, const void *a, s
 
 #undef Q6X_NV
 #undef Q6X_QWORDS
+#undef Q6X_TOKENS_MIN
 #undef Q6X_NACC
 #undef Q6X_SPLIT
 #undef Q6X_VR
