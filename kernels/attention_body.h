@@ -297,6 +297,37 @@ static float chunk_max(const float *s, int n, float m)
     return r;
 }
 
+/* One query row's step of the online softmax over a chunk of n scores s:
+ * soft-capped when the model asks, then the running max *m, the factor *f
+ * of the accumulator so far and the running sum *l updated (attend and
+ * attend_tile, row by row: the same bits). */
+INLINE void softmax_step(float *s, int n, float softcap, float *m, float *f, double *l)
+{
+    if (softcap > 0.0f) {
+        const float inv_cap = 1.0f / softcap;
+        for (int i = 0; i < n; i++)
+            s[i] = tanhf(s[i] * inv_cap) * softcap;
+    }
+    const float mc = chunk_max(s, n, *m);
+    /* the first chunk sets the max (factor 0 on an empty accumulator) */
+    *f = *m == -INFINITY ? 0.0f : expf(*m - mc);
+    *m = mc;
+    *l = *l * (double)*f + exp_sum(s, n, mc);
+}
+
+/* o = acc / l, lane by lane as the scalar loop did. */
+INLINE void attn_out_row(float *o, const float *acc, double l, int head_dim)
+{
+    const atv inv = AT_SET1((float)(1.0 / l));
+    for (int d = 0; d < head_dim; d += AT_W) {
+        const atv v = AT_MUL(ldf(acc, d, head_dim), inv);
+        if (d + AT_W <= head_dim)
+            AT_STOREF(o + d, v);
+        else
+            AT_STOREF_TAIL(o + d, v, head_dim - d);
+    }
+}
+
 /* G query heads (q, out: G consecutive heads of head_dim) of one KV head,
  * over positions [first, pos]. */
 INLINE void attend(const int G, const int KQ, const int VQ, float *out, const float *q, const struct attn_kv *kv,
@@ -317,32 +348,12 @@ INLINE void attend(const int G, const int KQ, const int VQ, float *out, const fl
         kv_rows(kv, blocks, 0, KQ, kvh, j0, n, head_dim, krow);
         kv_rows(kv, blocks, 1, VQ, kvh, j0, n, head_dim, vrow);
         scores(G, G, KQ, s[0], q, 0, kv, blocks, krow, kvh, j0, n, head_dim, scale, pf);
-        if (kv->softcap > 0.0f) {
-            const float cap = kv->softcap, inv_cap = 1.0f / kv->softcap;
-            for (int g = 0; g < G; g++)
-                for (int i = 0; i < n; i++)
-                    s[g][i] = tanhf(s[g][i] * inv_cap) * cap;
-        }
-        for (int g = 0; g < G; g++) {
-            const float mc = chunk_max(s[g], n, m[g]);
-            /* the first chunk sets the max (factor 0 on an empty accumulator) */
-            f[g] = m[g] == -INFINITY ? 0.0f : expf(m[g] - mc);
-            m[g] = mc;
-            l[g] = l[g] * (double)f[g] + exp_sum(s[g], n, mc);
-        }
+        for (int g = 0; g < G; g++)
+            softmax_step(s[g], n, kv->softcap, &m[g], &f[g], &l[g]);
         values(G, VQ, acc[0], ATTN_MAX_DIM, f, s[0], kv, blocks, vrow, kvh, j0, n, head_dim, pf);
     }
-    for (int g = 0; g < G; g++) { /* acc * inv, lane by lane as the scalar loop did */
-        const atv inv = AT_SET1((float)(1.0 / l[g]));
-        float *o = out + (size_t)g * (size_t)head_dim;
-        for (int d = 0; d < head_dim; d += AT_W) {
-            const atv v = AT_MUL(ldf(acc[g], d, head_dim), inv);
-            if (d + AT_W <= head_dim)
-                AT_STOREF(o + d, v);
-            else
-                AT_STOREF_TAIL(o + d, v, head_dim - d);
-        }
-    }
+    for (int g = 0; g < G; g++)
+        attn_out_row(out + (size_t)g * (size_t)head_dim, acc[g], l[g], head_dim);
 }
 
 /* A batch's consecutive tokens over the float copy (attn_f32) in tiles:
@@ -398,35 +409,16 @@ INLINE void attend_tile(const int G, const int TQ, float *out, const float *q, s
             if (n[u] > n[0])
                 scores(G, G, 2, s[u * G] + n[0], q + (size_t)u * qs, 0, kv, blocks, krow + n[0], kvh, j0 + n[0],
                        n[u] - n[0], head_dim, scale, 0);
-        for (int x = 0; x < NQ; x++) {
-            const int nx = n[x / G];
-            if (kv->softcap > 0.0f) {
-                const float cap = kv->softcap, inv_cap = 1.0f / kv->softcap;
-                for (int i = 0; i < nx; i++)
-                    s[x][i] = tanhf(s[x][i] * inv_cap) * cap;
-            }
-            const float mc = chunk_max(s[x], nx, m[x]);
-            f[x] = m[x] == -INFINITY ? 0.0f : expf(m[x] - mc);
-            m[x] = mc;
-            l[x] = l[x] * (double)f[x] + exp_sum(s[x], nx, mc);
-        }
+        for (int x = 0; x < NQ; x++)
+            softmax_step(s[x], n[x / G], kv->softcap, &m[x], &f[x], &l[x]);
         values(NQ, 2, acc[0], ATTN_TILE_DIM, f, s[0], kv, blocks, vrow, kvh, j0, n[0], head_dim, 0);
         for (int u = 1; u < TQ; u++)
             if (n[u] > n[0])
                 values(G, 2, acc[u * G], ATTN_TILE_DIM, one, s[u * G] + n[0], kv, blocks, vrow + n[0], kvh, j0 + n[0],
                        n[u] - n[0], head_dim, 0);
     }
-    for (int x = 0; x < NQ; x++) { /* acc * inv, as attend */
-        const atv inv = AT_SET1((float)(1.0 / l[x]));
-        float *o = out + (size_t)(x / G) * qs + (size_t)(x % G) * (size_t)head_dim;
-        for (int d = 0; d < head_dim; d += AT_W) {
-            const atv v = AT_MUL(ldf(acc[x], d, head_dim), inv);
-            if (d + AT_W <= head_dim)
-                AT_STOREF(o + d, v);
-            else
-                AT_STOREF_TAIL(o + d, v, head_dim - d);
-        }
-    }
+    for (int x = 0; x < NQ; x++)
+        attn_out_row(out + (size_t)(x / G) * qs + (size_t)(x % G) * (size_t)head_dim, acc[x], l[x], head_dim);
 }
 
 /* attend_tile for G heads and ATTN_TILE_ROWS / G tokens. */
