@@ -276,6 +276,12 @@ bool infer_repack_file_find(const infer_repack_file *f, uint64_t gguf_offset, ui
 infer_status infer_repack_file_range_residency(const infer_repack_file *f, uint64_t offset, uint64_t size,
                                                infer_residency *out);
 infer_status infer_repack_file_warm_range(const infer_repack_file *f, uint64_t offset, uint64_t size);
+/* The whole cache file into the page cache, as 2 MiB folios where the kernel
+ * can (read through a MADV_HUGEPAGE map, like infer_gguf_warm: a range warm's
+ * reads bring 4 KiB folios, which a load then maps with 4 KiB pages; decode
+ * reads those ~10-20% slower).  *out: the file's residency after, with
+ * bytes_huge (the share the warm's own map held in 2 MiB pages). */
+infer_status infer_repack_file_warm(const infer_repack_file *f, infer_residency *out);
 
 /* Text -> tokens with the model's tokenizer.  add_special adds BOS/EOS as the
  * model's metadata asks; parse_special turns special-token text

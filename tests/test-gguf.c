@@ -1380,6 +1380,60 @@ static void test_huge_page_map(void **state)
     free(w.p);
 }
 
+/* Warming a whole file (infer warm: the repacked copy decode reads) goes
+ * through a MADV_HUGEPAGE map, so a dropped file comes back in 2 MiB folios
+ * wherever a model map's own faults would bring them: pread, which the
+ * warming of ranges uses, brings 4 KiB folios, which every later map can only
+ * map with 4 KiB pages. */
+static void test_warm_huge(void **state)
+{
+    (void)state;
+    const int64_t n = (int64_t)3 << 20; /* 12 MiB of tensor data */
+    const struct tspec ts[] = {{"big", 1, {n}, 0, 0}};
+    struct gw w = {0};
+    build_tensor_file(&w, 3, 0, ts, 1, (uint64_t)n * 4, NULL);
+    const char *path = write_tmp("warmhuge.gguf", w.p, w.len);
+    struct stat sb;
+    infer_residency cold, r;
+    assert_int_equal(infer_file_cold(path), INFER_OK);
+    assert_int_equal(infer_file_residency(path, &cold), INFER_OK);
+    if (stat("/proc/self/smaps", &sb) != 0 || cold.bytes_resident != 0) { /* no /proc, or pages not dropped */
+        unlink(path);
+        free(w.p);
+        skip();
+    }
+    /* what the kernel does for a map: the model's own warm through its map */
+    infer_gguf *g;
+    infer_residency ctl;
+    assert_int_equal(infer_gguf_open(&g, path, 0), INFER_OK);
+    assert_int_equal(infer_gguf_warm(g, 1, NULL, NULL), INFER_OK);
+    assert_int_equal(infer_gguf_residency(g, &ctl), INFER_OK);
+    infer_gguf_close(g);
+
+    assert_int_equal(infer_file_cold(path), INFER_OK);
+    assert_int_equal(file_warm_huge(path, &r), INFER_OK);
+    assert_int_equal(r.bytes_total, w.len);
+    assert_int_equal(r.bytes_resident, w.len);
+    assert_int_equal(r.bytes_huge % ((uint64_t)2 << 20), 0);
+    assert_true(r.bytes_huge <= w.len);
+    print_message("  warm through the map: %llu of %zu bytes in 2 MiB pages (the model's map: %llu)\n",
+                  (unsigned long long)r.bytes_huge, w.len, (unsigned long long)ctl.bytes_huge);
+    if (ctl.bytes_huge > 0) /* 2 MiB folios on this kernel and file system: the warm brings them too */
+        assert_true(r.bytes_huge >= ctl.bytes_huge);
+
+    /* pread brings small folios, which stay: a warm through the map then
+     * finds them resident and maps them with 4 KiB pages */
+    assert_int_equal(infer_file_cold(path), INFER_OK);
+    assert_int_equal(file_warm_range(path, w.len, 0, w.len), INFER_OK);
+    assert_int_equal(file_warm_huge(path, &r), INFER_OK);
+    assert_int_equal(r.bytes_resident, w.len);
+    if (ctl.bytes_huge > 0)
+        assert_true(r.bytes_huge < ctl.bytes_huge);
+    assert_int_equal(file_warm_huge(test_path(tmpdir, "no-such-file"), &r), INFER_ERR_IO);
+    unlink(path);
+    free(w.p);
+}
+
 static void test_memory_residency(void **state)
 {
     (void)state;
@@ -1482,6 +1536,7 @@ int main(void)
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_file_residency),
         cmocka_unit_test(test_huge_page_map),
+        cmocka_unit_test(test_warm_huge),
         cmocka_unit_test(test_memory_residency),
         cmocka_unit_test(test_fixture_vocab),
         cmocka_unit_test(test_seed_corpus),

@@ -76,26 +76,41 @@ infer_status infer_gguf_range_residency(const infer_gguf *g, uint64_t offset, ui
     return map_residency(g->base, offset, size, out);
 }
 
+/* path opened read-only as a regular file: *fd and its size, or *fd = -1
+ * for an empty file (nothing to map: 100% resident). */
+static infer_status open_regular(const char *path, int *fd, size_t *size)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return infer_error(INFER_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(*fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return infer_error(INFER_ERR_IO, "'%s' is not a regular file", path);
+    }
+    *size = (size_t)sb.st_size;
+    if (*size == 0) {
+        close(*fd);
+        *fd = -1;
+    }
+    return INFER_OK;
+}
+
 /* Map the file read-only without reading a byte of it (so that asking does
  * not pull the GGUF header back into the cache, as a parse would), mincore,
  * unmap.  On error *out is zeroed. */
 infer_status infer_file_residency(const char *path, infer_residency *out)
 {
     memset(out, 0, sizeof(*out));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return infer_error(INFER_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return infer_error(INFER_ERR_IO, "'%s' is not a regular file", path);
+    int fd;
+    size_t size;
+    const infer_status ost = open_regular(path, &fd, &size);
+    if (ost != INFER_OK || fd < 0) {
+        if (ost == INFER_OK)
+            out->percent = 100.0;
+        return ost;
     }
-    if (sb.st_size == 0) {
-        close(fd);
-        out->percent = 100.0;
-        return INFER_OK;
-    }
-    size_t size = (size_t)sb.st_size;
     void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
     int map_errno = errno;
     close(fd);
@@ -113,7 +128,7 @@ infer_status infer_file_residency(const char *path, infer_residency *out)
 /* Bytes of the mapping starting at base that this process maps with PMD
  * (2 MiB) pages: the FilePmdMapped line of its /proc/self/smaps entry.  0 when
  * the kernel does not say (no /proc, older kernels). */
-static uint64_t map_huge_bytes(const uint8_t *base)
+uint64_t map_huge_bytes(const uint8_t *base)
 {
     FILE *f = fopen("/proc/self/smaps", "re");
     if (!f)
@@ -248,6 +263,44 @@ infer_status file_warm_range(const char *path, uint64_t file_size, uint64_t offs
     }
     free(buf);
     close(fd);
+    return st;
+}
+
+/* Whole-file warming reads through a map, not with pread: pread (and
+ * readahead on a descriptor) brings a file in as 4 KiB folios, which every
+ * later map of it can only map with 4 KiB pages, while page faults in a map
+ * advised MADV_HUGEPAGE bring it in as 2 MiB folios where the file system
+ * has them (gguf_map_readonly).  Pages already in memory stay as they are. */
+infer_status file_warm_huge(const char *path, infer_residency *out)
+{
+    memset(out, 0, sizeof(*out));
+    int fd;
+    size_t size;
+    const infer_status ost = open_regular(path, &fd, &size);
+    if (ost != INFER_OK || fd < 0) {
+        if (ost == INFER_OK)
+            out->percent = 100.0;
+        return ost;
+    }
+    const size_t ps = page_size();
+    bool huge = false;
+    uint8_t *map = gguf_map_readonly(fd, size, true, &huge);
+    const int map_errno = errno;
+    close(fd);
+    if (map == MAP_FAILED)
+        return infer_error(INFER_ERR_IO, "cannot map '%s': %s", path, strerror(map_errno));
+    volatile unsigned sink = 0;
+    for (size_t at = 0; at < size; at += ps)
+        sink += map[at];
+    (void)sink;
+    infer_status st = map_residency(map, 0, size, out);
+    if (st == INFER_OK && huge)
+        out->bytes_huge = map_huge_bytes(map);
+    munmap(map, size);
+    if (st) {
+        memset(out, 0, sizeof(*out));
+        infer_error_prefix(st, "%s", path);
+    }
     return st;
 }
 

@@ -422,8 +422,9 @@ int cmd_warm(int argc, char **argv)
         }
     int rc = parse_model_opts(argc, argv,
                               "usage: infer warm [-m] MODEL [-t THREADS] [--huge] [--experts PROFILE [--experts-only]]\n"
-                              "  --huge  drop the file's pages first and read it again, so that the page cache\n"
-                              "          holds it in 2 MiB pages where the kernel can (faster decode)\n"
+                              "  --huge  drop the pages of the file and of its repacked copy first and read\n"
+                              "          them again, so that the page cache holds them in 2 MiB pages where the\n"
+                              "          kernel can (faster decode)\n"
                               "  --experts PROFILE  MoE models: read the tensors every token uses and, of the\n"
                               "          experts, only those a usage profile routed tokens to (lines 'LAYER EXPERT\n"
                               "          COUNT', or a saved /metrics page of infer serve), so that a board whose RAM\n"
@@ -486,16 +487,24 @@ int cmd_warm(int argc, char **argv)
     double secs;
     infer_gguf_warm(g, threads, &bytes, &secs);
     infer_gguf_residency(g, &after);
-    infer_repack_file *rf = NULL; /* the repacked copy decode reads: warm it too */
+    infer_repack_file *rf = NULL; /* the repacked copy decode reads: warm it too (--huge: drop it first) */
+    bool copy_small = false;
     if (infer_repack_file_open(&rf, g, NULL) == INFER_OK) {
         infer_residency rb, ra;
-        infer_file_residency(infer_repack_file_path(rf), &rb);
+        const char *copy = infer_repack_file_path(rf);
+        infer_file_residency(copy, &rb);
         const double t0 = infer_now_seconds();
-        infer_repack_file_warm_range(rf, 0, infer_repack_file_size(rf));
-        infer_file_residency(infer_repack_file_path(rf), &ra);
-        printf("warm %s (the repacked copy the %s kernels read): %.1f%% -> %.1f%% resident, %.1f MiB in %.3f s\n",
-               infer_repack_file_path(rf), infer_kernel_variant(), rb.percent, ra.percent,
-               mib(infer_repack_file_size(rf)), infer_now_seconds() - t0);
+        /* rf's map is only asked (mincore) and holds no page: all can be dropped */
+        if ((huge && infer_file_cold(copy) != INFER_OK) || infer_repack_file_warm(rf, &ra) != INFER_OK) {
+            infer_repack_file_close(rf);
+            infer_gguf_close(g);
+            return cli_fail(NULL);
+        }
+        printf("warm %s (the repacked copy the %s kernels read): %.1f%% -> %.1f%% resident, %.1f MiB in %.3f s, "
+               "%.1f%% in 2 MiB pages\n",
+               copy, infer_kernel_variant(), rb.percent, ra.percent, mib(infer_repack_file_size(rf)),
+               infer_now_seconds() - t0, ra.bytes_total ? 100.0 * (double)ra.bytes_huge / (double)ra.bytes_total : 0.0);
+        copy_small = ra.bytes_total >= (4u << 20) && ra.bytes_huge < ra.bytes_total / 2;
         infer_repack_file_close(rf);
     }
     uint64_t read = after.bytes_resident > before.bytes_resident ? after.bytes_resident - before.bytes_resident : 0;
@@ -503,14 +512,15 @@ int cmd_warm(int argc, char **argv)
            "%.1f%% in 2 MiB pages\n",
            path, before.percent, after.percent, mib(read), secs, secs > 0 ? mib(read) / secs : 0.0, mib(bytes),
            after.bytes_total ? 100.0 * (double)after.bytes_huge / (double)after.bytes_total : 0.0);
-    if (after.bytes_total >= (4u << 20) && after.bytes_huge < after.bytes_total / 2) {
+    if ((after.bytes_total >= (4u << 20) && after.bytes_huge < after.bytes_total / 2) || copy_small) {
         if (!huge)
-            printf("hint: the page cache holds this file in small pages; 'infer warm --huge %s' reads it again "
+            printf("hint: the page cache holds %s in small pages; 'infer warm --huge %s' reads it again "
                    "into 2 MiB pages where the kernel can (decode reads them faster)\n",
-                   path);
+                   copy_small ? "the repacked copy" : "this file", path);
         else
-            printf("note: the file stayed in small pages: another process maps it (a running infer serve?), or "
-                   "this kernel or file system keeps no 2 MiB page-cache folios\n");
+            printf("note: %s stayed in small pages: another process maps it (a running infer serve?), or "
+                   "this kernel or file system keeps no 2 MiB page-cache folios\n",
+                   copy_small ? "the repacked copy" : "the file");
     }
     infer_gguf_close(g);
     return 0;

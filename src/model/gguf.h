@@ -93,5 +93,12 @@ void *gguf_map_readonly(int fd, size_t size, bool want_huge, bool *huge);
  * into the page cache with readahead off. */
 infer_status map_residency(const uint8_t *base, uint64_t offset, uint64_t size, infer_residency *out);
 infer_status file_warm_range(const char *path, uint64_t file_size, uint64_t offset, uint64_t size);
+/* The whole file at path into the page cache through a MADV_HUGEPAGE map,
+ * so that it comes in as 2 MiB folios where the kernel can (file_warm_range
+ * brings 4 KiB ones); *out: its residency after, bytes_huge included.  And
+ * the bytes of this process's map starting at base that are mapped with
+ * 2 MiB pages (FilePmdMapped in /proc/self/smaps; 0 when not known). */
+infer_status file_warm_huge(const char *path, infer_residency *out);
+uint64_t map_huge_bytes(const uint8_t *base);
 
 #endif

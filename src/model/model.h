@@ -142,9 +142,11 @@ struct repack_state {
     double seconds, hash_seconds, repack_seconds;
     char path[1024];
     char note[256];
-    char summary[1536];
+    char summary[2048];
     void *map; /* the cache file's read-only map, or NULL */
     size_t map_size;
+    bool huge;      /* the map is advised MADV_HUGEPAGE */
+    char pages[160]; /* for the summary: the share it maps with 2 MiB pages, or "" */
 };
 
 struct infer_model {
