@@ -70,6 +70,10 @@
                                         .vec_dot_type = GGML_TYPE_Q8_0},                                         \
                 [INFER_TYPE_Q4_0_X4S] = {.vec_dot = vec_dot_q4_0_q8_0_ref, .gemm = gemm_q4_0x4s_ref,             \
                                          .vec_dot_type = GGML_TYPE_Q8_0},                                        \
+                [INFER_TYPE_IQ4_NL_X4] = {.vec_dot = vec_dot_iq4_nl_q8_0_ref, .gemm = gemm_iq4_nlx4_ref,         \
+                                          .vec_dot_type = GGML_TYPE_Q8_0},                                       \
+                [INFER_TYPE_Q3_K_X4] = {.vec_dot = vec_dot_q3_K_q8_K_ref, .gemm = gemm_q3_Kx4_ref,               \
+                                        .vec_dot_type = GGML_TYPE_Q8_K},                                         \
             },                                                                                                  \
         .rmsnorm = rmsnorm_ref, .rope_norm = rope_norm_ref, .rope_neox = rope_neox_ref, .softmax = softmax_ref, \
         .silu = silu_ref, .gelu = gelu_ref, .gelu_ggml = gelu_ggml_ref, .vec_mul = vec_mul_ref,                 \
@@ -287,7 +291,7 @@ const char *kernels_report(void)
     for (size_t i = 0; i < N_VARIANTS; i++)
         if (have[i])
             OUT(" %s", variants[i].name);
-    OUT("\n%-6s %-6s %-8s %-8s %-10s %s\n", "type", "act", "vec_dot", "gemm", "gemm_many", "act quantizer");
+    OUT("\n%-6s %-6s %-8s %-8s %-14s %s\n", "type", "act", "vec_dot", "gemm", "gemm_many from", "act quantizer");
     for (uint32_t t = 0; t < INFER_TYPE_COUNT; t++) {
         const struct kernel_type_ops *ops = &kern.types[t];
         if (!ops->vec_dot || !ggml_type_traits_get(t))
@@ -297,10 +301,13 @@ const char *kernels_report(void)
         const size_t base = (size_t)((const char *)ops - (const char *)&kern);
         const uint32_t at = ops->vec_dot_type;
         const size_t abase = (size_t)((const char *)&kern.types[at] - (const char *)&kern);
-        OUT("%-6s %-6s %-8s %-8s %-10s %s\n", ggml_type_traits_get(t)->name, ggml_type_traits_get(at)->name,
+        char many[32] = "-"; /* its kernel's origin and the tokens from which matmul takes it */
+        if (ops->gemm_many)
+            snprintf(many, sizeof(many), "%s %lld", origin(tables, have, base + offsetof(struct kernel_type_ops, gemm_many)),
+                     (long long)kernels_many_min(&kern, t));
+        OUT("%-6s %-6s %-8s %-8s %-14s %s\n", ggml_type_traits_get(t)->name, ggml_type_traits_get(at)->name,
             origin(tables, have, base + offsetof(struct kernel_type_ops, vec_dot)),
-            origin(tables, have, base + offsetof(struct kernel_type_ops, gemm)),
-            origin(tables, have, base + offsetof(struct kernel_type_ops, gemm_many)),
+            origin(tables, have, base + offsetof(struct kernel_type_ops, gemm)), many,
             origin(tables, have, abase + offsetof(struct kernel_type_ops, from_float)));
     }
     OUT("repacked at load, into the cache file (--no-repack, INFER_REPACK_DIR):");

@@ -56,9 +56,10 @@ typedef void (*gemm_fn)(int64_t n, const void *w, size_t w_row, const void *a, s
  * may reorganize the activations and the weights of the range into the
  * thread's kernels_scratch() memory (so that, e.g., vector lanes hold tokens
  * and no horizontal sums are needed).  matmul calls it from each thread with
- * that thread's rows and a chunk of tokens when n_tok >= the table's
- * many_min_tok (GEMM_MANY_MIN_TOK when that is 0).  Returns 0, or -1 when
- * its scratch cannot be allocated (nothing written; matmul then uses gemm).
+ * that thread's rows and a chunk of tokens when n_tok >= kernels_many_min()
+ * of the type (below: where the tiles of gemm, gemm_prep are slower).
+ * Returns 0, or -1 when its scratch cannot be allocated (nothing written;
+ * matmul then uses gemm).
  */
 typedef int (*gemm_many_fn)(int64_t n, const void *w, size_t w_row, int64_t n_rows, const void *a, size_t a_row,
                             int64_t n_tok, float *y, size_t y_stride);
@@ -74,8 +75,9 @@ typedef int (*gemm_many_fn)(int64_t n, const void *w, size_t w_row, int64_t n_ro
  * 32 elements of n for the nt (<= GEMM_TOKS) activation rows at a, in a
  * format private to the variant; gemm_prep is then gemm_fn with that prep
  * added, under gemm_fn's contract (vec_dot's bits).  matmul uses them for
- * prep_min_tok (2 when 0) .. many_min_tok - 1 tokens, and only when the
- * table has both.
+ * prep_min_tok (2 when 0) .. kernels_many_min() - 1 tokens (above
+ * GEMM_TOKS in groups of GEMM_TOKS, each tile reading its group's prep),
+ * and only when the table has both.
  */
 #define GEMM_PREP_BLOCK 160
 typedef void (*act_prep_fn)(int64_t n, const void *a, size_t a_row, int nt, void *prep);
@@ -134,6 +136,8 @@ struct kernel_type_ops {
     act_prep_fn many_prep;    /* optional, with gemm_many_prep: gemm_many on */
     gemm_many_prep_fn gemm_many_prep; /* activations prepared once per matmul */
     uint8_t prep_min_tok;     /* fewest tokens for act_prep (0: 2) */
+    uint8_t many_min_tok;     /* fewest tokens for gemm_many (0: the table's;
+                               * see kernels_many_min) */
     uint16_t many_prep_tok;   /* tokens per group of many_prep */
     uint16_t many_prep_bytes; /* its bytes per 32 elements per group */
     uint32_t vec_dot_type;    /* activation format vec_dot expects */
@@ -145,7 +149,8 @@ struct kernel_type_ops {
 struct kernel_table {
     const char *name; /* variant name: "ref", "avx2", "neon", ... */
     struct kernel_type_ops types[INFER_TYPE_COUNT];
-    int many_min_tok; /* fewest tokens for gemm_many (0: GEMM_MANY_MIN_TOK) */
+    int many_min_tok; /* fewest tokens for gemm_many of a type without its
+                       * own (0: GEMM_MANY_MIN_TOK) */
 
     /* f32 ops (see ops.h for the contracts) */
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
@@ -167,6 +172,31 @@ struct kernel_table {
 };
 
 extern struct kernel_table kern;
+
+/*
+ * The batch from which matmul gives weights of `type` to gemm_many (when
+ * the type has one) rather than to the gemm tiles: the type's many_min_tok,
+ * else the table's, else GEMM_MANY_MIN_TOK.  A crossover is a property of
+ * one variant's pair of kernels for one type (the repacked x4 types' 4-token
+ * tiles stay ahead of the transposing gemm_many far longer than the plain
+ * types' tiles do), so a variant sets it per type where it has measured it;
+ * a variant that replaces the kernels of a lesser one it builds on calls
+ * kernels_many_min_reset() unless it measures its own.
+ */
+static inline int64_t kernels_many_min(const struct kernel_table *t, uint32_t type)
+{
+    if (type < INFER_TYPE_COUNT && t->types[type].many_min_tok > 0)
+        return t->types[type].many_min_tok;
+    return t->many_min_tok > 0 ? t->many_min_tok : GEMM_MANY_MIN_TOK;
+}
+
+/* Forget the per-type crossovers (many_min_tok) of every type: the table's
+ * many_min_tok holds for all of them again. */
+static inline void kernels_many_min_reset(struct kernel_table *t)
+{
+    for (uint32_t i = 0; i < INFER_TYPE_COUNT; i++)
+        t->types[i].many_min_tok = 0;
+}
 
 /* A variant's gemm tile for layout x4 (repack.h) of its base type: the
  * loader then repacks the base type's weights into it, and the rows after
@@ -229,8 +259,8 @@ void *kernels_scratch(size_t bytes);
 
 /* Multi-line report of the active variant: the detected choice, and for every
  * supported type its activation format and which variant supplies its
- * vec_dot, gemm, gemm_many ("-": none) and activation quantizer, then the
- * same for the f32 ops.
+ * vec_dot, gemm, gemm_many ("-": none; with kernels_many_min) and
+ * activation quantizer, then the same for the f32 ops.
  * Calls kernels_init() first.  Static buffer; not thread-safe. */
 const char *kernels_report(void);
 

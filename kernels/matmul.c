@@ -10,21 +10,26 @@
  *     prep_min_tok), a type with act_prep/gemm_prep (dispatch.h) has each
  *     group of GEMM_TOKS tokens' prep made once here and its tiles read it
  *     (mm_prep).
- *   many tokens (n_tok >= kern.many_min_tok) and a gemm_many kernel: each
- *     thread passes its contiguous range of rows, with the tokens in chunks
- *     of MATMUL_MANY_TOK, to gemm_many (which reorganizes both operands for
- *     the vector units, see dispatch.h); if it cannot, the GEMM path below.
+ *   many tokens (n_tok >= kernels_many_min(), dispatch.h: the variant's
+ *     crossover for the type; avx2's Q4_K x4 tiles stay ahead of its
+ *     gemm_many up to ~40 tokens, plain Q4_K's up to ~13) and a gemm_many
+ *     kernel: each thread passes its contiguous range of rows, with the
+ *     tokens in chunks of MATMUL_MANY_TOK, to gemm_many (which reorganizes
+ *     both operands for the vector units, see dispatch.h); if it cannot,
+ *     the GEMM path below.
  *     A type with many_prep (dispatch.h) has its activations reorganized
  *     once per chunk of tokens, by all threads before the rows start, and
  *     every row range reads that one copy (gemm_many_prep).  matmul_glu
  *     runs the same items over a gate and an up matrix with
  *     gemm_many_glu, which writes act(gate) * up.
- *   GEMM, n_tok > 1: rows are grouped into blocks of about MATMUL_BLOCK_BYTES
+ *   GEMM, other batches (GEMM_TOKS < n_tok < the crossover, or no
+ *     gemm_many): rows are grouped into blocks of about MATMUL_BLOCK_BYTES
  *     of weights (a whole number of tiles), tokens into blocks of
  *     MATMUL_TOK_BLOCK; a unit of work is one (row block, token block) pair,
  *     units are numbered row-block-major and each thread takes a contiguous
  *     range.  Inside a unit, tiles of GEMM_TOKS tokens sweep the row block,
- *     which stays in L1/L2 while the activations stream past it.
+ *     which stays in L1/L2 while the activations stream past it; with
+ *     act_prep/gemm_prep each tile reads its group's prep, made once.
  * gemm and vec_dot give the same bits (dispatch.h), and each output is
  * written by exactly one thread, so results do not depend on the thread
  * count, the blocking or the batch size.
@@ -136,13 +141,20 @@ void gemm_q8_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size
     gemm_x4_ref(INFER_TYPE_Q8_0_X4, vec_dot_q8_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
 }
 
+void gemm_iq4_nlx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                       int nt)
+{
+    (void)w_row;
+    gemm_x4_ref(INFER_TYPE_IQ4_NL_X4, vec_dot_iq4_nl_q8_0_ref, n, w, a, a_row, y, ys, nt);
+}
+
 void gemm_q5_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
     (void)w_row;
     gemm_x4_ref(INFER_TYPE_Q5_0_X4, vec_dot_q5_0_q8_0_ref, n, w, a, a_row, y, ys, nt);
 }
 
-/* Q4_K, Q6_K: the super-block's float steps (Q4_K: two) and their order
+/* Q3_K, Q4_K, Q6_K: the super-block's float steps (Q4_K: two) and their order
  * are vec_dot's, so the row is put back whole (into the thread's kernel
  * scratch) and given to vec_dot; all NaN if the scratch cannot be had. */
 static void gemm_xk_ref(uint32_t x4, vec_dot_fn dot, int64_t n, const void *w, size_t w_row, const void *a,
@@ -168,6 +180,11 @@ void gemm_q4_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size
 void gemm_q6_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
     gemm_xk_ref(INFER_TYPE_Q6_K_X4, vec_dot_q6_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
+}
+
+void gemm_q3_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
+{
+    gemm_xk_ref(INFER_TYPE_Q3_K_X4, vec_dot_q3_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
 }
 
 /* ------------------------------- matmul ------------------------------- */
@@ -556,7 +573,7 @@ static void mm_q_run(float *y, const void *w, const void *wu, gemm_many_glu_fn g
                      uint32_t wtype, const void *xq, int64_t n_in, int64_t n_out, int64_t n_tok, size_t w_row,
                      size_t act_row)
 {
-    const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
+    const int64_t many_min = kernels_many_min(&kern, wtype);
     const bool many = n_tok >= many_min && kern.types[wtype].gemm_many;
     /* gemm_many: chunks of MATMUL_MANY_TOK tokens, each prepared (when the
      * type has many_prep) and then run, so the prep stays a chunk's size */
@@ -627,8 +644,8 @@ bool matmul_use_glu(int on)
 /* The fused kernel for wtype at n_tok tokens, or NULL. */
 static gemm_many_glu_fn glu_kernel(uint32_t wtype, int64_t n_tok)
 {
-    const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
-    if (!glu_on || wtype >= INFER_TYPE_COUNT || n_tok < many_min || !kern.types[wtype].gemm_many)
+    if (!glu_on || wtype >= INFER_TYPE_COUNT || n_tok < kernels_many_min(&kern, wtype) ||
+        !kern.types[wtype].gemm_many)
         return NULL;
     return kern.types[wtype].gemm_many_glu;
 }
@@ -667,6 +684,17 @@ static int rows_check(const struct matmul_q_job *j, int64_t o0, int64_t o1, size
     return INFER_OK;
 }
 
+/* The struct mm of a checked job (row sizes from rows_check), with
+ * gemm_many from the type's crossover on. */
+static struct mm mm_of_job(const struct matmul_q_job *j, size_t w_row, size_t act_row)
+{
+    return (struct mm){
+        .w = j->w, .a = j->xq, .y = j->y, .n_in = j->n_in, .n_out = j->n_out, .n_tok = j->n_tok, .w_row = w_row,
+        .a_row = act_row, .dot = kern.types[j->wtype].vec_dot, .gemm = kern.types[j->wtype].gemm,
+        .many = j->n_tok >= kernels_many_min(&kern, j->wtype) ? kern.types[j->wtype].gemm_many : NULL,
+    };
+}
+
 int matmul_q_rows(const struct matmul_q_job *j, int64_t o0, int64_t o1)
 {
     size_t w_row, act_row;
@@ -677,12 +705,7 @@ int matmul_q_rows(const struct matmul_q_job *j, int64_t o0, int64_t o1)
         return INFER_OK;
     if (!j->y || !j->w || !j->xq)
         return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
-    const int64_t many_min = kern.many_min_tok > 0 ? kern.many_min_tok : GEMM_MANY_MIN_TOK;
-    const struct mm m = {
-        .w = j->w, .a = j->xq, .y = j->y, .n_in = j->n_in, .n_out = j->n_out, .n_tok = j->n_tok, .w_row = w_row,
-        .a_row = act_row, .dot = kern.types[j->wtype].vec_dot, .gemm = kern.types[j->wtype].gemm,
-        .many = j->n_tok >= many_min ? kern.types[j->wtype].gemm_many : NULL,
-    };
+    const struct mm m = mm_of_job(j, w_row, act_row);
     if (m.n_tok == 1) { /* GEMV: one sweep */
         mm_rows(&m, o0, o1, 0, 1);
         return INFER_OK;
@@ -874,5 +897,73 @@ int get_rows(float *dst, const void *w, uint32_t type, int64_t n_cols, int64_t n
     const size_t row = ggml_row_size(type, n_cols);
     for (int64_t k = 0; k < n_ids && n_cols > 0; k++)
         fn((const char *)w + (size_t)ids[k] * row, dst + k * n_cols, n_cols);
+    return INFER_OK;
+}
+
+/* matmul_q_jobs' one loop: the items of each job's plan, job after job. */
+struct mm_jobs {
+    struct mm_items it[MATMUL_JOBS_MAX];
+    int64_t first[MATMUL_JOBS_MAX + 1]; /* job k's items are [first[k], first[k + 1]) */
+    int n;
+};
+
+static void mm_jobs_run(void *ctx, int64_t i0, int64_t i1)
+{
+    const struct mm_jobs *r = ctx;
+    int k = 0;
+    for (int64_t i = i0; i < i1; i++) {
+        while (i >= r->first[k + 1])
+            k++;
+        mm_items_run((void *)&r->it[k], i - r->first[k], i - r->first[k] + 1);
+    }
+}
+
+int matmul_q_jobs(const struct matmul_q_job *jobs, int n)
+{
+    if (n < 0 || n > MATMUL_JOBS_MAX)
+        return infer_error(INFER_ERR_INVALID, "matmul: %d jobs (at most %d)", n, MATMUL_JOBS_MAX);
+    struct mm m[MATMUL_JOBS_MAX];
+    void *prep[MATMUL_JOBS_MAX] = {NULL};
+    size_t prep_bytes[MATMUL_JOBS_MAX] = {0}, w_row[MATMUL_JOBS_MAX], act_row[MATMUL_JOBS_MAX];
+    struct mm_jobs r = {.n = 0};
+    double work = 0.0;
+    for (int k = 0; k < n; k++) {
+        const struct matmul_q_job *j = &jobs[k];
+        const int st = rows_check(j, 0, j->n_out, &w_row[k], &act_row[k]);
+        if (st)
+            return st;
+        if (j->n_out > 0 && j->n_tok > 0 && (!j->y || !j->w || !j->xq))
+            return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
+    }
+    for (int k = 0; k < n; k++) {
+        const struct matmul_q_job *j = &jobs[k];
+        if (j->n_out == 0 || j->n_tok == 0)
+            continue;
+        const struct mm mj = mm_of_job(j, w_row[k], act_row[k]);
+        if (j->n_tok > GEMM_TOKS || mj.many) {
+            /* a batch: its own loops, as matmul_q runs it */
+            mm_q_run(j->y, j->w, NULL, NULL, GLU_SILU, j->wtype, j->xq, j->n_in, j->n_out, j->n_tok, w_row[k],
+                     act_row[k]);
+            continue;
+        }
+        const int i = r.n++;
+        m[i] = mj;
+        prep[i] = mm_prep(&m[i], j->wtype, kernels_many_min(&kern, j->wtype), false, &prep_bytes[i]); /* one group */
+        work += (double)j->n_in * (double)j->n_out * (double)j->n_tok;
+    }
+    /* each job planned as mm_run plans it, so every output has mm_q_run's
+     * bits; the loop over all of them has one wait for the last thread, not one per job */
+    const bool parallel = work >= MATMUL_PARALLEL_MIN;
+    const int nth = parallel ? pool_threads() : 1;
+    r.first[0] = 0;
+    for (int i = 0; i < r.n; i++)
+        r.first[i + 1] = r.first[i] + mm_plan(&m[i], m[i].n_out > GEMM_ROWS ? nth : 1, &r.it[i]);
+    if (r.n > 0 && parallel) /* also with one thread taking part: the pool may try a second again */
+        pool_for(r.first[r.n], 1, mm_jobs_run, &r);
+    else if (r.n > 0)
+        mm_jobs_run(&r, 0, r.first[r.n]);
+    for (int i = 0; i < r.n; i++)
+        if (prep[i])
+            matmul_act_release(prep[i], prep_bytes[i]);
     return INFER_OK;
 }

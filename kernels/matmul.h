@@ -12,8 +12,8 @@
  * GEMV: each thread streams one contiguous range of rows once.  Several
  * tokens (prefill) are a GEMM: blocks of rows small enough to stay in cache
  * are swept by tiles of tokens, so each weight block is read from memory once
- * per block of tokens and unpacked once per tile; from the table's
- * many_min_tok tokens on, types with a gemm_many kernel use it instead
+ * per block of tokens and unpacked once per tile; from the type's crossover
+ * on (kernels_many_min, dispatch.h), types with a gemm_many kernel use it instead
  * (weights unpacked once per call, vector lanes holding tokens).  Every
  * output has the bits of the active table's vec_dot, whatever the path,
  * thread count or batch size.
@@ -97,6 +97,15 @@ struct matmul_q_job {
  * error contract as matmul (also for a row range outside [0, n_out]). */
 int matmul_q_rows(const struct matmul_q_job *job, int64_t o0, int64_t o1);
 
+/* Up to MATMUL_JOBS_MAX matmul_q jobs (e.g. the Q, K and V projections of
+ * one input), with the bits matmul_q gives each.  For up to GEMM_TOKS tokens
+ * (decode) their work is one pool loop: one wait for the slowest thread a
+ * call instead of one a matrix (in decode of a small model, two of a layer's
+ * seven loops).  Batches of more tokens run job after job as matmul_q.  Same
+ * error contract as matmul; nothing is computed when any job is invalid. */
+#define MATMUL_JOBS_MAX 8
+int matmul_q_jobs(const struct matmul_q_job *jobs, int n);
+
 /* The fused SwiGLU of two jobs' rows [o0, o1): gate is `gate` (its y is not
  * used), up the matrix at wu of the same type, row size and activations,
  *     h[t * hs + r - o0] = silu(gate(t, r)) * up(t, r)
@@ -139,11 +148,14 @@ void gemm_iq4_xs_ref(int64_t n, const void *w, size_t w_row, const void *a, size
 void gemm_q4_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
 void gemm_q4_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
 void gemm_q6_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
+void gemm_q3_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
 void gemm_q5_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
                      int nt);
 void gemm_q8_0x4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt);
 void gemm_q4_0x4s_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
                       int nt);
+void gemm_iq4_nlx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                       int nt);
 
 /* Dequantize one row of n elements of `type` into dst (n floats).
  * Errors: INFER_ERR_UNSUPPORTED ("unsupported tensor type X") when the type

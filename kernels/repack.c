@@ -8,7 +8,10 @@
 
 #include "quants.h"
 
-_Static_assert(REPACK_X6K_TILE == 4 * sizeof(block_q6_K) && REPACK_X4K_TILE == 4 * sizeof(block_q4_K),
+_Static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0) && offsetof(block_iq4_nl, qs) == offsetof(block_q4_0, qs),
+               "IQ4_NL x4 is Q4_0 x4's byte order");
+_Static_assert(REPACK_X6K_TILE == 4 * sizeof(block_q6_K) && REPACK_X4K_TILE == 4 * sizeof(block_q4_K) &&
+                   REPACK_X3K_TILE == 4 * sizeof(block_q3_K),
                "an x4 tile is four super-blocks");
 
 uint32_t repack_x4_of(uint32_t type)
@@ -19,6 +22,8 @@ uint32_t repack_x4_of(uint32_t type)
     case GGML_TYPE_Q4_K: return INFER_TYPE_Q4_K_X4;
     case GGML_TYPE_Q6_K: return INFER_TYPE_Q6_K_X4;
     case GGML_TYPE_Q8_0: return INFER_TYPE_Q8_0_X4;
+    case GGML_TYPE_IQ4_NL: return INFER_TYPE_IQ4_NL_X4;
+    case GGML_TYPE_Q3_K: return INFER_TYPE_Q3_K_X4;
     default: return 0;
     }
 }
@@ -32,6 +37,8 @@ uint32_t repack_base_of(uint32_t x4type)
     case INFER_TYPE_Q6_K_X4: return GGML_TYPE_Q6_K;
     case INFER_TYPE_Q8_0_X4: return GGML_TYPE_Q8_0;
     case INFER_TYPE_Q4_0_X4S: return GGML_TYPE_Q4_0;
+    case INFER_TYPE_IQ4_NL_X4: return GGML_TYPE_IQ4_NL;
+    case INFER_TYPE_Q3_K_X4: return GGML_TYPE_Q3_K;
     default: return 0;
     }
 }
@@ -42,12 +49,17 @@ static size_t x4_bs(uint32_t type)
     switch (type) {
     case GGML_TYPE_Q4_K: return sizeof(block_q4_K);
     case GGML_TYPE_Q6_K: return sizeof(block_q6_K);
+    case GGML_TYPE_Q3_K: return sizeof(block_q3_K);
     case GGML_TYPE_Q5_0: return sizeof(block_q5_0);
     case GGML_TYPE_Q8_0: return sizeof(block_q8_0);
+    case GGML_TYPE_IQ4_NL: return sizeof(block_iq4_nl);
     default: return sizeof(block_q4_0);
     }
 }
-static int64_t x4_be(uint32_t type) { return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K ? QK_K : 32; }
+static int64_t x4_be(uint32_t type)
+{
+    return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q3_K ? QK_K : 32;
+}
 
 /* Where the parts of block b of row r live, as offsets from the group:
  * whole >= 0 for a tail column (the block as is), else the scale, the two
@@ -72,6 +84,61 @@ static struct x4_place x4_place(uint32_t type, int64_t nb, int r, int64_t b)
     return p;
 }
 
+/* Q3_K x4 (repack.h): super-block b of row r between GGUF's block and its
+ * tile, the quants re-coded: u = q + 4 of element i is bits 0-1 of
+ * qs[32 (i / 128) + i % 32] at 2 ((i / 32) % 4) and bit 2 of hmask[i % 32]
+ * at 4 (i / 128) + (i / 32) % 4 in GGUF's block; in the tile, octet k of
+ * quarter T (i = 64 T + 8 k + e) is in byte e of row r's A, B, C as
+ * repack.h says. */
+static void x3k_copy(uint8_t *group, int r, int64_t b, uint8_t *blk, int pack)
+{
+    uint8_t *t = group + (size_t)b * REPACK_X3K_TILE;
+    block_q3_K *x = (block_q3_K *)blk;
+    if (pack) {
+        memcpy(t + repack_x3k_d(r), &x->d, 2);
+        memcpy(t + repack_x3k_sl(r), x->scales, 8);
+        memcpy(t + repack_x3k_sh(r), x->scales + 8, 4);
+        for (int T = 0; T < 4; T++)
+            for (int v = 0; v < 3; v++)
+                memset(t + repack_x3k_q(r, T, v), 0, 8);
+    } else {
+        memcpy(&x->d, t + repack_x3k_d(r), 2);
+        memcpy(x->scales, t + repack_x3k_sl(r), 8);
+        memcpy(x->scales + 8, t + repack_x3k_sh(r), 4);
+        memset(x->qs, 0, sizeof(x->qs));
+        memset(x->hmask, 0, sizeof(x->hmask));
+    }
+    for (int i = 0; i < QK_K; i++) {
+        const int T = i / 64, k = (i / 8) % 8, e = i % 8;
+        const int qi = 32 * (i / 128) + i % 32, qsh = 2 * ((i / 32) % 4), hsh = 4 * (i / 128) + (i / 32) % 4;
+        uint8_t *A = t + repack_x3k_q(r, T, 0) + e, *B = t + repack_x3k_q(r, T, 1) + e,
+                *C = t + repack_x3k_q(r, T, 2) + e;
+        if (pack) {
+            const int u = ((x->qs[qi] >> qsh) & 3) | (((x->hmask[i % 32] >> hsh) & 1) << 2);
+            if (k < 6) {
+                uint8_t *p = k < 2 ? A : k < 4 ? B : C;
+                *p |= (uint8_t)(u << (4 * (k % 2)));
+            } else {
+                const int s = k == 6 ? 3 : 7;
+                *A |= (uint8_t)((u & 1) << s);
+                *B |= (uint8_t)(((u >> 1) & 1) << s);
+                *C |= (uint8_t)(((u >> 2) & 1) << s);
+            }
+        } else {
+            int u;
+            if (k < 6) {
+                const uint8_t *p = k < 2 ? A : k < 4 ? B : C;
+                u = (*p >> (4 * (k % 2))) & 7;
+            } else {
+                const int s = k == 6 ? 3 : 7;
+                u = ((*A >> s) & 1) | (((*B >> s) & 1) << 1) | (((*C >> s) & 1) << 2);
+            }
+            x->qs[qi] |= (uint8_t)((u & 3) << qsh);
+            x->hmask[i % 32] |= (uint8_t)((u >> 2) << hsh);
+        }
+    }
+}
+
 /* Copy one block between its original bytes `blk` and the group of layout
  * x4: to the group when `pack`, else back. */
 static void x4_copy(uint32_t x4, uint8_t *group, int64_t nb, int r, int64_t b, uint8_t *blk, int pack)
@@ -86,6 +153,10 @@ static void x4_copy(uint32_t x4, uint8_t *group, int64_t nb, int r, int64_t b, u
             MOVE(t + repack_x4k_sw(r, i), offsetof(block_q4_K, scales) + 4 * (size_t)i, 4);
         for (int c = 0; c < 4; c++)
             MOVE(t + repack_x4k_qs(r, c), offsetof(block_q4_K, qs) + 32 * (size_t)c, 32);
+        return;
+    }
+    if (type == GGML_TYPE_Q3_K) {
+        x3k_copy(group, r, b, blk, pack);
         return;
     }
     if (type == GGML_TYPE_Q6_K) {
@@ -119,7 +190,7 @@ static void x4_copy(uint32_t x4, uint8_t *group, int64_t nb, int r, int64_t b, u
         MOVE(p.qh_lo, offsetof(block_q5_0, qh), 2);
         MOVE(p.qh_hi, offsetof(block_q5_0, qh) + 2, 2);
         MOVE(p.qs, offsetof(block_q5_0, qs), 16);
-    } else {
+    } else { /* Q4_0, IQ4_NL: the same bytes */
         MOVE(p.qs, offsetof(block_q4_0, qs), 16);
     }
 #undef MOVE

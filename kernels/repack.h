@@ -22,6 +22,12 @@
  *                               = its high bit 16 + i
  *                      qs[4][4][16] quants of block 4j + k, row r
  *   Q4_0 (288 bytes):  d[16], then qs[4][4][16] as above.
+ *   IQ4_NL (288 bytes): Q4_0's tile byte for byte.  An IQ4_NL block (f16 d,
+ *                      16 bytes of nibbles: element i low in byte i, 16 + i
+ *                      high) has Q4_0's byte structure; only the nibble's
+ *                      value differs (the signed codebook kvalues_iq4nl,
+ *                      -127 .. 113, where Q4_0 has n - 8), which the
+ *                      kernels look up after the same loads.
  *
  * so that one 512-bit load brings a block of all four rows, one 256-bit
  * load its sixteen scales, and each half's high bits are one mask.  The
@@ -59,6 +65,28 @@
  * load (two 256-bit ones) brings sub-block s of all four rows, each in its
  * own 128-bit lane, where one int16 scale per lane applies to it.
  *
+ * Q3_K (110-byte super-blocks, avx2 only) has no tail: tile j is
+ * super-block j of the four rows, 440 bytes at 440 j:
+ *
+ *   d[4] f16                    row r at 2 r
+ *   sl[4][8]                    row r's scales[0..7] (the low nibbles) at
+ *                               8 + 8 r
+ *   sh[4][4]                    row r's scales[8..11] (the top bits) at
+ *                               40 + 4 r
+ *   q[4][3][4][8]               the quants, re-coded (below): byte e of
+ *                               row r of vector v (A, B, C) of quarter T at
+ *                               56 + 96 T + 32 v + 8 r + e
+ *
+ * The quants are stored as u = q + 4 (0..7: the low two bits from qs, bit
+ * 2 the hmask bit), not in GGUF's planes.  Quarter T holds elements 64 T ..
+ * 64 T + 63 of each row as eight octets k (elements 64 T + 8 k + e, e < 8),
+ * octet k's u in byte e of row r's eight bytes of A, B, C: k = 0, 1 in A's
+ * bits 0-2, 4-6; k = 2, 3 in B's; k = 4, 5 in C's; k = 6 in bit 3 of A, B
+ * and C (u's bits 0, 1, 2), k = 7 in their bit 7.  So a 256-bit load is
+ * eight elements of each of the four rows, one row per 64-bit lane, and
+ * six of a quarter's eight octets come out with one AND (and a shift) each.
+ * This one is a bijection of the bits, not of the bytes.
+ *
  * Two layouts serve SDOT by element (aarch64 dotprod, i8mm: one SDOT adds
  * four products of each of four rows into the row's lane), whose operand
  * holds the same four elements of four rows side by side.  Their tiles are
@@ -82,7 +110,7 @@
  * fixed-point conversion with four fraction bits gives back the float of
  * the reference's sum).
  *
- * Each layout is a permutation of the bytes (Q4_0 x4s: of the bytes XORed):
+ * Each layout but Q3_K's is a permutation of the bytes (Q4_0 x4s: of the bytes XORed):
  * repack_x4_block() gives back any original block, which is how the
  * reference kernels, the prefill kernels and the tests read it.
  */
@@ -104,11 +132,13 @@ enum {
     INFER_TYPE_Q6_K_X4,
     INFER_TYPE_Q8_0_X4,
     INFER_TYPE_Q4_0_X4S,
+    INFER_TYPE_IQ4_NL_X4,
+    INFER_TYPE_Q3_K_X4,
     INFER_TYPE_COUNT,
 };
-#define REPACK_LAYOUT_VERSION 5u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
+#define REPACK_LAYOUT_VERSION 7u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
                                   * 3-D expert tensors too (an L2 file of a MoE model lacks them);
-                                  * 4: Q6_K x4; 5: Q8_0 x4, Q4_0 x4s */
+                                  * 4: Q6_K x4; 5: Q8_0 x4, Q4_0 x4s; 6: IQ4_NL x4; 7: Q3_K x4 */
 
 /* Where the bytes of block b of row r (0-3) lie, as offsets from the start
  * of their group of four rows (nb blocks per row, bs bytes per block): the
@@ -156,6 +186,14 @@ static inline size_t repack_x6k_d(int r) { return 2 * (size_t)r; }
 static inline size_t repack_x6k_sc(int r) { return 8 + 16 * (size_t)r; }
 static inline size_t repack_x6k_ql(int r, int p) { return 72 + 64 * (size_t)p + 16 * (size_t)r; }
 static inline size_t repack_x6k_qh(int r, int q) { return 584 + 64 * (size_t)q + 16 * (size_t)r; }
+
+/* Q3_K's tile (above): offsets from the start of super-block column j's
+ * 440 bytes; T < 4 a quarter, v < 3 its vector A, B, C. */
+#define REPACK_X3K_TILE 440
+static inline size_t repack_x3k_d(int r) { return 2 * (size_t)r; }
+static inline size_t repack_x3k_sl(int r) { return 8 + 8 * (size_t)r; }
+static inline size_t repack_x3k_sh(int r) { return 40 + 4 * (size_t)r; }
+static inline size_t repack_x3k_q(int r, int T, int v) { return 56 + 96 * (size_t)T + 32 * (size_t)v + 8 * (size_t)r; }
 
 /* The x4 type of a GGUF type (0 when it has none; Q4_0's is the x86
  * variants' Q4_0 x4, Q4_0 x4s is another layout of it), and the GGUF type

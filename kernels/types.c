@@ -50,6 +50,8 @@ static const struct ggml_type_traits type_traits[INFER_TYPE_COUNT] = {
     [INFER_TYPE_Q6_K_X4] = {"Q6_Kx4", 256, 210, true},
     [INFER_TYPE_Q8_0_X4] = {"Q8_0x4", 32, 34, true},
     [INFER_TYPE_Q4_0_X4S] = {"Q4_0x4s", 32, 18, true},
+    [INFER_TYPE_IQ4_NL_X4] = {"IQ4_NLx4", 32, 18, true},
+    [INFER_TYPE_Q3_K_X4] = {"Q3_Kx4", 256, 110, true},
 };
 
 const struct ggml_type_traits *ggml_type_traits_get(uint32_t type)

@@ -21,7 +21,8 @@
  *                  fused gate/up form gives silu or gelu (the table's) of
  *                  one vec_dot times the other.
  *   matmul         the variant's matmul (GEMV and GEMM paths, odd row
- *                  counts, n_tok 1..9, unaligned rows) within the vec_dot
+ *                  counts, n_tok 1..9 and either side of the type's
+ *                  crossover into gemm_many, unaligned rows) within the vec_dot
  *                  bound of the reference matmul; each token's outputs equal
  *                  a single-token matmul's bits, and the thread count does
  *                  not matter.
@@ -602,6 +603,11 @@ static void test_matmul(void **state)
             for (int64_t nt = 1; nt <= 9; nt += (rows[ri] > 16 ? 4 : 1))
                 check_matmul(kt, type, ns[(ri + (size_t)nt) % (size_t)nl], rows[ri], nt, &worst);
         }
+        if (kt->types[type].gemm_many) { /* both sides of the type's crossover (kernels_many_min) */
+            const int64_t mm = kernels_many_min(kt, type);
+            check_matmul(kt, type, ns[1 % nl], 37, mm - 1, &worst);
+            check_matmul(kt, type, ns[2 % nl], 37, mm, &worst);
+        }
         check_matmul(kt, type, ns[0], 37, 70, &worst); /* two token blocks */
         check_matmul(kt, type, ns[0], 37, 530, &worst); /* gemm_many: two chunks of tokens (and of their prep) */
         print_message("  %-7s %-5s matmul: max normalized error vs ref %.3g\n", kt->name, tname(type), worst);
@@ -609,29 +615,33 @@ static void test_matmul(void **state)
 }
 
 /* The x4 layouts (repack.h), in every variant (those without x4 kernels
- * run the reference tile): repack_x4 is a permutation that
- * repack_x4_block and repack_x4_unpack_group undo, leaving the last n_out %
+ * run the reference tile): repack_x4 is a permutation (Q3_K's: of the
+ * bits) that repack_x4_block and repack_x4_unpack_group undo, leaving the last n_out %
  * 4 rows where they were; and a matmul on the repacked matrix gives, for
  * every path (GEMV, 2-4 token tiles, the GEMM blocks, gemm_many) and thread
  * count, exactly the bits of the same matmul on the original rows. */
 static void test_repacked(void **state)
 {
     const struct kernel_table *kt = variant_table(state);
-    static const uint32_t layouts[] = {INFER_TYPE_Q4_0_X4, INFER_TYPE_Q5_0_X4, INFER_TYPE_Q4_K_X4,
-                                       INFER_TYPE_Q6_K_X4, INFER_TYPE_Q8_0_X4, INFER_TYPE_Q4_0_X4S};
+    static const uint32_t layouts[] = {INFER_TYPE_Q4_0_X4, INFER_TYPE_Q5_0_X4,  INFER_TYPE_Q4_K_X4,
+                                       INFER_TYPE_Q6_K_X4, INFER_TYPE_Q8_0_X4,  INFER_TYPE_Q4_0_X4S,
+                                       INFER_TYPE_IQ4_NL_X4, INFER_TYPE_Q3_K_X4};
     /* nb % 4 = 1, 3, 0, 2, 1, 0: with and without leftover block columns */
     static const int64_t n_ins[] = {32, 96, 128, 320, 672, 2048};
     static const int64_t n_outs[] = {1, 4, 7, 17, 64, 66};
-    static const int64_t n_toks[] = {1, 2, 3, 4, 5, 9, 16, 33};
+    /* and the last two: both sides of the x4 type's crossover into gemm_many */
+    int64_t n_toks[] = {1, 2, 3, 4, 5, 9, 16, 33, 0, 0};
     for (size_t k = 0; k < sizeof(layouts) / sizeof(layouts[0]); k++) {
         const uint32_t x4 = layouts[k], type = repack_base_of(x4);
         assert_true(type != 0);
         assert_true(repack_x4_of(type) == x4 || x4 == INFER_TYPE_Q4_0_X4S);
         assert_int_equal(ggml_row_size(x4, 2560), ggml_row_size(type, 2560));
         const size_t bs = ggml_type_traits_get(type)->type_size;
+        n_toks[8] = kernels_many_min(kt, x4) - 1;
+        n_toks[9] = kernels_many_min(kt, x4);
         int n_checked = 0;
         for (size_t ii = 0; ii < sizeof(n_ins) / sizeof(n_ins[0]); ii++) {
-            /* Q4_K, Q6_K: 8x the lengths, 1 .. 64 super-blocks (a tile is one) */
+            /* Q3_K, Q4_K, Q6_K: 8x the lengths, 1 .. 64 super-blocks (a tile is one) */
             const int64_t be = (int64_t)ggml_type_traits_get(type)->block_size;
             const int64_t n_in = n_ins[ii] * (be / 32), n_out = n_outs[ii], nb = n_in / be;
             const size_t wrow = row_bytes(type, n_in), wbytes = wrow * (size_t)n_out;
@@ -687,9 +697,10 @@ static void test_repacked(void **state)
             free(wx);
             free(back);
         }
-        print_message("  %-7s %s: %d repacked matmuls bit-identical to the original layout (x4 gemm from %s)\n",
-                      kt->name, tname(x4), n_checked,
-                      kt->types[x4].gemm == ref()->types[x4].gemm ? "ref" : kt->name);
+        print_message("  %-7s %s: %d repacked matmuls bit-identical to the original layout (x4 gemm from %s, "
+                      "gemm_many %s %lld tokens)\n",
+                      kt->name, tname(x4), n_checked, kt->types[x4].gemm == ref()->types[x4].gemm ? "ref" : kt->name,
+                      kt->types[x4].gemm_many ? "from" : "none; would be from", (long long)n_toks[9]);
     }
 }
 

@@ -26,6 +26,7 @@
 #include "../kernels/dispatch.h"
 #include "../kernels/matmul.h"
 #include "../kernels/ops.h"
+#include "../kernels/pool.h"
 #include "../kernels/quants.h"
 #include "model/gguf.h"
 
@@ -920,6 +921,75 @@ static void test_matmul_threads(void **state)
 #endif
 }
 
+/* matmul_q_jobs (the Q, K and V projections of decode as one pool loop):
+ * each job's outputs are matmul_q's, bit for bit, for any token count and
+ * thread count, with jobs of different types and shapes (one with fewer rows
+ * than a tile); an invalid job fails the call before anything is written. */
+static void test_matmul_jobs(void **state)
+{
+    (void)state;
+    enum { NJ = 4, N_IN = 1024, MAXT = 40 };
+    static const uint32_t types[NJ] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q4_K, GGML_TYPE_Q4_K};
+    static const int64_t outs[NJ] = {301, 64, 3, 128};
+    uint8_t *w[NJ];
+    float *y[NJ], *ref[NJ];
+    float *x = malloc(MAXT * N_IN * sizeof(float));
+    for (int64_t i = 0; i < MAXT * N_IN; i++)
+        x[i] = rng_gauss();
+    for (int k = 0; k < NJ; k++) {
+        w[k] = malloc(row_bytes(types[k], N_IN) * (size_t)outs[k]);
+        make_weights(types[k], w[k], outs[k], N_IN);
+        y[k] = malloc(MAXT * outs[k] * sizeof(float));
+        ref[k] = malloc(MAXT * outs[k] * sizeof(float));
+    }
+    const size_t xq_size = matmul_act_size(GGML_TYPE_Q4_K, N_IN, MAXT); /* Q6_K's activation type too */
+    void *xq = malloc(xq_size);
+    static const int64_t toks[] = {1, 2, 4, 5, MAXT};
+    static const int threads[] = {1, 2, 3};
+    const int saved = pool_max_threads();
+    for (size_t ti = 0; ti < sizeof(toks) / sizeof(toks[0]); ti++) {
+        const int64_t nt = toks[ti];
+        assert_int_equal(matmul_act_quantize(xq, GGML_TYPE_Q4_K, x, N_IN, nt), INFER_OK);
+        struct matmul_q_job jobs[NJ];
+        for (int k = 0; k < NJ; k++) {
+            assert_int_equal(matmul_q(ref[k], w[k], types[k], xq, N_IN, outs[k], nt), INFER_OK);
+            jobs[k] = (struct matmul_q_job){y[k], w[k], types[k], xq, N_IN, outs[k], nt};
+        }
+        for (size_t hi = 0; hi < sizeof(threads) / sizeof(threads[0]); hi++) {
+            pool_set_threads(threads[hi]);
+            for (int k = 0; k < NJ; k++)
+                memset(y[k], 0xff, (size_t)(nt * outs[k]) * sizeof(float));
+            assert_int_equal(matmul_q_jobs(jobs, NJ), INFER_OK);
+            for (int k = 0; k < NJ; k++)
+                assert_memory_equal(y[k], ref[k], (size_t)(nt * outs[k]) * sizeof(float));
+        }
+    }
+    pool_set_threads(saved);
+    /* errors: a bad job anywhere stops the call before any job runs */
+    struct matmul_q_job jobs[NJ];
+    for (int k = 0; k < NJ; k++) {
+        jobs[k] = (struct matmul_q_job){y[k], w[k], types[k], xq, N_IN, outs[k], 1};
+        memset(y[k], 0, (size_t)outs[k] * sizeof(float));
+    }
+    jobs[2].wtype = GGML_TYPE_IQ2_XXS;
+    assert_int_equal(matmul_q_jobs(jobs, NJ), INFER_ERR_UNSUPPORTED);
+    jobs[2].wtype = types[2];
+    jobs[3].xq = NULL;
+    assert_int_equal(matmul_q_jobs(jobs, NJ), INFER_ERR_INVALID);
+    for (int k = 0; k < NJ; k++)
+        for (int64_t o = 0; o < outs[k]; o++)
+            assert_true(y[k][o] == 0.0f);
+    assert_int_equal(matmul_q_jobs(jobs, MATMUL_JOBS_MAX + 1), INFER_ERR_INVALID);
+    assert_int_equal(matmul_q_jobs(jobs, 0), INFER_OK);
+    free(xq);
+    free(x);
+    for (int k = 0; k < NJ; k++) {
+        free(w[k]);
+        free(y[k]);
+        free(ref[k]);
+    }
+}
+
 static void test_matmul_errors(void **state)
 {
     (void)state;
@@ -1156,6 +1226,7 @@ int main(void)
         cmocka_unit_test(test_vec_helpers),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_threads),
+        cmocka_unit_test(test_matmul_jobs),
         cmocka_unit_test(test_matmul_errors),
         cmocka_unit_test(test_act_buffers),
         cmocka_unit_test(test_model_matmul),

@@ -62,6 +62,24 @@ static void *make_rows(uint32_t type, int64_t n_rows, int64_t n_in, float g)
                 const uint16_t d = fp32_to_fp16(0.0005f * g);
                 memcpy(dst + b + 208, &d, 2);
             }
+        } else if (type == GGML_TYPE_IQ4_NL) { /* random nibbles; d (f16) first in each 18 bytes */
+            for (size_t b = 0; b < row; b++) {
+                rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+                dst[b] = (uint8_t)(rng_state >> 56);
+            }
+            for (size_t b = 0; b < row; b += 18) {
+                const uint16_t d = fp32_to_fp16(0.001f * g);
+                memcpy(dst + b, &d, 2);
+            }
+        } else if (type == GGML_TYPE_Q3_K) { /* random hmask, qs, scales; d (f16) last in each 110 bytes */
+            for (size_t b = 0; b < row; b++) {
+                rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+                dst[b] = (uint8_t)(rng_state >> 56);
+            }
+            for (size_t b = 0; b < row; b += 110) {
+                const uint16_t d = fp32_to_fp16(0.001f * g);
+                memcpy(dst + b + 108, &d, 2);
+            }
         } else { /* Q4_K: d, dmin (f16), 12 scale bytes, 128 nibble bytes per 256 */
             assert_int_equal(type, GGML_TYPE_Q4_K);
             for (size_t b = 0; b < row; b++) {
@@ -509,6 +527,8 @@ static void test_fused_shapes(void **state)
     fused_case(GGML_TYPE_F32, GGML_TYPE_F32, 56, 40, 5, 3, 33, false);       /* a sum's tail: d % 16 == 8 */
     fused_case(GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, 256, 512, 4, 2, 70, true);    /* x4: merged, down of 256 */
     fused_case(GGML_TYPE_Q4_0, GGML_TYPE_Q4_0, 160, 96, 5, 2, 40, false);   /* x4 Q4_0: tails of 5 blocks */
+    fused_case(GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_NL, 160, 96, 5, 2, 40, false); /* x4 IQ4_NL: the same */
+    fused_case(GGML_TYPE_Q3_K, GGML_TYPE_Q6_K, 256, 512, 4, 2, 70, true);    /* x4 Q3_K (avx2's), as in Q3_K_M */
 }
 
 int main(void)

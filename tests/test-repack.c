@@ -14,9 +14,11 @@
  * On a CPU whose kernels have no repacked layout (anything but avx512), the
  * test turns the layouts on in the active table with the reference x4 tiles
  * (kernels/matmul.c), so the cache is exercised everywhere.  The whole
- * group runs three times: on the Q4_0 model, on the Q4_K_M one (the x4
- * layouts of Q4_K and of its Q6_K tensors) and on a Q4_K_M qwen3moe, whose
- * 3-D expert tensors of Q4_K and Q6_K are repacked as well (test_experts).
+ * group runs five times: on the Q4_0 model, on the Q4_K_M one (the x4
+ * layouts of Q4_K and of its Q6_K tensors), on the IQ4_NL one (IQ4_NL x4),
+ * on the Q3_K_M one (Q3_K x4, whose quants are re-coded, not only moved)
+ * and on a Q4_K_M qwen3moe, whose 3-D expert tensors of Q4_K and Q6_K are
+ * repacked as well (test_experts).
  */
 #include "test-common.h"
 
@@ -154,6 +156,20 @@ static int setup(void **state)
         kern.types[GGML_TYPE_Q6_K].repack_type = INFER_TYPE_Q6_K_X4;
         print_message("(%s does not repack Q6_K: testing the x4 tiles its table has, from %s)\n", kern.name,
                       kern.types[INFER_TYPE_Q6_K_X4].gemm == kernels_ref()->types[INFER_TYPE_Q6_K_X4].gemm
+                          ? "the reference"
+                          : "a lesser variant");
+    }
+    if (!kern.types[GGML_TYPE_IQ4_NL].repack_type) { /* likewise for IQ4_NL */
+        kern.types[GGML_TYPE_IQ4_NL].repack_type = INFER_TYPE_IQ4_NL_X4;
+        print_message("(%s does not repack IQ4_NL: testing the x4 tiles its table has, from %s)\n", kern.name,
+                      kern.types[INFER_TYPE_IQ4_NL_X4].gemm == kernels_ref()->types[INFER_TYPE_IQ4_NL_X4].gemm
+                          ? "the reference"
+                          : "a lesser variant");
+    }
+    if (!kern.types[GGML_TYPE_Q3_K].repack_type) { /* likewise for Q3_K (avx2 only repacks it) */
+        kern.types[GGML_TYPE_Q3_K].repack_type = INFER_TYPE_Q3_K_X4;
+        print_message("(%s does not repack Q3_K: testing the x4 tiles its table has, from %s)\n", kern.name,
+                      kern.types[INFER_TYPE_Q3_K_X4].gemm == kernels_ref()->types[INFER_TYPE_Q3_K_X4].gemm
                           ? "the reference"
                           : "a lesser variant");
     }
@@ -452,6 +468,10 @@ int main(void)
     int failed = cmocka_run_group_tests_name("repack Q4_0", tests, setup, teardown);
     src_name = "llama-q4_k_m.gguf";
     failed += cmocka_run_group_tests_name("repack Q4_K_M", tests, setup, teardown);
+    src_name = "llama-iq4_nl.gguf";
+    failed += cmocka_run_group_tests_name("repack IQ4_NL", tests, setup, teardown);
+    src_name = "llama-q3_k_m.gguf";
+    failed += cmocka_run_group_tests_name("repack Q3_K_M", tests, setup, teardown);
     src_name = "qwen3moe-q4_k_m.gguf";
     failed += cmocka_run_group_tests_name("repack MoE Q4_K_M", moe_tests, setup, teardown);
     return failed;

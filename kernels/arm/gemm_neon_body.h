@@ -713,35 +713,55 @@ NEON_INLINE void NEON_FN(gmk6_run)(const int NT, int64_t nb, const int8_t *pk, c
  * vec_dot_q4_0 run in the lanes, in its order:
  * ((float)sumi * dx) * dy, added block by block.  Past the tiles the blocks
  * are GGUF's, four rows side by side.
+ *
+ * IQ4_NL's x4 layout is the same bytes (repack.h): its nibbles go through
+ * the codebook (TBL) to the signed values, which the dots take as they are
+ * (DOT_WIDE: they span -127..113), with no offset, and its float steps are
+ * vec_dot_iq4_nl's, (dx * dy) * (float)sumi.
  */
-NEON_INLINE void NEON_FN(x4_block)(const int NT, const int8x16_t lo[4], const int8x16_t hi[4], float32x4_t dx,
-                                   int64_t b, const char *a, size_t a_row, float32x4_t acc[4])
+NEON_INLINE void NEON_FN(x4_block)(const int type, const int NT, const int8x16_t lo[4], const int8x16_t hi[4],
+                                   float32x4_t dx, int64_t b, const char *a, size_t a_row, float32x4_t acc[4])
 {
     const int8x16_t m8 = vdupq_n_s8(-8);
     for (int t = 0; t < NT; t++) {
         const block_q8_0 *yb = (const block_q8_0 *)(a + t * a_row) + b;
         const int8x16x2_t av = vld1q_s8_x2(yb->qs);
-        /* the nibbles' offset: lanes summing to -8 * (sum of the activations) */
-        const int32x4_t c = DOT_SMALL(DOT_SMALL(vdupq_n_s32(0), m8, av.val[0]), m8, av.val[1]);
         int32x4_t v[4];
-        for (int r = 0; r < 4; r++)
-            v[r] = DOT_SMALL(DOT_SMALL(c, lo[r], av.val[0]), hi[r], av.val[1]);
+        if (type == GGML_TYPE_IQ4_NL) {
+            for (int r = 0; r < 4; r++)
+                v[r] = DOT_WIDE(DOT_WIDE(vdupq_n_s32(0), lo[r], av.val[0]), hi[r], av.val[1]);
+        } else {
+            /* the nibbles' offset: lanes summing to -8 * (sum of the activations) */
+            const int32x4_t c = DOT_SMALL(DOT_SMALL(vdupq_n_s32(0), m8, av.val[0]), m8, av.val[1]);
+            for (int r = 0; r < 4; r++)
+                v[r] = DOT_SMALL(DOT_SMALL(c, lo[r], av.val[0]), hi[r], av.val[1]);
+        }
         const float32x4_t f = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3])));
-        acc[t] = vaddq_f32(acc[t], vmulq_n_f32(vmulq_f32(f, dx), neon_h2f(yb->d)));
+        if (type == GGML_TYPE_IQ4_NL)
+            acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_n_f32(dx, neon_h2f(yb->d)), f));
+        else
+            acc[t] = vaddq_f32(acc[t], vmulq_n_f32(vmulq_f32(f, dx), neon_h2f(yb->d)));
     }
 }
 
-/* The unsigned nibbles (0..15) of four rows' 16 quant bytes q. */
-NEON_INLINE void NEON_FN(x4_nibbles)(const uint8x16_t q[4], int8x16_t lo[4], int8x16_t hi[4])
+/* The unsigned nibbles (0..15) of four rows' 16 quant bytes q (IQ4_NL:
+ * their codebook values). */
+NEON_INLINE void NEON_FN(x4_nibbles)(const int type, const uint8x16_t q[4], int8x16_t lo[4], int8x16_t hi[4])
 {
+    const int8x16_t kv = vld1q_s8(kvalues_iq4nl);
     for (int r = 0; r < 4; r++) {
         lo[r] = vreinterpretq_s8_u8(vandq_u8(q[r], vdupq_n_u8(0x0F)));
         hi[r] = vreinterpretq_s8_u8(vshrq_n_u8(q[r], 4));
+        if (type == GGML_TYPE_IQ4_NL) {
+            lo[r] = vqtbl1q_s8(kv, vreinterpretq_u8_s8(lo[r]));
+            hi[r] = vqtbl1q_s8(kv, vreinterpretq_u8_s8(hi[r]));
+        }
     }
 }
 
-NEON_INLINE void NEON_FN(x4_tile)(const int NT, int64_t n, const char *w, const char *a, size_t a_row, float *y,
-                                  size_t ys)
+/* type: Q4_0 or IQ4_NL (the same bytes; offsets as Q4_0's) */
+NEON_INLINE void NEON_FN(x4_tile)(const int type, const int NT, int64_t n, const char *w, const char *a,
+                                  size_t a_row, float *y, size_t ys)
 {
     const int64_t nb = n / QK8_0, nb4 = nb / 4 * 4;
     const size_t bs = sizeof(block_q4_0);
@@ -753,8 +773,9 @@ NEON_INLINE void NEON_FN(x4_tile)(const int NT, int64_t n, const char *w, const 
 #define X4_STEP(k)                                                                                            \
     do {                                                                                                      \
         const uint8x16x4_t q = vld1q_u8_x4(qs + 64 * (k));                                                    \
-        NEON_FN(x4_nibbles)(q.val, lo, hi);                                                                   \
-        NEON_FN(x4_block)(NT, lo, hi, vcvt_f32_f16(vreinterpret_f16_u16(dh.val[k])), j + (k), a, a_row, acc); \
+        NEON_FN(x4_nibbles)(type, q.val, lo, hi);                                                             \
+        NEON_FN(x4_block)(type, NT, lo, hi, vcvt_f32_f16(vreinterpret_f16_u16(dh.val[k])), j + (k), a, a_row,  \
+                          acc);                                                                               \
     } while (0)
         X4_STEP(0);
         X4_STEP(1);
@@ -769,23 +790,26 @@ NEON_INLINE void NEON_FN(x4_tile)(const int NT, int64_t n, const char *w, const 
             q[r] = vld1q_u8(NEON_FN(x4_qs)(GGML_TYPE_Q4_0, w, r, b, nb));
             d[r] = NEON_FN(x4_d)(GGML_TYPE_Q4_0, w, r, b, nb);
         }
-        NEON_FN(x4_nibbles)(q, lo, hi);
-        NEON_FN(x4_block)(NT, lo, hi, vld1q_f32(d), b, a, a_row, acc);
+        NEON_FN(x4_nibbles)(type, q, lo, hi);
+        NEON_FN(x4_block)(type, NT, lo, hi, vld1q_f32(d), b, a, a_row, acc);
     }
     NEON_FN(gm_store)(NT, acc, y, ys);
 }
 
-static void NEON_FN(gemm_q4_0x4)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,
-                                 size_t ys, int nt)
-{
-    (void)w_row;
-    switch (nt) {
-    case 1: NEON_FN(x4_tile)(1, n, w, a, a_row, y, ys); break;
-    case 2: NEON_FN(x4_tile)(2, n, w, a, a_row, y, ys); break;
-    case 3: NEON_FN(x4_tile)(3, n, w, a, a_row, y, ys); break;
-    default: NEON_FN(x4_tile)(4, n, w, a, a_row, y, ys); break;
+#define NEON_GEMM_X4(NAME, TYPE)                                                                              \
+    static void NEON_FN(NAME)(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y,   \
+                              size_t ys, int nt)                                                              \
+    {                                                                                                         \
+        (void)w_row;                                                                                          \
+        switch (nt) {                                                                                         \
+        case 1: NEON_FN(x4_tile)(TYPE, 1, n, w, a, a_row, y, ys); break;                                      \
+        case 2: NEON_FN(x4_tile)(TYPE, 2, n, w, a, a_row, y, ys); break;                                      \
+        case 3: NEON_FN(x4_tile)(TYPE, 3, n, w, a, a_row, y, ys); break;                                      \
+        default: NEON_FN(x4_tile)(TYPE, 4, n, w, a, a_row, y, ys); break;                                     \
+        }                                                                                                     \
     }
-}
+NEON_GEMM_X4(gemm_q4_0x4, GGML_TYPE_Q4_0)
+NEON_GEMM_X4(gemm_iq4_nlx4, GGML_TYPE_IQ4_NL)
 
 /* ======================== Q4_K in the x4 layout ======================== */
 
@@ -1503,6 +1527,9 @@ static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
     t->types[INFER_TYPE_Q4_0_X4S].gemm_many_glu = NEON_FN(gemm_many_q4_0x4s_glu);
     NEON_FN(xs_use_prep)(&t->types[INFER_TYPE_Q4_0_X4S], NEON_FN(gemm_q4_0x4sp));
 #endif
+    /* IQ4_NL: Q4_0 x4's bytes, the nibbles through the codebook (1-4 token
+     * tiles; many tokens as the stored layout, in those tiles) */
+    kernels_use_x4(t, GGML_TYPE_IQ4_NL, NEON_FN(gemm_iq4_nlx4));
     t->types[GGML_TYPE_Q8_0].gemm_many = NEON_FN(gemm_many_q8_0);
     t->types[GGML_TYPE_Q8_0].gemm_many_glu = NEON_FN(gemm_many_q8_0_glu);
 #if GEMM_SDOT /* Q8_0 likewise (its x4 layout is for SDOT only) */

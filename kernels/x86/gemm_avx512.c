@@ -1051,6 +1051,7 @@ static void set_many(struct kernel_table *t, uint32_t type, gemm_many_fn fn, gem
  * tiles from about 10 tokens. */
 void kernels_fill_gemm_avx512(struct kernel_table *t)
 {
+    kernels_many_min_reset(t); /* the crossovers avx2 measured for its own kernels */
     t->many_min_tok = 10;
 #define SET_MANY(TYPE, NAME, KQ) set_many(t, TYPE, NAME, NAME##_prep, NAME##_glu, KQ)
     SET_MANY(GGML_TYPE_Q4_0, many_q4_0, false);

@@ -85,6 +85,7 @@ void kernels_fill_avxvnni(struct kernel_table *t)
 {
     kernels_fill_avx2(t);
     fill_many(t);
+    kernels_many_min_reset(t); /* avx2's crossovers; this variant keeps the table's 6 */
     t->types[GGML_TYPE_Q4_0].gemm = gemm_q4_0;
     t->types[GGML_TYPE_Q4_0].vec_dot = gemm_q4_0_dot;
     t->types[GGML_TYPE_Q5_0].gemm = gemm_q5_0;
@@ -104,4 +105,10 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
+    /* avx2's IQ4_NL x4 tiles were measured against avx2's plain IQ4_NL only:
+     * this variant keeps its own IQ4_NL kernels on the weights as stored */
+    t->types[GGML_TYPE_IQ4_NL].repack_type = 0;
+    /* Q3_K x4 (avx2's, inherited above) is not measured nor tested on an
+     * avxvnni CPU: Q3_K stays in GGUF's layout through lowbit_fill's tiles */
+    t->types[GGML_TYPE_Q3_K].repack_type = 0;
 }

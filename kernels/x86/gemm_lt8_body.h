@@ -398,6 +398,33 @@ INLINE void unpack_blockK(const int type, const uint8_t *blk, uint8_t *wb, uint8
     }
 }
 
+/* Row r's super-block of a Q3_K x4 tile (repack.h) as unpack_blockK
+ * leaves a Q3_K block: u = q + 4 in natural order (octet k of quarter T
+ * from row r's eight bytes of A, B, C), the scales, d. */
+INLINE void unpack_x3k(const uint8_t *tile, int r, uint8_t *wb, struct metaK *mt)
+{
+    const uint64_t m7 = 0x0707070707070707ull;
+    for (int T = 0; T < 4; T++) {
+        const uint64_t A = ld64(tile + repack_x3k_q(r, T, 0)), B = ld64(tile + repack_x3k_q(r, T, 1)),
+                       C = ld64(tile + repack_x3k_q(r, T, 2));
+        const uint64_t Y = ((A >> 3) & 0x1111111111111111ull) | ((B >> 2) & 0x2222222222222222ull) |
+                           ((C >> 1) & 0x4444444444444444ull);
+        const uint64_t o[8] = {A & m7, (A >> 4) & m7, B & m7, (B >> 4) & m7, C & m7, (C >> 4) & m7, Y & m7, (Y >> 4) & m7};
+        memcpy(wb + 64 * T, o, 64);
+    }
+    uint8_t raw[12];
+    int16_t sc16[16];
+    memcpy(raw, tile + repack_x3k_sl(r), 8);
+    memcpy(raw + 8, tile + repack_x3k_sh(r), 4);
+    q3_K_scales(raw, sc16);
+    for (int j = 0; j < 16; j++)
+        mt->sc[j] = sc16[j];
+    for (int k = 0; k < 8; k++)
+        mt->mp[k] = (uint32_t)(uint16_t)sc16[2 * k] | (uint32_t)(uint16_t)sc16[2 * k + 1] << 16;
+    mt->d = h2f(ld16(tile + repack_x3k_d(r)));
+    mt->dmin = 0.0f;
+}
+
 /* A tile's nr (<= LR) rows of K-quant super-blocks into w and meta
  * (padding rows: zero weights and scales), block by block: each row's
  * block unpacked in natural order, then the four interleaved. */
@@ -411,6 +438,10 @@ INLINE void unpack_tileK(const int type, const uint8_t *rows, size_t w_row, int6
                 memset(u[0][r], 0, 256);
                 memset(u[1][r], 0, 256);
                 memset(meta + b * LR + r, 0, sizeof *meta);
+                continue;
+            }
+            if (type == GGML_TYPE_Q3_K && grouped) {
+                unpack_x3k(rows + (size_t)b * REPACK_X3K_TILE, r, u[0][r], meta + b * LR + r);
                 continue;
             }
             _Alignas(32) uint8_t tmp[sizeof(block_q6_K)];
@@ -875,6 +906,7 @@ DEFINE_MANY_X(many_q4_0x4, GGML_TYPE_Q4_0, true)
 DEFINE_MANY_X(many_q5_0x4, GGML_TYPE_Q5_0, true)
 DEFINE_MANY_X(many_q4_Kx4, GGML_TYPE_Q4_K, true)
 DEFINE_MANY_X(many_q6_Kx4, GGML_TYPE_Q6_K, true)
+DEFINE_MANY_X(many_q3_Kx4, GGML_TYPE_Q3_K, true)
 
 /* Install this file's gemm_many kernels. */
 static void fill_many(struct kernel_table *t)
@@ -905,4 +937,6 @@ static void fill_many(struct kernel_table *t)
     t->types[INFER_TYPE_Q4_K_X4].gemm_many_glu = many_q4_Kx4_glu;
     t->types[INFER_TYPE_Q6_K_X4].gemm_many = many_q6_Kx4;
     t->types[INFER_TYPE_Q6_K_X4].gemm_many_glu = many_q6_Kx4_glu;
+    t->types[INFER_TYPE_Q3_K_X4].gemm_many = many_q3_Kx4;
+    t->types[INFER_TYPE_Q3_K_X4].gemm_many_glu = many_q3_Kx4_glu;
 }

@@ -191,17 +191,7 @@ INLINE void gemm6_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
                               _mm256_unpacklo_epi64(x1, y1), _mm256_unpackhi_epi64(x1, y1)};
         /* the accumulators start at -32 sum_j sc_j bsum_j (dwords of a row's lane) */
         __m256i acc[4];
-        UNROLL
-        for (int t = 0; t < 4; t++) {
-            acc[t] = _mm256_setzero_si256();
-            if (t < NT) {
-                __m256i c = _mm256_madd_epi16(Z[0], _mm256_set1_epi64x((long long)ld64(yb[t]->bsums)));
-                UNROLL
-                for (int i = 1; i < 4; i++)
-                    c = _mm256_add_epi32(c, _mm256_madd_epi16(Z[i], _mm256_set1_epi64x((long long)ld64(yb[t]->bsums + 4 * i))));
-                acc[t] = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(c, 5));
-            }
-        }
+        x4t_acc_start(NT, Z, yb, 5, acc);
         /* the sixteen sub-blocks' scale vectors, kept in memory (operands
          * of the multiply-adds): in registers with the accumulators, the
          * quants and the masks they spilled */

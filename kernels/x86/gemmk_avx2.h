@@ -347,18 +347,7 @@ INLINE void gemmK_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
             accy = _mm256_sub_ps(accy, _mm256_mul_ps(_mm256_mul_ps(dmx, dyy), _mm256_cvtepi32_ps(my)));
         }
     }
-    float ox[8], oy[8];
-    _mm256_storeu_ps(ox, accx);
-    _mm256_storeu_ps(oy, accy);
-    UNROLL
-    for (int t = 0; t < NT; t++) {
-        const float *o = t < 2 ? ox : oy;
-        const int u = t % 2;
-        y[(size_t)t * ys + 0] = o[2 * u];
-        y[(size_t)t * ys + 1] = o[2 * u + 1];
-        y[(size_t)t * ys + 2] = o[4 + 2 * u];
-        y[(size_t)t * ys + 3] = o[4 + 2 * u + 1];
-    }
+    x4t_store(NT, accx, accy, y, ys);
 }
 #define GKX_TOKENS gemmK_x4t
 #if !K_TOK_VNNI

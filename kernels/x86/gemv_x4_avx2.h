@@ -1,5 +1,5 @@
 /*
- * gemv_x4_avx2.h - GEMV of four Q4_0 / Q5_0 rows against one token on
+ * gemv_x4_avx2.h - GEMV of four Q4_0 / Q5_0 / IQ4_NL rows against one token on
  * 256-bit vectors, written once for the two ways of multiplying bytes:
  * quants_avx2.c includes it with X4_DOT on maddubs + madd (avx2 variant),
  * gemm_avxvnni.c with AVX-VNNI's vpdpbusd (avxvnni: Intel N100/N150).
@@ -18,9 +18,34 @@
  * and hi unsigned (< 32), a0 and a1 signed; optionally X4_DOT16 (the same
  * in int16 lanes over pairs of bytes, for lo, hi < 16) and X4_WIDEN16 (int16
  * pairs added into int32), with which Q4_0's 2-4 token tile sums in int16.
+ *
+ * IQ4_NL (the x4 layout is Q4_0's bytes, repack.h) looks its nibbles up in
+ * the codebook: signed values (-127 .. 113) and no offset (K = 0), which
+ * X4_SDOT multiplies: by default the abs/sign trick on maddubs (|w| times
+ * the activation with w's sign, |pair| <= 2 * 127 * 127 < 2^15, each half
+ * widened on its own: the two halves' int16 sum could reach 2^16), as the
+ * avx2 IQ4_NL vec_dot does.  Its float steps are Q5_0's ((d_x * d_y) * sum,
+ * the reference's).
  */
 #ifndef INFER_GEMV_X4_AVX2_H
 #define INFER_GEMV_X4_AVX2_H
+
+#ifndef X4_SDOT
+#define X4_SDOT(lo, a0, hi, a1)                                                                                 \
+    _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(a0, lo)),     \
+                                       _mm256_set1_epi16(1)),                                                   \
+                     _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(a1, hi)),     \
+                                       _mm256_set1_epi16(1)))
+#endif
+
+/* The offset K of a type's unpacked quants (0: IQ4_NL's signed codebook
+ * values), and the eight int32 lanes of sum(lo * a0) + sum(hi * a1) over
+ * groups of four bytes for the type's lo, hi. */
+INLINE int x4_koff(const int type) { return type == GGML_TYPE_Q5_0 ? 16 : type == GGML_TYPE_IQ4_NL ? 0 : 8; }
+INLINE __m256i x4_dot(const int type, __m256i lo, __m256i a0, __m256i hi, __m256i a1)
+{
+    return type == GGML_TYPE_IQ4_NL ? X4_SDOT(lo, a0, hi, a1) : X4_DOT(lo, a0, hi, a1);
+}
 
 /* Sums v[p][k] of (rows 2p | 2p + 1 in the two 128-bit lanes, block k <
  * KB), scaled by dx[p] ([row 2p's blocks 0-3 | row 2p + 1's]) and dy4 (the
@@ -52,7 +77,8 @@ INLINE __m128 x4_finish(const int type, const int KB, __m256i v[2][4], const __m
     return acc;
 }
 
-/* Rows 2p | 2p + 1's quants of one block as unsigned bytes, row 2p in the
+/* Rows 2p | 2p + 1's quants of one block as unsigned bytes (IQ4_NL: the
+ * signed codebook values), row 2p in the
  * low 128-bit lane: lo gets elements 0-15, hi 16-31.  q holds the rows' 16
  * quant bytes per lane; for Q5_0, hl and hh hold the high bits of elements
  * 0-15 and 16-31, which shl and shh spread (bit i of a byte for element i
@@ -64,6 +90,11 @@ INLINE void x4_unpack_pair(const int type, __m256i q, __m256i hl, __m256i hh, __
     const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     *lo = _mm256_and_si256(q, m4);
     *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (type == GGML_TYPE_IQ4_NL) {
+        const __m256i cb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+        *lo = _mm256_shuffle_epi8(cb, *lo);
+        *hi = _mm256_shuffle_epi8(cb, *hi);
+    }
     if (type == GGML_TYPE_Q5_0) {
         const __m256i ml = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hl, shl), bits), bits);
         const __m256i mh = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hh, shh), bits), bits);
@@ -111,7 +142,7 @@ INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_
 {
     const size_t bs = bbytes32(type);
     const __m256i zero = _mm256_setzero_si256();
-    const __m256i K = _mm256_set1_epi8(type == GGML_TYPE_Q5_0 ? 16 : 8);
+    const __m256i K = _mm256_set1_epi8((char)x4_koff(type));
     __m256i v[2][4] = {{zero, zero, zero, zero}, {zero, zero, zero, zero}};
     uint16_t dxh[2][8] = {{0}}, dyh[4] = {0};
     /* one prefetch per cache line of each row's blocks, PF_ROWS rows on */
@@ -123,14 +154,15 @@ INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_
         const uint8_t *blk = w + (size_t)(b + k) * bs;
         const __m256i a0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab[b + k].qs));
         const __m256i a1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab[b + k].qs + 16)));
-        const __m256i c = X4_DOT(K, a0, K, a1);
+        const __m256i c = type == GGML_TYPE_IQ4_NL ? zero : X4_DOT(K, a0, K, a1);
         dyh[k] = ld16(&ab[b + k].d);
         UNROLL
         for (int p = 0; p < 2; p++) {
             const uint8_t *r0 = blk + (size_t)(2 * p) * w_row, *r1 = r0 + w_row;
             __m256i lo, hi;
             x4_unpack_blocks(type, r0, r1, &lo, &hi);
-            v[p][k] = _mm256_sub_epi32(X4_DOT(lo, a0, hi, a1), c);
+            v[p][k] = type == GGML_TYPE_IQ4_NL ? x4_dot(type, lo, a0, hi, a1)
+                                               : _mm256_sub_epi32(X4_DOT(lo, a0, hi, a1), c);
             dxh[p][k] = ld16(r0);
             dxh[p][4 + k] = ld16(r1);
         }
@@ -174,7 +206,7 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
 {
     const int64_t nb = n / 32, nb4 = nb / 4;
     const size_t bs = bbytes32(type), tb = 16 * bs;
-    const __m256i K = _mm256_set1_epi8(type == GGML_TYPE_Q5_0 ? 16 : 8);
+    const __m256i K = _mm256_set1_epi8((char)x4_koff(type));
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t j = 0; j < nb4; j++) {
         const uint8_t *tile = w + (size_t)j * tb;
@@ -190,7 +222,7 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
                 const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + 4 * j + k;
                 a0[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
                 a1[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
-                c[t] = X4_DOT(K, a0[t], K, a1[t]);
+                c[t] = type == GGML_TYPE_IQ4_NL ? _mm256_setzero_si256() : X4_DOT(K, a0[t], K, a1[t]);
                 dyh[t][k] = ld16(&ab->d);
             }
             UNROLL
@@ -199,7 +231,8 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
                 x4_unpack_tile(type, tile, p, k, bs, &lo, &hi);
                 UNROLL
                 for (int t = 0; t < NT; t++)
-                    v[t][p][k] = _mm256_sub_epi32(X4_DOT(lo, a0[t], hi, a1[t]), c[t]);
+                    v[t][p][k] = type == GGML_TYPE_IQ4_NL ? x4_dot(type, lo, a0[t], hi, a1[t])
+                                                          : _mm256_sub_epi32(X4_DOT(lo, a0[t], hi, a1[t]), c[t]);
             }
         }
         const __m256 dx[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tile + repack_x4_d(0, 0, bs)))),
@@ -258,8 +291,9 @@ INLINE __m256 x4q_pair(const int type, const int NT, __m256i lo, __m256i hi, con
     UNROLL
     for (int s = 0; s < 4; s++)
         if (s < 2 || NT > 2)
-            v[s] = X4_DOT(lo, a0[s], hi, a1[s]);
-    v[0] = _mm256_add_epi32(v[0], corr);
+            v[s] = x4_dot(type, lo, a0[s], hi, a1[s]);
+    if (type != GGML_TYPE_IQ4_NL) /* IQ4_NL: no offset, corr is 0 */
+        v[0] = _mm256_add_epi32(v[0], corr);
     const __m256 f = _mm256_cvtepi32_ps(x4q_rotsum(NT, 0, v));
     return _mm256_add_ps(acc, type == GGML_TYPE_Q4_0 ? _mm256_mul_ps(_mm256_mul_ps(f, dxk), dy)
                                                      : _mm256_mul_ps(_mm256_mul_ps(dxk, dy), f));
@@ -358,7 +392,7 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
     }                                                                                                         \
     static void PREP(int64_t n, const void *a, size_t a_row, int nt, void *prep)                              \
     {                                                                                                         \
-        x4r_act_prep(TYPE == GGML_TYPE_Q5_0 ? 16 : 8, n, a, a_row, nt, prep);                                 \
+        x4r_act_prep(x4_koff(TYPE), n, a, a_row, nt, prep);                                 \
     }
 
 /* The gemm of an x4 type (1-4 tokens). */

@@ -70,7 +70,8 @@ struct w32 {
 #define W32_DOT(wp, a, corr) ((void)(corr), dot_s8((wp)->w, (wp)->wabs, a))
 #include "gemm32_avx2.h"
 
-/* gemv32_x4: four Q4_0 / Q5_0 rows against one token (gemv_x4_avx2.h),
+/* gemv32_x4: four Q4_0 / Q5_0 rows against one token (gemv_x4_avx2.h; its x4
+ * tiles for Q4_0, Q5_0 and IQ4_NL: 1-4 tokens),
  * the pair dots on maddubs + madd. */
 #define X4_DOT(lo, a0, hi, a1)                                                                                  \
     _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_maddubs_epi16(hi, a1)),             \
@@ -82,6 +83,8 @@ DEFINE_GEMM_X4P(gemm_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4P(gemm_q5_0x4, GGML_TYPE_Q5_0)
 DEFINE_GEMM_X4Q(gemm_q4_0x4q, prep_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4Q(gemm_q5_0x4q, prep_q5_0x4, GGML_TYPE_Q5_0)
+DEFINE_GEMM_X4P(gemm_iq4_nlx4, GGML_TYPE_IQ4_NL)
+DEFINE_GEMM_X4Q(gemm_iq4_nlx4q, prep_iq4_nlx4, GGML_TYPE_IQ4_NL)
 
 /* The gemm entry of a kernel family: full tiles of GEMM_ROWS rows, nt tokens,
  * dispatched to constant-shape instances of CORE(type, NR, NT, ...). */
@@ -153,6 +156,8 @@ DEFINE_DOT(vec_dot_q6_K, gemmK, GGML_TYPE_Q6_K)
 #define LB_WIDTH 256
 #define LB_VNNI 0
 #include "lowbit_x86.h"
+/* Q3_K x4: rows in 64-bit lanes, 1-4 tokens */
+#include "gemm_q3kx4_avx2.h"
 
 /* ------------------------- F32 / F16 / BF16 ------------------------- */
 
@@ -388,8 +393,10 @@ void kernels_fill_avx2(struct kernel_table *t)
      * rows of a matrix (n_out % 4, not repacked) through vec_dot */
     kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
+    kernels_use_x4_prep(t, GGML_TYPE_IQ4_NL, gemm_iq4_nlx4, prep_iq4_nlx4, gemm_iq4_nlx4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
+    kernels_use_x4(t, GGML_TYPE_Q3_K, gemm_q3_Kx4); /* avx2 only: avxvnni and avx512 turn it off */
     t->types[GGML_TYPE_Q8_0].from_float = quantize_q8_0;
     t->types[GGML_TYPE_Q8_K].from_float = quantize_q8_K;
     t->types[GGML_TYPE_F16].from_float = quantize_f16;

@@ -209,6 +209,45 @@ INLINE void k_tokens(const int NT, const uint8_t *a, size_t a_row, int64_t b, co
     }
 }
 
+/* The int32 lanes of a 1-4 token x4 tile with rows in 64-bit lanes
+ * (gemm6_x4t, gemm3_x4t): acc[t] starts at -(sum_g sc_g bsum_g) << shift
+ * for t < NT (the offset of u times the rows' scales against the token's
+ * bsums), 0 after; Z[i]: the four rows' int16 scales of bsums 4i..4i+3. */
+INLINE void x4t_acc_start(const int NT, const __m256i Z[4], const block_q8_K *const yb[4], const int shift,
+                          __m256i acc[4])
+{
+    UNROLL
+    for (int t = 0; t < 4; t++) {
+        acc[t] = _mm256_setzero_si256();
+        if (t < NT) {
+            __m256i c = _mm256_madd_epi16(Z[0], _mm256_set1_epi64x((long long)ld64(yb[t]->bsums)));
+            UNROLL
+            for (int i = 1; i < 4; i++)
+                c = _mm256_add_epi32(c, _mm256_madd_epi16(Z[i], _mm256_set1_epi64x((long long)ld64(yb[t]->bsums + 4 * i))));
+            acc[t] = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(c, shift));
+        }
+    }
+}
+
+/* The outputs of a 1-4 token x4 tile (gemmK_x4t, gemm3_x4t) whose float
+ * lanes are accx [r0t0 r1t0 r0t1 r1t1 | r2t0 r3t0 r2t1 r3t1] and accy the
+ * same for tokens 2 and 3. */
+INLINE void x4t_store(const int NT, __m256 accx, __m256 accy, float *y, size_t ys)
+{
+    float ox[8], oy[8];
+    _mm256_storeu_ps(ox, accx);
+    _mm256_storeu_ps(oy, accy);
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        const float *o = t < 2 ? ox : oy;
+        const int u = t % 2;
+        y[(size_t)t * ys + 0] = o[2 * u];
+        y[(size_t)t * ys + 1] = o[2 * u + 1];
+        y[(size_t)t * ys + 2] = o[4 + 2 * u];
+        y[(size_t)t * ys + 3] = o[4 + 2 * u + 1];
+    }
+}
+
 /* K-quant block of NR rows: acc + (d_x d_y) isum [- (dmin_x d_y) summ], in
  * the reference's order (shared by the avx2, avxvnni and avx512 tiles). */
 INLINE __m128 kfma(const int type, __m128 acc, __m128 dx, __m128 dminx, __m128 dy, __m128i isum, __m128i summ)

@@ -277,12 +277,16 @@ static infer_status mat_mul(float *y, const struct mat *w, const float *x, int64
 }
 
 /* y_k = x W_k^T for n matrices of the same input (Q, K, V; gate, up): the
- * activations are quantized once per activation type instead of once per
- * matrix (3.6% of a Q4_K_M prefill went to quantize_q8_K).  Float weights
- * go through mat_mul (its own paths).  Results are mat_mul's, bit for bit. */
+ * activations are quantized once for the matrices of the first quantized
+ * one's activation type (3.6% of a Q4_K_M prefill went to quantize_q8_K),
+ * and those run as one matmul_q_jobs (in decode one pool loop, not one per
+ * matrix).  Float weights, and matrices of another activation type, go
+ * through mat_mul (their own paths).  Results are mat_mul's, bit for bit. */
 static infer_status mat_mul_same_input(const float *x, int64_t n_tok, int n, float *const *ys,
                                        const struct mat *const *ws)
 {
+    struct matmul_q_job jobs[MATMUL_JOBS_MAX];
+    int n_jobs = 0;
     void *xq = NULL;
     size_t xq_size = 0;
     uint32_t xq_type = 0; /* activation type held in xq (0: none) */
@@ -291,12 +295,11 @@ static infer_status mat_mul_same_input(const float *x, int64_t n_tok, int n, flo
         const struct mat *w = ws[k];
         const uint32_t at = kern.types[w->type].vec_dot_type;
         if (w->type == GGML_TYPE_F32 || w->type == GGML_TYPE_F16 || w->type == GGML_TYPE_BF16 ||
-            at == GGML_TYPE_F32 || n_tok == 0) {
+            at == GGML_TYPE_F32 || n_tok == 0 || (xq && at != xq_type) || n_jobs == MATMUL_JOBS_MAX) {
             st = mat_mul(ys[k], w, x, n_tok);
             continue;
         }
-        if (!xq || xq_type != at) {
-            matmul_act_release(xq, xq_size);
+        if (!xq) {
             xq_size = matmul_act_size(w->type, w->n_in, n_tok);
             xq = xq_size ? matmul_act_alloc(xq_size) : NULL;
             xq_type = at;
@@ -305,9 +308,10 @@ static infer_status mat_mul_same_input(const float *x, int64_t n_tok, int n, flo
             if (matmul_act_quantize(xq, w->type, x, w->n_in, n_tok) != 0)
                 st = INFER_ERR_UNSUPPORTED; /* matmul left the message */
         }
-        if (!st && matmul_q(ys[k], w->data, w->type, xq, w->n_in, w->n_out, n_tok) != 0)
-            st = INFER_ERR_UNSUPPORTED;
+        jobs[n_jobs++] = (struct matmul_q_job){ys[k], w->data, w->type, xq, w->n_in, w->n_out, n_tok};
     }
+    if (!st && n_jobs > 0 && matmul_q_jobs(jobs, n_jobs) != 0)
+        st = INFER_ERR_UNSUPPORTED; /* matmul left the message */
     matmul_act_release(xq, xq_size);
     return st;
 }
