@@ -198,6 +198,21 @@ static inline void kernels_many_min_reset(struct kernel_table *t)
         t->types[i].many_min_tok = 0;
 }
 
+/* A variant's measured crossovers: the table's for every type not listed
+ * (min_tok), and each listed type's own. */
+struct kernel_many_min {
+    uint32_t type;
+    uint8_t min_tok;
+};
+static inline void kernels_many_min_set(struct kernel_table *t, int table_min, const struct kernel_many_min *list,
+                                        size_t n)
+{
+    kernels_many_min_reset(t);
+    t->many_min_tok = table_min;
+    for (size_t i = 0; i < n; i++)
+        t->types[list[i].type].many_min_tok = list[i].min_tok;
+}
+
 /* A variant's gemm tile for layout x4 (repack.h) of its base type: the
  * loader then repacks the base type's weights into it, and the rows after
  * a matrix's last group of four (kept as stored) use the base type's

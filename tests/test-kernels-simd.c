@@ -453,43 +453,46 @@ static void check_many(const struct kernel_table *kt, uint32_t type, int64_t n, 
     free(y);
 }
 
-/* Q8_0's gemm_many at the bounds of its integer sums: weights -128 and
- * +-127 against activations +-127 (the quantizer's range: avx2 multiplies
- * |w| by a sign(w), whose int16 pair sums reach 2 * 128 * 127), vec_dot's
- * bits; then also with one activation byte -128 (beyond that range: NaN
- * inputs), still vec_dot's bits, whatever those are. */
-static void test_gemm_many_q8_0_bounds(void **state)
+/* gemm_many at the bounds of its integer sums, for the types whose weights
+ * reach 8 bits: Q8_0's -128 and +-127, IQ4_NL's codebook ends -127 and 113,
+ * against activations +-127 (the quantizer's range: avx2 multiplies |w| by
+ * a sign(w), whose int16 pair sums reach 2 * 128 * 127), vec_dot's bits;
+ * then also with one activation byte -128 (beyond that range: NaN inputs),
+ * still vec_dot's bits, whatever those are. */
+static void check_many_bounds(const struct kernel_table *kt, uint32_t type)
 {
-    const struct kernel_table *kt = variant_table(state);
-    const struct kernel_type_ops *ops = &kt->types[GGML_TYPE_Q8_0];
-    if (!ops->gemm_many)
-        skip();
+    const struct kernel_type_ops *ops = &kt->types[type];
     enum { N = 256, ROWS = 6, TOK = 17, YS = ROWS + 1 };
-    const size_t rb = row_bytes(GGML_TYPE_Q8_0, N), bs = sizeof(block_q8_0);
+    const size_t rb = row_bytes(type, N), bs = rb / (N / 32), ab = row_bytes(GGML_TYPE_Q8_0, N);
     assert_int_equal(ops->vec_dot_type, GGML_TYPE_Q8_0);
-    uint8_t *w = malloc(rb * ROWS), *a = malloc(rb * TOK);
+    uint8_t *w = malloc(rb * ROWS), *a = malloc(ab * TOK);
     float *y = malloc(sizeof(float) * YS * TOK);
     const uint16_t one = fp32_to_fp16(1.0f);
     for (int r = 0; r < ROWS; r++)
         for (int b = 0; b < N / 32; b++) {
-            block_q8_0 *x = (block_q8_0 *)(w + (size_t)r * rb + (size_t)b * bs);
-            memcpy(&x->d, &one, 2);
-            for (int i = 0; i < 32; i++) /* all -128, all +127, then mixed */
-                x->qs[i] = (int8_t)(r == 0 ? -128 : r == 1 ? 127 : r == 2 ? (i % 2 ? -128 : 127) : (int)(rng_u64() % 256) - 128);
+            uint8_t *x = w + (size_t)r * rb + (size_t)b * bs; /* d, then the quants */
+            memcpy(x, &one, 2);
+            if (type == GGML_TYPE_Q8_0) {
+                for (int i = 0; i < 32; i++) /* all -128, all +127, then mixed */
+                    x[2 + i] = (uint8_t)(r == 0 ? -128 : r == 1 ? 127 : r == 2 ? (i % 2 ? -128 : 127) : (int)(rng_u64() % 256) - 128);
+            } else { /* IQ4_NL: nibble 0 is -127, 15 is 113 */
+                for (int i = 0; i < 16; i++)
+                    x[2 + i] = (uint8_t)(r == 0 ? 0x00 : r == 1 ? 0xFF : r == 2 ? (i % 2 ? 0x0F : 0xF0) : (int)(rng_u64() % 256));
+            }
         }
     for (int t = 0; t < TOK; t++)
         for (int b = 0; b < N / 32; b++) {
-            block_q8_0 *x = (block_q8_0 *)(a + (size_t)t * rb + (size_t)b * bs);
+            block_q8_0 *x = (block_q8_0 *)(a + (size_t)t * ab + (size_t)b * sizeof(block_q8_0));
             memcpy(&x->d, &one, 2);
             for (int i = 0; i < 32; i++) /* all -127, all +127, alternating, then random in range */
                 x->qs[i] = (int8_t)(t == 0 ? -127 : t == 1 ? 127 : t == 2 ? (i % 2 ? -127 : 127) : (int)(rng_u64() % 255) - 127);
         }
     for (int bad = 0; bad < 2; bad++) {
         if (bad)
-            ((block_q8_0 *)(a + 5 * rb + bs))->qs[7] = -128;
+            ((block_q8_0 *)(a + 5 * ab + sizeof(block_q8_0)))->qs[7] = -128;
         for (int i = 0; i < YS * TOK; i++)
             y[i] = -1234.5f;
-        assert_int_equal(ops->gemm_many(N, w, rb, ROWS, a, rb, TOK, y, YS), 0);
+        assert_int_equal(ops->gemm_many(N, w, rb, ROWS, a, ab, TOK, y, YS), 0);
         for (int t = 0; t < TOK; t++)
             for (int r = 0; r < YS; r++) {
                 const float got = y[t * YS + r];
@@ -497,15 +500,29 @@ static void test_gemm_many_q8_0_bounds(void **state)
                     assert_true(got == -1234.5f);
                     continue;
                 }
-                const float want = ops->vec_dot(N, w + (size_t)r * rb, a + (size_t)t * rb);
+                const float want = ops->vec_dot(N, w + (size_t)r * rb, a + (size_t)t * ab);
                 if (memcmp(&got, &want, 4) != 0)
-                    fail_msg("%s q8_0 bounds%s: gemm_many[%d][%d] = %.9g, vec_dot %.9g", kt->name,
+                    fail_msg("%s %s bounds%s: gemm_many[%d][%d] = %.9g, vec_dot %.9g", kt->name, tname(type),
                              bad ? " (-128)" : "", t, r, (double)got, (double)want);
             }
     }
     free(w);
     free(a);
     free(y);
+}
+
+static void test_gemm_many_bounds(void **state)
+{
+    const struct kernel_table *kt = variant_table(state);
+    static const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL};
+    int n = 0;
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (kt->types[types[i]].gemm_many) {
+            check_many_bounds(kt, types[i]);
+            n++;
+        }
+    if (n == 0)
+        skip();
 }
 
 /* gemm_many (where a variant has it) gives vec_dot's bits for every row and
@@ -1172,7 +1189,7 @@ int main(void)
             {"quantizers", test_quantizers}, {"vec_dot", test_vec_dot},           {"gemm_tile", test_gemm_tile},
             {"matmul", test_matmul},         {"matmul_threads", test_matmul_threads}, {"ops", test_ops},
             {"rope", test_rope},             {"gemm_many", test_gemm_many},       {"attention", test_attention},
-            {"repacked", test_repacked},     {"gemm_many_q8_0_bounds", test_gemm_many_q8_0_bounds},
+            {"repacked", test_repacked},     {"gemm_many_bounds", test_gemm_many_bounds},
         };
         for (size_t k = 0; k < sizeof per / sizeof per[0]; k++) {
             snprintf(names[v][k], sizeof(names[v][k]), "%s/%s", kernels_variant_name(v), per[k].name);

@@ -1,6 +1,6 @@
 /*
  * gemm_avx512.c - the many-token matmul of the avx512 variant (gemm_many in
- * dispatch.h): prefill with AVX-512 VNNI, for Q4_0, Q5_0, Q8_0 (x Q8_0) and
+ * dispatch.h): prefill with AVX-512 VNNI, for Q4_0, Q5_0, Q8_0, IQ4_NL (x Q8_0) and
  * Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS (x Q8_K).  Compiled with the avx512
  * variant's flags.
  *
@@ -195,12 +195,20 @@ static int64_t unpack_lowbit(const int type, const uint8_t *blk, uint8_t *wb, st
     return c_sum;
 }
 
-/* The 32 weights of a Q4_0/Q5_0 block (quants qs, Q5_0 high bits qh) or a
- * Q8_0 block (quants qs) as signed bytes, and their sum. */
+/* The 32 weights of a Q4_0/Q5_0 block (quants qs, Q5_0 high bits qh), a
+ * Q8_0 block (quants qs) or an IQ4_NL block (nibbles qs through the
+ * codebook) as signed bytes, and their sum. */
 INLINE __m256i unpack32q(const int type, const uint8_t *qs, uint32_t qh, int *sum)
 {
-    if (type == GGML_TYPE_Q8_0) {
-        const __m256i w = _mm256_loadu_si256((const __m256i *)qs);
+    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_IQ4_NL) {
+        __m256i w;
+        if (type == GGML_TYPE_Q8_0) {
+            w = _mm256_loadu_si256((const __m256i *)qs);
+        } else {
+            const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+            const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+            w = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)), nib);
+        }
         *sum = sum_u8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80))) - 128 * 32;
         return w;
     }
@@ -1012,6 +1020,7 @@ DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K, false)
 DEFINE_MANY(many_q2_K, GGML_TYPE_Q2_K, false)
 DEFINE_MANY(many_q3_K, GGML_TYPE_Q3_K, false)
 DEFINE_MANY(many_iq4_xs, GGML_TYPE_IQ4_XS, false)
+DEFINE_MANY(many_iq4_nl, GGML_TYPE_IQ4_NL, false)
 /* The x4 layouts (repack.h).  matmul passes ranges of rows that start at a
  * multiple of 16, so a call's groups are its rows 4g .. 4g + 3 up to the
  * last multiple of four: only a matrix's last range has leftover rows. */
@@ -1019,6 +1028,7 @@ DEFINE_MANY(many_q4_0x4, GGML_TYPE_Q4_0, true)
 DEFINE_MANY(many_q5_0x4, GGML_TYPE_Q5_0, true)
 DEFINE_MANY(many_q4_Kx4, GGML_TYPE_Q4_K, true)
 DEFINE_MANY(many_q6_Kx4, GGML_TYPE_Q6_K, true)
+DEFINE_MANY(many_iq4_nlx4, GGML_TYPE_IQ4_NL, true)
 
 /* many_prep (dispatch.h): one group of LT tokens (nt <= LT) transposed as
  * many() would, Q8_0 activations into act32 blocks, Q8_K into actK. */
@@ -1047,12 +1057,25 @@ static void set_many(struct kernel_table *t, uint32_t type, gemm_many_fn fn, gem
     t->types[type].many_prep_bytes = (uint16_t)(kq ? sizeof(struct actK) / (QK_K / 32) : sizeof(struct act32));
 }
 
-/* Measured (contrib/bench): with 16 lanes, gemm_many overtakes the gemm
- * tiles from about 10 tokens. */
+/* The crossovers (kernels_many_min, dispatch.h).  An earlier build on an
+ * Intel Xeon had gemm_many ahead from ~10 tokens for every type, which
+ * stays the table's.  On a Zen 5 the x4 layouts' 4-token tiles, Q3_K's and
+ * IQ4_NL's hold out longer: prompts of 8-48 tokens through infer bench -t 1
+ * (1B and Qwen3-0.6B shapes, against a build with 10 for all) 1.1-1.4x at
+ * 12-24 tokens with these, within noise at 32-48.  The single-matrix
+ * figures of bench-kernels (hot: the weights stay in the caches between
+ * calls) put every crossover at 20-96 tokens, but on a model the tiles'
+ * repeated passes over the weights cost more than there (IQ4_XS at 16
+ * tokens: tiles 0.61x gemm_many on the Qwen3-0.6B shape, ~1x hot), so only
+ * what the models confirmed is set. */
+static const struct kernel_many_min many_min[] = {
+    {GGML_TYPE_Q3_K, 16},     {GGML_TYPE_IQ4_NL, 16},   {INFER_TYPE_Q4_0_X4, 24},
+    {INFER_TYPE_Q5_0_X4, 24}, {INFER_TYPE_Q4_K_X4, 20}, {INFER_TYPE_Q6_K_X4, 20},
+};
+
 void kernels_fill_gemm_avx512(struct kernel_table *t)
 {
-    kernels_many_min_reset(t); /* the crossovers avx2 measured for its own kernels */
-    t->many_min_tok = 10;
+    kernels_many_min_set(t, 10, many_min, sizeof(many_min) / sizeof(many_min[0]));
 #define SET_MANY(TYPE, NAME, KQ) set_many(t, TYPE, NAME, NAME##_prep, NAME##_glu, KQ)
     SET_MANY(GGML_TYPE_Q4_0, many_q4_0, false);
     SET_MANY(GGML_TYPE_Q5_0, many_q5_0, false);
@@ -1063,6 +1086,8 @@ void kernels_fill_gemm_avx512(struct kernel_table *t)
     SET_MANY(GGML_TYPE_Q2_K, many_q2_K, true);
     SET_MANY(GGML_TYPE_Q3_K, many_q3_K, true);
     SET_MANY(GGML_TYPE_IQ4_XS, many_iq4_xs, true);
+    SET_MANY(GGML_TYPE_IQ4_NL, many_iq4_nl, false);
+    SET_MANY(INFER_TYPE_IQ4_NL_X4, many_iq4_nlx4, false);
     SET_MANY(INFER_TYPE_Q4_0_X4, many_q4_0x4, false);
     SET_MANY(INFER_TYPE_Q5_0_X4, many_q5_0x4, false);
     SET_MANY(INFER_TYPE_Q4_K_X4, many_q4_Kx4, true);

@@ -81,11 +81,28 @@ DEFINE_TILES(gemm_q4_K, GGML_TYPE_Q4_K, gemmK, K_ONE(GGML_TYPE_Q4_K))
 DEFINE_TILES(gemm_q5_K, GGML_TYPE_Q5_K, gemmK, K_ONE(GGML_TYPE_Q5_K))
 DEFINE_TILES(gemm_q6_K, GGML_TYPE_Q6_K, gemmK, K_ONE(GGML_TYPE_Q6_K))
 
+/* The crossovers (kernels_many_min, dispatch.h), measured as avx2's (see
+ * gemm_avx2.c) on a Zen 5 with -v avxvnni: the first token count from which
+ * gemm_many, against this variant's tiles, is ahead on 8192x2048 and
+ * 2048x8192 together (geometric mean of the two ratios), lowered where
+ * prompts through infer bench -t 1 wanted (the hot single matrices favour
+ * the tiles; see gemm_avx512.c).  VNNI makes this variant's tiles faster
+ * than avx2's, so most types cross later than there (8-token prompts on the
+ * 1B Q4_K_M and Q4_0 files 1.55-1.89x against 6 for all); IQ4_NL, whose
+ * plain tiles look the codebook up per token, at 6 already (1.09x), and the
+ * x4 layouts' 4-token tiles latest. */
+static const struct kernel_many_min many_min[] = {
+    {GGML_TYPE_Q4_0, 12},      {GGML_TYPE_Q5_0, 12},      {GGML_TYPE_Q8_0, 16},      {GGML_TYPE_Q4_K, 24},
+    {GGML_TYPE_Q5_K, 16},      {GGML_TYPE_Q6_K, 24},      {GGML_TYPE_Q2_K, 20},      {GGML_TYPE_Q3_K, 20},
+    {GGML_TYPE_IQ4_XS, 16},    {GGML_TYPE_IQ4_NL, 6},     {INFER_TYPE_Q4_0_X4, 24},  {INFER_TYPE_Q5_0_X4, 16},
+    {INFER_TYPE_Q4_K_X4, 40},  {INFER_TYPE_Q6_K_X4, 40},  {INFER_TYPE_IQ4_NL_X4, 12}, {INFER_TYPE_Q3_K_X4, 48},
+};
+
 void kernels_fill_avxvnni(struct kernel_table *t)
 {
     kernels_fill_avx2(t);
     fill_many(t);
-    kernels_many_min_reset(t); /* avx2's crossovers; this variant keeps the table's 6 */
+    kernels_many_min_set(t, 6, many_min, sizeof(many_min) / sizeof(many_min[0]));
     t->types[GGML_TYPE_Q4_0].gemm = gemm_q4_0;
     t->types[GGML_TYPE_Q4_0].vec_dot = gemm_q4_0_dot;
     t->types[GGML_TYPE_Q5_0].gemm = gemm_q5_0;
@@ -105,10 +122,9 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
-    /* avx2's IQ4_NL x4 tiles were measured against avx2's plain IQ4_NL only:
-     * this variant keeps its own IQ4_NL kernels on the weights as stored */
-    t->types[GGML_TYPE_IQ4_NL].repack_type = 0;
-    /* Q3_K x4 (avx2's, inherited above) is not measured nor tested on an
-     * avxvnni CPU: Q3_K stays in GGUF's layout through lowbit_fill's tiles */
-    t->types[GGML_TYPE_Q3_K].repack_type = 0;
+    /* IQ4_NL x4 and Q3_K x4 stay avx2's (inherited above, with their
+     * repacking): on a Zen 5 their tiles beat this variant's on the weights
+     * as stored (bench-kernels -t 1 -c -b -r 15 -n 1|4 -s 8192x2048: IQ4_NL
+     * 32.3 -> 42.9 GMAC/s one token, 46.8 -> 65.6 four; Q3_K 30.0 -> 55.9,
+     * 50.0 -> 94.0); gemm_many on them is this file's (VNNI). */
 }

@@ -22,6 +22,8 @@
  * 4 sum_g s_g bsum_g taken off, and IQ4_XS's u = codebook value + 128 with
  * 128 sum_j s_j bsum_j taken off (without VNNI as two nibble planes:
  * vpmaddubsw would overflow on 8-bit u).
+ * IQ4_NL goes as Q8_0 does: its codebook values (|w| <= 127) signed
+ * without VNNI, + 128 with.
  *
  * vpmaddubsw adds pairs into int16 without overflow while 2 * 127 * u_max
  * times the number of groups summed stays below 2^15: 8 groups for 4-bit
@@ -144,13 +146,22 @@ struct metaK {
     float d, dmin;
 };
 
-/* Q8_0 without VNNI: the weights stay signed (the sign trick of dot_tile). */
-INLINE bool signed32(const int type) { return type == GGML_TYPE_Q8_0 && !GEMM_VNNI; }
+/* Q8_0 and IQ4_NL without VNNI: the weights stay signed (the sign trick of
+ * dot_tile; IQ4_NL's codebook values + 128 reach 241, and vpmaddubsw's pair
+ * sums of those would overflow int16). */
+INLINE bool signed32(const int type) { return (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_IQ4_NL) && !GEMM_VNNI; }
 
-/* The weights of a Q4_0 / Q5_0 / Q8_0 block as unsigned bytes u = w + K
- * (signed32: w as stored). */
+/* The weights of a Q4_0 / Q5_0 / Q8_0 / IQ4_NL block as unsigned bytes
+ * u = w + K (signed32: w as stored, IQ4_NL's codebook values). */
 INLINE __m256i unpack32(const int type, const uint8_t *blk)
 {
+    if (type == GGML_TYPE_IQ4_NL) {
+        const __m128i qs = _mm_loadu_si128((const __m128i *)(blk + 2));
+        const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+        const __m256i w =
+            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)), nib);
+        return signed32(type) ? w : _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80));
+    }
     if (type == GGML_TYPE_Q8_0) {
         const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
         return signed32(type) ? w : _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80));
@@ -205,7 +216,8 @@ INLINE void store_x4(uint32_t *o, const __m256i *v)
 INLINE const uint8_t *tile_block(const int type, const uint8_t *rows, size_t w_row, int64_t nb, bool grouped, int r,
                                  int64_t b, uint8_t *tmp)
 {
-    if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q5_0) {
+    if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q5_0 ||
+        type == GGML_TYPE_IQ4_NL) {
         if (!grouped)
             return rows + (size_t)r * w_row + (size_t)b * (w_row / (size_t)nb);
     } else {
@@ -646,7 +658,7 @@ INLINE int ng32(const int type) { return GEMM_VNNI || type == GGML_TYPE_Q4_0 || 
 INLINE void step32(const int type, const int NG, const uint32_t *wb, const struct meta32 *mb,
                    const struct act32 *const *ag, __m256 facc[2][LR])
 {
-    const int ubits = type == GGML_TYPE_Q5_0 ? 5 : type == GGML_TYPE_Q8_0 ? 8 : 4;
+    const int ubits = type == GGML_TYPE_Q5_0 ? 5 : type == GGML_TYPE_Q8_0 || type == GGML_TYPE_IQ4_NL ? 8 : 4;
     const uint32_t(*aq[2])[LT] = {ag[0]->q, ag[NG - 1]->q};
     const int32_t *corr[2] = {ag[0]->corr, ag[NG - 1]->corr};
     __m256i s[2][LR];
@@ -901,12 +913,14 @@ DEFINE_MANY(many_q6_K, GGML_TYPE_Q6_K)
 DEFINE_MANY(many_q2_K, GGML_TYPE_Q2_K)
 DEFINE_MANY(many_q3_K, GGML_TYPE_Q3_K)
 DEFINE_MANY(many_iq4_xs, GGML_TYPE_IQ4_XS)
+DEFINE_MANY(many_iq4_nl, GGML_TYPE_IQ4_NL)
 /* the x4 layouts (repack.h) */
 DEFINE_MANY_X(many_q4_0x4, GGML_TYPE_Q4_0, true)
 DEFINE_MANY_X(many_q5_0x4, GGML_TYPE_Q5_0, true)
 DEFINE_MANY_X(many_q4_Kx4, GGML_TYPE_Q4_K, true)
 DEFINE_MANY_X(many_q6_Kx4, GGML_TYPE_Q6_K, true)
 DEFINE_MANY_X(many_q3_Kx4, GGML_TYPE_Q3_K, true)
+DEFINE_MANY_X(many_iq4_nlx4, GGML_TYPE_IQ4_NL, true)
 
 /* Install this file's gemm_many kernels. */
 static void fill_many(struct kernel_table *t)
@@ -939,4 +953,8 @@ static void fill_many(struct kernel_table *t)
     t->types[INFER_TYPE_Q6_K_X4].gemm_many_glu = many_q6_Kx4_glu;
     t->types[INFER_TYPE_Q3_K_X4].gemm_many = many_q3_Kx4;
     t->types[INFER_TYPE_Q3_K_X4].gemm_many_glu = many_q3_Kx4_glu;
+    t->types[GGML_TYPE_IQ4_NL].gemm_many = many_iq4_nl;
+    t->types[GGML_TYPE_IQ4_NL].gemm_many_glu = many_iq4_nl_glu;
+    t->types[INFER_TYPE_IQ4_NL_X4].gemm_many = many_iq4_nlx4;
+    t->types[INFER_TYPE_IQ4_NL_X4].gemm_many_glu = many_iq4_nlx4_glu;
 }
