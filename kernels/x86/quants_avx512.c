@@ -1009,10 +1009,15 @@ void kernels_fill_avx512(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
-    /* avx2's IQ4_NL x4 tiles were measured against avx2's plain IQ4_NL only:
-     * this variant keeps its own IQ4_NL kernels on the weights as stored */
+    /* avx2's IQ4_NL x4 and Q3_K x4 (inherited above) are not used here: on a
+     * Zen 5 (bench-kernels -t 1 -c -b -r 15 -n 1|4 -s 8192x2048) avx2's IQ4_NL
+     * x4 tiles are level with this variant's on the weights as stored for one
+     * token (42.9 / 42.7 GMAC/s) and behind for four (65.6 / 87.3); Q3_K x4's
+     * level for one (55.9 / 55.0), 1.15x for four, but this file has no
+     * 16-lane gemm_many for Q3_K x4's re-coded planes, so prefill would drop
+     * to avx2's 8-lane one */
     t->types[GGML_TYPE_IQ4_NL].repack_type = 0;
-    t->types[GGML_TYPE_Q3_K].repack_type = 0; /* avx2's Q3_K x4: not here (untested on avx512) */
+    t->types[GGML_TYPE_Q3_K].repack_type = 0;
     kernels_fill_gemm_avx512(t);
     kernels_fill_ops_avx512(t);
     kernels_fill_attention_avx512(t);
