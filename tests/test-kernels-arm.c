@@ -565,8 +565,8 @@ static void test_gemm_many(void **state)
                 check_many(t, type, w, w_row, 21, a, a_row, 19, n, "random activation blocks");
             }
             /* extremes: every quant at its most negative (Q4_0 nibble 0 = -8,
-             * Q5_0 0 = -16, Q8_0 -128, Q6_K 0 = -32) or largest (Q4_K 15,
-             * scales 63),
+             * Q5_0 0 = -16, Q8_0 -128, Q6_K 0 = -32, IQ4_NL nibble 0 = -127)
+             * or largest (Q4_K 15, scales 63),
              * every activation -128 (bsums to match), scales 1.0 */
             memset(w, type == GGML_TYPE_Q4_K ? 0xff : type == GGML_TYPE_Q8_0 ? 0x80 : 0x00, max_rows * w_row);
             int off[2];
@@ -598,7 +598,7 @@ static void test_gemm_many(void **state)
         }
     }
     printf("  %s: gemm_many checked for %d types\n", t->name, n_types);
-    assert_true(n_types >= 5); /* Q4_0, Q5_0, Q8_0, Q4_K, Q6_K */
+    assert_true(n_types >= 6); /* Q4_0, Q5_0, Q8_0, IQ4_NL, Q4_K, Q6_K */
 }
 
 /* The x4 tiles (repack.h) of the variant: four rows repacked, the gemm of

@@ -1,9 +1,9 @@
 /*
  * gemm_neon_body.h - gemm_many (dispatch.h) of the aarch64 variants for
- * Q4_0, Q5_0, Q8_0, Q4_K and Q6_K: prefill's many-token matmul, with vector lanes
- * holding weight rows, so that a block's integer sums of four rows come out
- * in the four lanes of one vector and the reference's float steps run on
- * four outputs at a time.
+ * Q4_0, Q5_0, Q8_0, IQ4_NL, Q4_K and Q6_K and their x4 layouts (repack.h):
+ * prefill's many-token matmul, with vector lanes holding weight rows, so
+ * that a block's integer sums of four rows come out in the four lanes of
+ * one vector and the reference's float steps run on four outputs at a time.
  *
  * Included by quants_neon_body.h (after its tiles), so NEON_FN, the variant
  * and the helpers there are known; GEMM_SDOT is 1 for the variants with
@@ -16,9 +16,10 @@
  *     their sums of the bsums by pairs);
  *   - rows then pass GM_CHUNK at a time; each group of four rows is
  *     unpacked into the thread's scratch ("packed"): per block the signed
- *     int8 quants of the four rows, their scales as float (and the K-quants'
- *     sub-block scales and mins as integer lanes);
- *   - per group, four tokens at a time (eight for Q4_0 / Q5_0 / Q8_0 with
+ *     int8 quants of the four rows (IQ4_NL's: its codebook values, by TBL),
+ *     their scales as float (and the K-quants' sub-block scales and mins as
+ *     integer lanes);
+ *   - per group, four tokens at a time (eight for the 32-element types with
  *     SDOT): per block, the group's packed weights are loaded once and
  *     dotted with each token's activations.
  * Up to GM_TOKS tokens the unpacking costs the same whatever the token
@@ -37,7 +38,9 @@
  *     The int16 steps are exact while a lane sums at most 32767 / max|w a|
  *     products: 16 for Q4_0 (|w| <= 8, |a| <= 128: 1024 each) and Q4_K
  *     (0..15: 1920), 8 for Q5_0 (-16..15: 2048), 4 for Q6_K (q - 32 in
- *     -32..31: 4096); Q8_0 widens every product (SMULL + SADALP).
+ *     -32..31: 4096), 2 for IQ4_NL (codebook values -127..113: 16256);
+ *     Q8_0 widens every product (SMULL + SADALP: -128 * -128 twice would
+ *     be 32768).
  * Every block's integer sum is exact, so it equals the reference's; the
  * float steps are the reference's, in its order, lane by lane: every output
  * has exactly the bits of vec_dot.
@@ -53,7 +56,7 @@
 
 #include "act_neon.h"
 
-/* Tokens per pass (their activations packed once for Q4_0 / Q5_0 / Q8_0), rows
+/* Tokens per pass (their activations packed once for the 32-element types), rows
  * unpacked per pass over them (four groups): the unpacking of a row is
  * repeated once per GM_TOKS tokens. */
 #define GM_TOKS 64
@@ -119,7 +122,8 @@ NEON_INLINE void NEON_FN(gm_put16)(int8_t *out, const int8x16_t v[4])
 /* Lane r: sum over 32 elements of row r's packed quants w (8 vectors) times
  * the token's a0 (elements 0-15), a1 (16-31).  wide (NEON only): 0 when 16
  * products may share an int16 lane (|w| <= 15), 1 when 8 may (Q5_0, |w| <=
- * 16), 2 when the quants may be any int8 (Q8_0: every product widened). */
+ * 16), 2 when 2 may (IQ4_NL, -127 <= w <= 113: |w a| <= 16256), 3 when the
+ * quants may be any int8 (Q8_0: every product widened). */
 NEON_INLINE int32x4_t NEON_FN(gm_dot32)(const int8x16_t w[8], int8x16_t a0, int8x16_t a1, const int wide)
 {
 #if GEMM_SDOT
@@ -135,13 +139,21 @@ NEON_INLINE int32x4_t NEON_FN(gm_dot32)(const int8x16_t w[8], int8x16_t a0, int8
     s = vdotq_laneq_s32(s, w[7], a1, 3);
     return s;
 #else
-    if (wide == 2) {
+    if (wide == 3) {
         int32x4_t r4[4];
         for (int r = 0; r < 4; r++) {
             int32x4_t s = vpaddlq_s16(vmull_s8(vget_low_s8(w[2 * r]), vget_low_s8(a0)));
             s = vpadalq_s16(s, vmull_high_s8(w[2 * r], a0));
             s = vpadalq_s16(s, vmull_s8(vget_low_s8(w[2 * r + 1]), vget_low_s8(a1)));
             r4[r] = vpadalq_s16(s, vmull_high_s8(w[2 * r + 1], a1));
+        }
+        return vpaddq_s32(vpaddq_s32(r4[0], r4[1]), vpaddq_s32(r4[2], r4[3]));
+    }
+    if (wide == 2) { /* SMULL + SMLAL2: two products per int16 lane, then widened */
+        int32x4_t r4[4];
+        for (int r = 0; r < 4; r++) {
+            const int32x4_t s = vpaddlq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(w[2 * r]), vget_low_s8(a0)), w[2 * r], a0));
+            r4[r] = vpadalq_s16(s, vmlal_high_s8(vmull_s8(vget_low_s8(w[2 * r + 1]), vget_low_s8(a1)), w[2 * r + 1], a1));
         }
         return vpaddq_s32(vpaddq_s32(r4[0], r4[1]), vpaddq_s32(r4[2], r4[3]));
     }
@@ -185,7 +197,7 @@ NEON_INLINE void NEON_FN(gm_store)(const int NT, const float32x4_t acc[4], float
         vst1q_f32(y + (size_t)t * ys, acc[t]);
 }
 
-/* ========================= Q4_0 / Q5_0 / Q8_0 ========================= */
+/* ==================== Q4_0 / Q5_0 / Q8_0 / IQ4_NL ==================== */
 
 /* Per block of a group: 128 bytes of quants, then the four rows' d as float. */
 #define GM32_BYTES 144
@@ -197,8 +209,8 @@ NEON_INLINE size_t NEON_FN(x4_bs)(const int type)
 }
 
 /* Block b of row r (0-3) of a Q4_0 or Q5_0 (type) x4 group at g
- * (repack.h): its quants, its scale (Q8_0's too), and (Q5_0) its 32 fifth
- * bits. */
+ * (repack.h; IQ4_NL's is Q4_0's): its quants, its scale (Q8_0's too), and
+ * (Q5_0) its 32 fifth bits. */
 NEON_INLINE const uint8_t *NEON_FN(x4_qs)(const int type, const char *g, int r, int64_t b, int64_t nb)
 {
     const size_t bs = NEON_FN(x4_bs)(type);
@@ -225,9 +237,10 @@ NEON_INLINE void NEON_FN(x4_qh)(const char *g, int r, int64_t b, int64_t nb, uin
     }
 }
 
-/* type: Q4_0, Q5_0, Q8_0, or INFER_TYPE_Q4_0_X4 / INFER_TYPE_Q5_0_X4 /
- * INFER_TYPE_Q8_0_X4 / INFER_TYPE_Q4_0_X4S (w then points at a group of
- * that layout). */
+/* type: Q4_0, Q5_0, Q8_0, IQ4_NL, or INFER_TYPE_Q4_0_X4 / INFER_TYPE_Q5_0_X4 /
+ * INFER_TYPE_Q8_0_X4 / INFER_TYPE_Q4_0_X4S / INFER_TYPE_IQ4_NL_X4 (w then
+ * points at a group of that layout).  IQ4_NL's quants are packed as its
+ * codebook values (TBL), signed int8 like Q8_0's. */
 NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, size_t w_row, int8_t *pk)
 {
     for (int64_t b = 0; b < nb; b++, pk += GM32_BYTES) {
@@ -286,6 +299,16 @@ NEON_INLINE void NEON_FN(gm32_pack)(const int type, int64_t nb, const char *w, s
                 lo[r] = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, m4), vbicq_u8(v16, set_lo)));
                 hi[r] = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(v16, set_hi)));
                 d[r] = NEON_FN(x4_d)(GGML_TYPE_Q5_0, w, r, b, nb);
+            } else if (type == GGML_TYPE_IQ4_NL) {
+                const char *x = w + r * w_row + (size_t)b * sizeof(block_iq4_nl);
+                NEON_FN(row32)(GGML_TYPE_IQ4_NL, x, &lo[r], &hi[r]);
+                d[r] = neon_h2f(((const block_iq4_nl *)x)->d);
+            } else if (type == INFER_TYPE_IQ4_NL_X4) { /* Q4_0 x4's bytes (repack.h) */
+                const int8x16_t kv = vld1q_s8(kvalues_iq4nl);
+                const uint8x16_t q = vld1q_u8(NEON_FN(x4_qs)(GGML_TYPE_Q4_0, w, r, b, nb));
+                lo[r] = vqtbl1q_s8(kv, vandq_u8(q, vdupq_n_u8(0x0F)));
+                hi[r] = vqtbl1q_s8(kv, vshrq_n_u8(q, 4));
+                d[r] = NEON_FN(x4_d)(GGML_TYPE_Q4_0, w, r, b, nb);
             } else if (type == INFER_TYPE_Q4_0_X4) {
                 const uint8x16_t q = vld1q_u8(NEON_FN(x4_qs)(GGML_TYPE_Q4_0, w, r, b, nb));
                 lo[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
@@ -337,7 +360,7 @@ NEON_INLINE void NEON_FN(gm32_quad)(const int type, const int NT, const int8x16_
     const float32x4_t dy = vld1q_f32((const float *)p);
     GM_NEXT(p, GM32_BYTES - 128);
     *pa = p;
-    const int wide = type == GGML_TYPE_Q8_0 ? 2 : type == GGML_TYPE_Q5_0 ? 1 : 0;
+    const int wide = type == GGML_TYPE_Q8_0 ? 3 : type == GGML_TYPE_IQ4_NL ? 2 : type == GGML_TYPE_Q5_0 ? 1 : 0;
     int32x4_t s[4];
     s[0] = NEON_FN(gm_dot32)(w, a01.val[0], a01.val[1], wide);
     if (NT > 1)
@@ -353,7 +376,7 @@ NEON_INLINE void NEON_FN(gm32_quad)(const int type, const int NT, const int8x16_
         const float32x4_t f = vcvtq_f32_s32(s[t]);                                                    \
         if (type == GGML_TYPE_Q8_0) /* (float)sumi * (dx * dy) */                                     \
             acc[t] = vaddq_f32(acc[t], vmulq_f32(f, vmulq_laneq_f32(dx, dy, t)));                     \
-        else if (type == GGML_TYPE_Q5_0) /* (dx * dy) * (float)sumi */                                \
+        else if (type == GGML_TYPE_Q5_0 || type == GGML_TYPE_IQ4_NL) /* (dx * dy) * (float)sumi */   \
             acc[t] = vaddq_f32(acc[t], vmulq_f32(vmulq_laneq_f32(dx, dy, t), f));                     \
         else /* (float)sumi * dx * dy */                                                              \
             acc[t] = vaddq_f32(acc[t], vmulq_laneq_f32(vmulq_f32(f, dx), dy, t));                     \
@@ -376,6 +399,7 @@ NEON_INLINE void NEON_FN(gm32_run)(const int xtype, const int NT, int64_t nb, co
     /* the layouts run as their base type (the packing made them alike) */
     const int type = xtype == INFER_TYPE_Q5_0_X4                                  ? GGML_TYPE_Q5_0
                      : xtype == INFER_TYPE_Q8_0_X4                                ? GGML_TYPE_Q8_0
+                     : xtype == INFER_TYPE_IQ4_NL_X4                              ? GGML_TYPE_IQ4_NL
                      : xtype == INFER_TYPE_Q4_0_X4 || xtype == INFER_TYPE_Q4_0_X4S ? GGML_TYPE_Q4_0
                                                                                    : xtype;
     float32x4_t acc[8];
@@ -1362,9 +1386,9 @@ NEON_INLINE void NEON_FN(gm_pack)(const int type, int64_t nb, const char *w, siz
         NEON_FN(gm32_pack)(type, nb, w, w_row, pk);
 }
 
-/* NT tokens (1-4, or 8 for Q4_0 / Q5_0 / Q8_0: gm32_run) of a group packed
+/* NT tokens (1-4, or 8 for the 32-element types: gm32_run) of a group packed
  * at pk, the tokens packed at pa by quads (gmk_pack_act for the K-quants,
- * gm32_pack_act for Q4_0 / Q5_0 / Q8_0; qbytes apart); ny outputs per row
+ * gm32_pack_act for the others; qbytes apart); ny outputs per row
  * go to y. */
 NEON_INLINE void NEON_FN(gm_run)(const int type, const int NT, int64_t nb, const int8_t *pk, const int8_t *pa,
                                  size_t qbytes, float *y, size_t ys, int ny)
@@ -1481,6 +1505,8 @@ NEON_GEMM_MANY(q4_0x4, INFER_TYPE_Q4_0_X4, vec_dot_q4_0_q8_0)
 NEON_GEMM_MANY(q5_0, GGML_TYPE_Q5_0, vec_dot_q5_0_q8_0)
 NEON_GEMM_MANY(q5_0x4, INFER_TYPE_Q5_0_X4, vec_dot_q5_0_q8_0)
 NEON_GEMM_MANY(q8_0, GGML_TYPE_Q8_0, vec_dot_q8_0_q8_0)
+NEON_GEMM_MANY(iq4_nl, GGML_TYPE_IQ4_NL, vec_dot_iq4_nl_q8_0)
+NEON_GEMM_MANY(iq4_nlx4, INFER_TYPE_IQ4_NL_X4, vec_dot_iq4_nl_q8_0)
 #if GEMM_SDOT
 NEON_GEMM_MANY(q8_0x4, INFER_TYPE_Q8_0_X4, vec_dot_q8_0_q8_0)
 NEON_GEMM_MANY(q4_0x4s, INFER_TYPE_Q4_0_X4S, vec_dot_q4_0_q8_0)
@@ -1527,9 +1553,13 @@ static void NEON_FN(fill_gemm_many)(struct kernel_table *t)
     t->types[INFER_TYPE_Q4_0_X4S].gemm_many_glu = NEON_FN(gemm_many_q4_0x4s_glu);
     NEON_FN(xs_use_prep)(&t->types[INFER_TYPE_Q4_0_X4S], NEON_FN(gemm_q4_0x4sp));
 #endif
-    /* IQ4_NL: Q4_0 x4's bytes, the nibbles through the codebook (1-4 token
-     * tiles; many tokens as the stored layout, in those tiles) */
+    /* IQ4_NL: Q4_0 x4's bytes, the nibbles through the codebook; many
+     * tokens as Q8_0, on the codebook values */
+    t->types[GGML_TYPE_IQ4_NL].gemm_many = NEON_FN(gemm_many_iq4_nl);
+    t->types[GGML_TYPE_IQ4_NL].gemm_many_glu = NEON_FN(gemm_many_iq4_nl_glu);
     kernels_use_x4(t, GGML_TYPE_IQ4_NL, NEON_FN(gemm_iq4_nlx4));
+    t->types[INFER_TYPE_IQ4_NL_X4].gemm_many = NEON_FN(gemm_many_iq4_nlx4);
+    t->types[INFER_TYPE_IQ4_NL_X4].gemm_many_glu = NEON_FN(gemm_many_iq4_nlx4_glu);
     t->types[GGML_TYPE_Q8_0].gemm_many = NEON_FN(gemm_many_q8_0);
     t->types[GGML_TYPE_Q8_0].gemm_many_glu = NEON_FN(gemm_many_q8_0_glu);
 #if GEMM_SDOT /* Q8_0 likewise (its x4 layout is for SDOT only) */
