@@ -1070,7 +1070,7 @@ static void set_many(struct kernel_table *t, uint32_t type, gemm_many_fn fn, gem
  * what the models confirmed is set. */
 static const struct kernel_many_min many_min[] = {
     {GGML_TYPE_Q3_K, 16},     {GGML_TYPE_IQ4_NL, 16},   {INFER_TYPE_Q4_0_X4, 24},
-    {INFER_TYPE_Q5_0_X4, 24}, {INFER_TYPE_Q4_K_X4, 20}, {INFER_TYPE_Q6_K_X4, 20},
+    {INFER_TYPE_Q5_0_X4, 24}, {INFER_TYPE_Q4_K_X4, 20}, {INFER_TYPE_Q6_K_X4, 20}, {INFER_TYPE_IQ4_NL_X4, 24},
 };
 
 void kernels_fill_gemm_avx512(struct kernel_table *t)

@@ -434,6 +434,10 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
                 lo = _mm512_mask_add_epi8(lo, (__mmask64)hb[0], lo, sixteen);
                 hi = _mm512_mask_add_epi8(hi, (__mmask64)hb[1], hi, sixteen);
             }
+            if (type == GGML_TYPE_IQ4_NL) { /* the nibbles through the codebook, + 128 (K) */
+                lo = _mm512_shuffle_epi8(iq4nl_u(), lo);
+                hi = _mm512_shuffle_epi8(iq4nl_u(), hi);
+            }
             UNROLL
             for (int t = 0; t < NT; t++) {
                 const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + 4 * j + k;
@@ -532,6 +536,10 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
                 lo = _mm512_mask_add_epi8(lo, (__mmask64)hb[0], lo, sixteen);
                 hi = _mm512_mask_add_epi8(hi, (__mmask64)hb[1], hi, sixteen);
             }
+            if (type == GGML_TYPE_IQ4_NL) { /* the nibbles through the codebook, + 128 (K) */
+                lo = _mm512_shuffle_epi8(iq4nl_u(), lo);
+                hi = _mm512_shuffle_epi8(iq4nl_u(), hi);
+            }
             acc = x4q_block(type, NT, lo, hi, prep + 4 * j + k, _mm512_permutevar_ps(dx, _mm512_set1_epi32(k)), acc);
         }
     }
@@ -553,6 +561,10 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
                                                _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
             lo = _mm512_mask_add_epi8(lo, (__mmask64)(uint64_t)_mm_cvtsi128_si64(h), lo, sixteen);
             hi = _mm512_mask_add_epi8(hi, (__mmask64)(uint64_t)_mm_extract_epi64(h, 1), hi, sixteen);
+        }
+        if (type == GGML_TYPE_IQ4_NL) {
+            lo = _mm512_shuffle_epi8(iq4nl_u(), lo);
+            hi = _mm512_shuffle_epi8(iq4nl_u(), hi);
         }
         const __m512 dxk = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
                                                  _mm512_castps128_ps512(h2f4(dxh[0], dxh[1], dxh[2], dxh[3])));
@@ -586,6 +598,7 @@ _Static_assert(sizeof(struct x4r_prep) == GEMM_PREP_BLOCK, "one x4r_prep per blo
     }
 DEFINE_GEMM_X4Q(gemm_q4_0x4q, prep_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4Q(gemm_q5_0x4q, prep_q5_0x4, GGML_TYPE_Q5_0)
+DEFINE_GEMM_X4Q(gemm_iq4_nlx4q, prep_iq4_nlx4, GGML_TYPE_IQ4_NL)
 
 #define DEFINE_GEMM_X4(NAME, TYPE)                                                                            \
     static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
@@ -600,6 +613,7 @@ DEFINE_GEMM_X4Q(gemm_q5_0x4q, prep_q5_0x4, GGML_TYPE_Q5_0)
     }
 DEFINE_GEMM_X4(gemm_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4(gemm_q5_0x4, GGML_TYPE_Q5_0)
+DEFINE_GEMM_X4(gemm_iq4_nlx4, GGML_TYPE_IQ4_NL)
 
 #define DEFINE_GEMM_FEW(NAME, TYPE)                                                                           \
     static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
@@ -1009,14 +1023,13 @@ void kernels_fill_avx512(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
-    /* avx2's IQ4_NL x4 and Q3_K x4 (inherited above) are not used here: on a
-     * Zen 5 (bench-kernels -t 1 -c -b -r 15 -n 1|4 -s 8192x2048) avx2's IQ4_NL
-     * x4 tiles are level with this variant's on the weights as stored for one
-     * token (42.9 / 42.7 GMAC/s) and behind for four (65.6 / 87.3); Q3_K x4's
-     * level for one (55.9 / 55.0), 1.15x for four, but this file has no
-     * 16-lane gemm_many for Q3_K x4's re-coded planes, so prefill would drop
-     * to avx2's 8-lane one */
-    t->types[GGML_TYPE_IQ4_NL].repack_type = 0;
+    /* IQ4_NL x4: Q4_0 x4's tiles with the nibbles through the codebook (+ 128,
+     * K = 128).  avx2's Q3_K x4 (inherited above) is not used here: on a Zen 5
+     * (bench-kernels -t 1 -c -b -r 15 -n 1|4 -s 8192x2048) its tiles are level
+     * with this variant's on the weights as stored for one token (55.9 / 55.0
+     * GMAC/s), 1.15x for four, but this file has no 16-lane gemm_many for Q3_K
+     * x4's re-coded planes, so prefill would drop to avx2's 8-lane one */
+    kernels_use_x4_prep(t, GGML_TYPE_IQ4_NL, gemm_iq4_nlx4, prep_iq4_nlx4, gemm_iq4_nlx4q);
     t->types[GGML_TYPE_Q3_K].repack_type = 0;
     kernels_fill_gemm_avx512(t);
     kernels_fill_ops_avx512(t);
