@@ -14,11 +14,14 @@
  * taking the bytes whole (two instructions per two rows and block where
  * avx2 needs four); more tokens: the avx2 tiles. */
 #define X4_DOT(lo, a0, hi, a1) _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, a0), hi, a1)
+#define X4_IQ4NL_UNSIGNED 1 /* IQ4_NL x4: codebook + 128 whole, as Q4_0 (avx2: the abs/sign trick) */
 #include "gemv_x4_avx2.h"
 DEFINE_GEMM_X4P(gemm_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4P(gemm_q5_0x4, GGML_TYPE_Q5_0)
 DEFINE_GEMM_X4Q(gemm_q4_0x4q, prep_q4_0x4, GGML_TYPE_Q4_0)
 DEFINE_GEMM_X4Q(gemm_q5_0x4q, prep_q5_0x4, GGML_TYPE_Q5_0)
+DEFINE_GEMM_X4P(gemm_iq4_nlx4, GGML_TYPE_IQ4_NL)
+DEFINE_GEMM_X4Q(gemm_iq4_nlx4q, prep_iq4_nlx4, GGML_TYPE_IQ4_NL)
 
 /* Q4_0 / Q5_0 / Q8_0, 1-4 tokens: gemm32_avx2.h's tiles with the weights
  * unsigned (w + K) on vpdpbusd, K times the token's four-byte sums taken
@@ -120,11 +123,13 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     lowbit_fill(t);
     kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
+    kernels_use_x4_prep(t, GGML_TYPE_IQ4_NL, gemm_iq4_nlx4, prep_iq4_nlx4, gemm_iq4_nlx4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
-    /* IQ4_NL x4 and Q3_K x4 stay avx2's (inherited above, with their
-     * repacking): on a Zen 5 their tiles beat this variant's on the weights
-     * as stored (bench-kernels -t 1 -c -b -r 15 -n 1|4 -s 8192x2048: IQ4_NL
-     * 32.3 -> 42.9 GMAC/s one token, 46.8 -> 65.6 four; Q3_K 30.0 -> 55.9,
-     * 50.0 -> 94.0); gemm_many on them is this file's (VNNI). */
+    /* IQ4_NL x4 (above: vpdpbusd on codebook + 128) and Q3_K x4 (avx2's,
+     * inherited) are repacked: on a Zen 5 avx2's x4 tiles alone beat this
+     * variant's on the weights as stored (bench-kernels -t 1 -c -b -r 15 -n
+     * 1|4 -s 8192x2048: IQ4_NL 32.3 -> 42.9 GMAC/s one token, 46.8 -> 65.6
+     * four; Q3_K 30.0 -> 55.9, 50.0 -> 94.0); gemm_many on them is this
+     * file's (VNNI). */
 }

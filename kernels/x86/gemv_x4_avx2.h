@@ -25,7 +25,9 @@
  * the activation with w's sign, |pair| <= 2 * 127 * 127 < 2^15, each half
  * widened on its own: the two halves' int16 sum could reach 2^16), as the
  * avx2 IQ4_NL vec_dot does.  Its float steps are Q5_0's ((d_x * d_y) * sum,
- * the reference's).
+ * the reference's).  An includer whose X4_DOT takes unsigned bytes whole
+ * (vpdpbusd) defines X4_IQ4NL_UNSIGNED: IQ4_NL then goes as Q4_0 does, its
+ * codebook values + 128 (1 .. 241) with K = 128.
  */
 #ifndef INFER_GEMV_X4_AVX2_H
 #define INFER_GEMV_X4_AVX2_H
@@ -38,13 +40,23 @@
                                        _mm256_set1_epi16(1)))
 #endif
 
-/* The offset K of a type's unpacked quants (0: IQ4_NL's signed codebook
- * values), and the eight int32 lanes of sum(lo * a0) + sum(hi * a1) over
- * groups of four bytes for the type's lo, hi. */
-INLINE int x4_koff(const int type) { return type == GGML_TYPE_Q5_0 ? 16 : type == GGML_TYPE_IQ4_NL ? 0 : 8; }
+#ifndef X4_IQ4NL_UNSIGNED
+#define X4_IQ4NL_UNSIGNED 0
+#endif
+/* IQ4_NL's unpacked quants are its signed codebook values (X4_SDOT, no
+ * offset), unless X4_IQ4NL_UNSIGNED. */
+INLINE bool x4_signed(const int type) { return type == GGML_TYPE_IQ4_NL && !X4_IQ4NL_UNSIGNED; }
+
+/* The offset K of a type's unpacked quants (0: x4_signed), and the eight
+ * int32 lanes of sum(lo * a0) + sum(hi * a1) over groups of four bytes for
+ * the type's lo, hi. */
+INLINE int x4_koff(const int type)
+{
+    return type == GGML_TYPE_Q5_0 ? 16 : x4_signed(type) ? 0 : type == GGML_TYPE_IQ4_NL ? 128 : 8;
+}
 INLINE __m256i x4_dot(const int type, __m256i lo, __m256i a0, __m256i hi, __m256i a1)
 {
-    return type == GGML_TYPE_IQ4_NL ? X4_SDOT(lo, a0, hi, a1) : X4_DOT(lo, a0, hi, a1);
+    return x4_signed(type) ? X4_SDOT(lo, a0, hi, a1) : X4_DOT(lo, a0, hi, a1);
 }
 
 /* Sums v[p][k] of (rows 2p | 2p + 1 in the two 128-bit lanes, block k <
@@ -91,7 +103,9 @@ INLINE void x4_unpack_pair(const int type, __m256i q, __m256i hl, __m256i hh, __
     *lo = _mm256_and_si256(q, m4);
     *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     if (type == GGML_TYPE_IQ4_NL) {
-        const __m256i cb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+        __m256i cb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+        if (!x4_signed(type))
+            cb = _mm256_xor_si256(cb, _mm256_set1_epi8((char)0x80));
         *lo = _mm256_shuffle_epi8(cb, *lo);
         *hi = _mm256_shuffle_epi8(cb, *hi);
     }
@@ -154,14 +168,14 @@ INLINE __m128 x4_group(const int type, const int KB, const uint8_t *w, size_t w_
         const uint8_t *blk = w + (size_t)(b + k) * bs;
         const __m256i a0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab[b + k].qs));
         const __m256i a1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab[b + k].qs + 16)));
-        const __m256i c = type == GGML_TYPE_IQ4_NL ? zero : X4_DOT(K, a0, K, a1);
+        const __m256i c = x4_signed(type) ? zero : X4_DOT(K, a0, K, a1);
         dyh[k] = ld16(&ab[b + k].d);
         UNROLL
         for (int p = 0; p < 2; p++) {
             const uint8_t *r0 = blk + (size_t)(2 * p) * w_row, *r1 = r0 + w_row;
             __m256i lo, hi;
             x4_unpack_blocks(type, r0, r1, &lo, &hi);
-            v[p][k] = type == GGML_TYPE_IQ4_NL ? x4_dot(type, lo, a0, hi, a1)
+            v[p][k] = x4_signed(type) ? x4_dot(type, lo, a0, hi, a1)
                                                : _mm256_sub_epi32(X4_DOT(lo, a0, hi, a1), c);
             dxh[p][k] = ld16(r0);
             dxh[p][4 + k] = ld16(r1);
@@ -222,7 +236,7 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
                 const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + 4 * j + k;
                 a0[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
                 a1[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
-                c[t] = type == GGML_TYPE_IQ4_NL ? _mm256_setzero_si256() : X4_DOT(K, a0[t], K, a1[t]);
+                c[t] = x4_signed(type) ? _mm256_setzero_si256() : X4_DOT(K, a0[t], K, a1[t]);
                 dyh[t][k] = ld16(&ab->d);
             }
             UNROLL
@@ -231,7 +245,7 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
                 x4_unpack_tile(type, tile, p, k, bs, &lo, &hi);
                 UNROLL
                 for (int t = 0; t < NT; t++)
-                    v[t][p][k] = type == GGML_TYPE_IQ4_NL ? x4_dot(type, lo, a0[t], hi, a1[t])
+                    v[t][p][k] = x4_signed(type) ? x4_dot(type, lo, a0[t], hi, a1[t])
                                                           : _mm256_sub_epi32(X4_DOT(lo, a0[t], hi, a1[t]), c[t]);
             }
         }
@@ -292,7 +306,7 @@ INLINE __m256 x4q_pair(const int type, const int NT, __m256i lo, __m256i hi, con
     for (int s = 0; s < 4; s++)
         if (s < 2 || NT > 2)
             v[s] = x4_dot(type, lo, a0[s], hi, a1[s]);
-    if (type != GGML_TYPE_IQ4_NL) /* IQ4_NL: no offset, corr is 0 */
+    if (!x4_signed(type)) /* signed IQ4_NL: no offset, corr is 0 */
         v[0] = _mm256_add_epi32(v[0], corr);
     const __m256 f = _mm256_cvtepi32_ps(x4q_rotsum(NT, 0, v));
     return _mm256_add_ps(acc, type == GGML_TYPE_Q4_0 ? _mm256_mul_ps(_mm256_mul_ps(f, dxk), dy)
