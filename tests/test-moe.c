@@ -34,6 +34,19 @@ static float frand(void) /* uniform in [-1, 1) */
     return (float)((rng_state >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
 }
 
+/* A row of random bytes in blocks of bsize bytes, each block's f16 scale
+ * (d) at d_off. */
+static void random_blocks(uint8_t *dst, size_t row, size_t bsize, size_t d_off, float d)
+{
+    for (size_t b = 0; b < row; b++) {
+        rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+        dst[b] = (uint8_t)(rng_state >> 56);
+    }
+    const uint16_t dh = fp32_to_fp16(d);
+    for (size_t b = 0; b < row; b += bsize)
+        memcpy(dst + b + d_off, &dh, 2);
+}
+
 /* n_rows rows of D floats (scaled by g) encoded in `type` (F32, Q8_0, Q4_0:
  * the reference quantizers; Q4_K: random blocks with small scales). */
 static void *make_rows(uint32_t type, int64_t n_rows, int64_t n_in, float g)
@@ -53,44 +66,18 @@ static void *make_rows(uint32_t type, int64_t n_rows, int64_t n_in, float g)
             quantize_row_q8_0_ref(f, dst, n_in);
         else if (type == GGML_TYPE_Q4_0)
             quantize_row_q4_0_ref(f, dst, n_in);
-        else if (type == GGML_TYPE_Q6_K) { /* random ql, qh, scales; d (f16) last in each 210 bytes */
-            for (size_t b = 0; b < row; b++) {
-                rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-                dst[b] = (uint8_t)(rng_state >> 56);
-            }
-            for (size_t b = 0; b < row; b += 210) {
-                const uint16_t d = fp32_to_fp16(0.0005f * g);
-                memcpy(dst + b + 208, &d, 2);
-            }
-        } else if (type == GGML_TYPE_IQ4_NL) { /* random nibbles; d (f16) first in each 18 bytes */
-            for (size_t b = 0; b < row; b++) {
-                rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-                dst[b] = (uint8_t)(rng_state >> 56);
-            }
-            for (size_t b = 0; b < row; b += 18) {
-                const uint16_t d = fp32_to_fp16(0.001f * g);
-                memcpy(dst + b, &d, 2);
-            }
-        } else if (type == GGML_TYPE_Q3_K) { /* random hmask, qs, scales; d (f16) last in each 110 bytes */
-            for (size_t b = 0; b < row; b++) {
-                rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-                dst[b] = (uint8_t)(rng_state >> 56);
-            }
-            for (size_t b = 0; b < row; b += 110) {
-                const uint16_t d = fp32_to_fp16(0.001f * g);
-                memcpy(dst + b + 108, &d, 2);
-            }
-        } else { /* Q4_K: d, dmin (f16), 12 scale bytes, 128 nibble bytes per 256 */
+        else if (type == GGML_TYPE_Q6_K) /* random ql, qh, scales; d (f16) last in each 210 bytes */
+            random_blocks(dst, row, 210, 208, 0.0005f * g);
+        else if (type == GGML_TYPE_IQ4_NL) /* random nibbles; d (f16) first in each 18 bytes */
+            random_blocks(dst, row, 18, 0, 0.001f * g);
+        else if (type == GGML_TYPE_Q3_K) /* random hmask, qs, scales; d (f16) last in each 110 bytes */
+            random_blocks(dst, row, 110, 108, 0.001f * g);
+        else { /* Q4_K: d, dmin (f16), 12 scale bytes, 128 nibble bytes per 256 */
             assert_int_equal(type, GGML_TYPE_Q4_K);
-            for (size_t b = 0; b < row; b++) {
-                rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-                dst[b] = (uint8_t)(rng_state >> 56);
-            }
-            for (size_t b = 0; b < row; b += 144) {
-                const uint16_t d = fp32_to_fp16(0.02f * g), dm = fp32_to_fp16(0.01f * g);
-                memcpy(dst + b, &d, 2);
+            random_blocks(dst, row, 144, 0, 0.02f * g);
+            const uint16_t dm = fp32_to_fp16(0.01f * g);
+            for (size_t b = 0; b < row; b += 144)
                 memcpy(dst + b + 2, &dm, 2);
-            }
         }
     }
     free(f);

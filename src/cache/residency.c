@@ -77,9 +77,11 @@ infer_status infer_gguf_range_residency(const infer_gguf *g, uint64_t offset, ui
 }
 
 /* path opened read-only as a regular file: *fd and its size, or *fd = -1
- * for an empty file (nothing to map: 100% resident). */
-static infer_status open_regular(const char *path, int *fd, size_t *size)
+ * for an empty file (nothing to map: *out says 100% resident).  *out is
+ * zeroed first. */
+static infer_status open_regular(const char *path, int *fd, size_t *size, infer_residency *out)
 {
+    memset(out, 0, sizeof(*out));
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0)
         return infer_error(INFER_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
@@ -93,6 +95,7 @@ static infer_status open_regular(const char *path, int *fd, size_t *size)
     if (*size == 0) {
         close(*fd);
         *fd = -1;
+        out->percent = 100.0;
     }
     return INFER_OK;
 }
@@ -102,15 +105,11 @@ static infer_status open_regular(const char *path, int *fd, size_t *size)
  * unmap.  On error *out is zeroed. */
 infer_status infer_file_residency(const char *path, infer_residency *out)
 {
-    memset(out, 0, sizeof(*out));
     int fd;
     size_t size;
-    const infer_status ost = open_regular(path, &fd, &size);
-    if (ost != INFER_OK || fd < 0) {
-        if (ost == INFER_OK)
-            out->percent = 100.0;
+    const infer_status ost = open_regular(path, &fd, &size, out);
+    if (ost != INFER_OK || fd < 0)
         return ost;
-    }
     void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
     int map_errno = errno;
     close(fd);
@@ -273,15 +272,11 @@ infer_status file_warm_range(const char *path, uint64_t file_size, uint64_t offs
  * has them (gguf_map_readonly).  Pages already in memory stay as they are. */
 infer_status file_warm_huge(const char *path, infer_residency *out)
 {
-    memset(out, 0, sizeof(*out));
     int fd;
     size_t size;
-    const infer_status ost = open_regular(path, &fd, &size);
-    if (ost != INFER_OK || fd < 0) {
-        if (ost == INFER_OK)
-            out->percent = 100.0;
+    const infer_status ost = open_regular(path, &fd, &size, out);
+    if (ost != INFER_OK || fd < 0)
         return ost;
-    }
     const size_t ps = page_size();
     bool huge = false;
     uint8_t *map = gguf_map_readonly(fd, size, true, &huge);
