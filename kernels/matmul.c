@@ -695,34 +695,61 @@ static struct mm mm_of_job(const struct matmul_q_job *j, size_t w_row, size_t ac
     };
 }
 
-int matmul_q_rows(const struct matmul_q_job *j, int64_t o0, int64_t o1)
+/* Rows [o0, o1) of a checked job (row sizes from rows_check) into
+ * y[t * ys + o - o0]: the range as a matrix of its own, its first row at w
+ * and its outputs ys apart (mm_rows and gemm_many use n_out only as the
+ * stride), so the tiles start at the same rows and give the same bits. */
+static void rows_to(const struct matmul_q_job *j, int64_t o0, int64_t o1, float *y, size_t ys, size_t w_row,
+                    size_t act_row)
 {
-    size_t w_row, act_row;
-    const int st = rows_check(j, o0, o1, &w_row, &act_row);
-    if (st)
-        return st;
-    if (o0 == o1 || j->n_tok == 0)
-        return INFER_OK;
-    if (!j->y || !j->w || !j->xq)
-        return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
-    const struct mm m = mm_of_job(j, w_row, act_row);
+    struct mm m = mm_of_job(j, w_row, act_row);
+    const int64_t n = o1 - o0;
+    m.w += (size_t)o0 * w_row;
+    m.y = y;
+    m.n_out = (int64_t)ys;
     if (m.n_tok == 1) { /* GEMV: one sweep */
-        mm_rows(&m, o0, o1, 0, 1);
-        return INFER_OK;
+        mm_rows(&m, 0, n, 0, 1);
+        return;
     }
     if (m.many) {
         for (int64_t t0 = 0; t0 < m.n_tok; t0 += MATMUL_MANY_TOK) {
             const int64_t t1 = t0 + MATMUL_MANY_TOK < m.n_tok ? t0 + MATMUL_MANY_TOK : m.n_tok;
-            if (m.many(m.n_in, m.w + (size_t)o0 * w_row, w_row, o1 - o0, m.a + (size_t)t0 * act_row, act_row, t1 - t0,
-                       m.y + t0 * m.n_out + o0, (size_t)m.n_out) != 0)
-                mm_rows(&m, o0, o1, t0, t1);
+            if (m.many(m.n_in, m.w, w_row, n, m.a + (size_t)t0 * act_row, act_row, t1 - t0, m.y + t0 * m.n_out,
+                       (size_t)m.n_out) != 0)
+                mm_rows(&m, 0, n, t0, t1);
         }
-        return INFER_OK;
+        return;
     }
     int64_t rb = MATMUL_BLOCK_BYTES / (int64_t)w_row / GEMM_ROWS * GEMM_ROWS;
     rb = rb < GEMM_ROWS ? GEMM_ROWS : rb;
-    for (int64_t r = o0; r < o1; r += rb) /* a row block in the L1, the tokens past it */
-        mm_rows(&m, r, r + rb < o1 ? r + rb : o1, 0, m.n_tok);
+    for (int64_t r = 0; r < n; r += rb) /* a row block in the L1, the tokens past it */
+        mm_rows(&m, r, r + rb < n ? r + rb : n, 0, m.n_tok);
+}
+
+int matmul_q_rows(const struct matmul_q_job *j, int64_t o0, int64_t o1)
+{
+    size_t w_row, act_row;
+    const int st = rows_check(j, o0, o1, &w_row, &act_row);
+    if (st || o0 == o1 || j->n_tok == 0)
+        return st;
+    if (!j->y || !j->w || !j->xq)
+        return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
+    rows_to(j, o0, o1, j->y + o0, (size_t)j->n_out, w_row, act_row);
+    return INFER_OK;
+}
+
+int matmul_q_rows_to(const struct matmul_q_job *j, int64_t o0, int64_t o1, float *y, size_t ys)
+{
+    size_t w_row, act_row;
+    const int st = rows_check(j, o0, o1, &w_row, &act_row);
+    if (st || o0 == o1 || j->n_tok == 0)
+        return st;
+    if (!y || !j->w || !j->xq)
+        return infer_error(INFER_ERR_INVALID, "matmul: NULL argument");
+    if (ys < (size_t)(o1 - o0))
+        return infer_error(INFER_ERR_INVALID, "matmul: output stride %zu below the %lld rows", ys,
+                           (long long)(o1 - o0));
+    rows_to(j, o0, o1, y, ys, w_row, act_row);
     return INFER_OK;
 }
 

@@ -96,6 +96,11 @@ struct matmul_q_job {
  * tokens pass), so every output has the bits matmul_q gives it.  Same
  * error contract as matmul (also for a row range outside [0, n_out]). */
 int matmul_q_rows(const struct matmul_q_job *job, int64_t o0, int64_t o1);
+/* The same into y[t * ys + o - o0] (the range's first row at y, outputs
+ * of a token ys >= o1 - o0 apart; job->y is not used), e.g. a compact
+ * scratch that one item fills and reads back (the expert FFN's weighted
+ * sums).  Same bits as matmul_q_rows, same error contract. */
+int matmul_q_rows_to(const struct matmul_q_job *job, int64_t o0, int64_t o1, float *y, size_t ys);
 
 /* Up to MATMUL_JOBS_MAX matmul_q jobs (e.g. the Q, K and V projections of
  * one input), with the bits matmul_q gives each.  For up to GEMM_TOKS tokens

@@ -963,6 +963,27 @@ static void test_matmul_jobs(void **state)
             for (int k = 0; k < NJ; k++)
                 assert_memory_equal(y[k], ref[k], (size_t)(nt * outs[k]) * sizeof(float));
         }
+        /* matmul_q_rows_to: a row range (from a tile boundary, ending past
+         * the last full tile) into a compact buffer ys apart, as the expert
+         * FFN's down items use it: the same bits, nothing written past a
+         * token's rows */
+        for (int k = 0; k < NJ; k++) {
+            const int64_t o0 = outs[k] > 32 ? 16 : 0, o1 = outs[k] > 32 ? outs[k] - 5 : outs[k], len = o1 - o0;
+            const size_t ys = (size_t)len + 3;
+            float *c = malloc((size_t)nt * ys * sizeof(float));
+            memset(c, 0xff, (size_t)nt * ys * sizeof(float));
+            jobs[k].y = NULL; /* not used */
+            assert_int_equal(matmul_q_rows_to(&jobs[k], o0, o1, c, ys), INFER_OK);
+            for (int64_t t = 0; t < nt; t++) {
+                assert_memory_equal(c + t * (int64_t)ys, ref[k] + t * outs[k] + o0, (size_t)len * sizeof(float));
+                for (size_t i = (size_t)len; i < ys; i++)
+                    assert_true(isnan(c[t * (int64_t)ys + (int64_t)i]));
+            }
+            assert_int_equal(matmul_q_rows_to(&jobs[k], o0, o1, c, (size_t)len - 1), INFER_ERR_INVALID);
+            assert_int_equal(matmul_q_rows_to(&jobs[k], o0, outs[k] + 1, c, ys), INFER_ERR_INVALID);
+            jobs[k].y = y[k];
+            free(c);
+        }
     }
     pool_set_threads(saved);
     /* errors: a bad job anywhere stops the call before any job runs */

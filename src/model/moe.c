@@ -15,10 +15,11 @@
  * converted rows of all its tokens at once, so its weights are read once
  * per batch, not once per token (a merged ffn_gate_up_exps is one matrix of
  * 2 n_ff_exp rows).  The work after the router is two pool loops, whose
- * items are described below, and the weighted sum: a token's output is the
- * sum of its pairs' down outputs times their weights over its experts in
- * ascending index order, whatever the batch (llama.cpp adds in slot order:
- * a rounding difference only).  Each matmul gives the bits of single-token
+ * items are described below; the second runs the down projections and the
+ * weighted sum in one: a token's output is the sum of its pairs' down
+ * outputs times their weights over its experts in ascending index order,
+ * whatever the batch (llama.cpp adds in slot order: a rounding difference
+ * only).  Each matmul gives the bits of single-token
  * vec_dot (matmul.h), so a token's output does not depend on the tokens
  * batched with it.
  */
@@ -130,22 +131,27 @@ done:
  *     r0 and r1 are multiples of that type's block (and of 16), so each
  *     block of h is converted whole, with the bits a conversion of the full
  *     row gives (conversions work per block).
- *   down items (expert e, rows [r0, r1) of D, a chunk of its pairs): the
- *     pairs' down outputs,
- *
- * then the weighted sums, a token at a time (its pairs in ascending expert
- * order), in the caller for a few tokens or as a third loop for a batch.
- * The sum is not done inside the down items: that needs items of output
- * rows across all experts, and in decode those are short runs over each
- * expert's matrix, which cost ~10% more (see the item sizes below).
+ *   down items (rows [r0, r1) of D, every token): the down projection fused
+ *     with the weighted sum.  Each active expert in ascending index order
+ *     runs rows [r0, r1) of its down matrix over its pairs (in chunks of at
+ *     most MOE_CHUNK) into the item's own scratch, and each pair's outputs,
+ *     times its weight, go straight into its token's rows of out, added in
+ *     that order: the down outputs are never stored for the whole batch
+ *     (they were 16 MB written and read again per layer for a 512-token
+ *     batch of the qwen3moe bench file), and out's rows of an item are
+ *     written by that item alone.
  *
  * Decode (one token, 8 of 64 experts) is 2 loops a layer, not one per
- * matrix, and each item is a whole matrix; prefill items hold whole
- * experts' rows over up to MOE_CHUNK of their tokens, so each expert's
- * weights are read once per chunk.  When no item is split into row ranges
- * (enough chunks for MOE_ITEMS_PER_THREAD a thread: decode of 8 experts
- * on up to 2 threads, prefill of 32-128 experts), the two loops are one of
- * whole experts (moe_expert_run).
+ * matrix: up items are whole matrices, down items a share of D's rows over
+ * each of the token's experts.  Prefill up items hold whole experts' rows
+ * over up to MOE_CHUNK of their tokens, so each expert's weights are read
+ * once per chunk; its down rows are read once per item, over all its pairs.
+ * There is one down item per taking-part thread (their work is even: the
+ * same rows of every expert): more, shorter runs over each matrix start
+ * with more misses the tiles' prefetching has not covered (contrib/bench/
+ * moe-ab on the qwen3moe bench file, 2 threads: 4 items a thread 2-9%
+ * slower than the unfused loops at 1-16 tokens, 1 a thread level or faster
+ * at 1-512 tokens).
  */
 #define MOE_CHUNK 256
 /* pool items per taking-part thread each loop aims at */
@@ -169,14 +175,19 @@ struct moe_run {
     size_t wrow_g;      /* bytes of a gate weight row (merged: up row F follows gate row F - 1) */
     float *hg, *hu, *h; /* gate (and merged up) outputs, FG a pair; up outputs; h, F a pair */
     char *hq;           /* h converted for the down projection, row_d a pair */
-    float *yd;          /* down outputs, D a pair */
     float *out;
     int64_t n_tok;
     from_float_fn qd;
     int64_t qd_blk;     /* elements per block of the down activation type */
     size_t qd_bytes;    /* bytes per such block */
-    const struct moe_item *items, *ditems; /* up items, down items */
-    int64_t n_items, n_ditems;
+    const struct moe_item *items; /* up items */
+    int64_t n_items;
+    int64_t rd;         /* rows of D a down item (the last one: the rest) */
+    float *ys;          /* the down items' scratch, ys_item floats each */
+    size_t ys_item;
+    const int64_t *off; /* pairs of expert e: [off[e], off[e + 1]) */
+    const int32_t *act; /* the experts with pairs, ascending index */
+    int n_act;
     const int64_t *tpair; /* token t's pairs, ascending expert: tpair[t * K + k] */
     int K;
     _Atomic int err;
@@ -234,27 +245,10 @@ static void moe_up_run(void *ctx, int64_t i0, int64_t i1)
     }
 }
 
-static void moe_down_run(void *ctx, int64_t i0, int64_t i1)
-{
-    struct moe_run *r = ctx;
-    const int64_t D = r->D;
-    for (int64_t i = i0; i < i1; i++) {
-        const struct moe_item *it = &r->ditems[i];
-        const struct mat wd = mat_expert(&r->l->ffn_down_exps, it->e);
-        const struct matmul_q_job jd = {r->yd + it->p0 * D, wd.data, r->td, r->hq + (size_t)it->p0 * r->row_d, r->F,
-                                        D, it->p1 - it->p0};
-        const int st = matmul_q_rows(&jd, it->r0, it->r1);
-        if (st) {
-            moe_fail(r, st);
-            return;
-        }
-    }
-}
-
 /* The first MOE_PF_HEAD bytes of a weight matrix towards the caches.  The
  * decode kernels prefetch their weight stream ~8 KB ahead, so a matrix's
  * first 8 KB, met cold at its start, are misses; one token's experts start
- * 24 matrices a layer. */
+ * 24 runs a layer. */
 #define MOE_PF_HEAD 8192
 static void prefetch_head(const void *p)
 {
@@ -262,26 +256,20 @@ static void prefetch_head(const void *p)
         __builtin_prefetch((const char *)p + o, 0, 3);
 }
 
-/* Whole experts (item i: the up item and the down item of one chunk of
- * an expert's pairs, each over all its rows): the down matrix right after
- * the gate/up of the same pairs, so h is still in this core's caches and
- * the layer needs one pool loop, not two with a wait for the slowest
- * thread between them. */
-static void moe_expert_run(void *ctx, int64_t i0, int64_t i1)
+/* Up items, in decode (whole matrices) with the head of the up matrix
+ * fetched before the gate runs and the next item's gate head after. */
+static void moe_up_items_run(void *ctx, int64_t i0, int64_t i1)
 {
     struct moe_run *r = ctx;
     for (int64_t i = i0; i < i1 && !atomic_load(&r->err); i++) {
         const int e = r->items[i].e;
-        if (r->one_tok) { /* the heads of this expert's up and down matrices */
+        if (r->one_tok) {
             const char *wg = mat_expert(&r->l->ffn_gate_exps, e).data;
             prefetch_head(r->merged ? wg + (size_t)r->F * r->wrow_g : mat_expert(&r->l->ffn_up_exps, e).data);
-            prefetch_head(mat_expert(&r->l->ffn_down_exps, e).data);
         }
         moe_up_run(ctx, i, i + 1);
-        if (r->one_tok && i + 1 < r->n_items) /* and the next item's gate (likely this thread's) */
+        if (r->one_tok && i + 1 < r->n_items)
             prefetch_head(mat_expert(&r->l->ffn_gate_exps, r->items[i + 1].e).data);
-        if (!atomic_load(&r->err))
-            moe_down_run(ctx, i, i + 1);
     }
 }
 
@@ -307,19 +295,39 @@ static void add_scaled(float *restrict o, const float *restrict y, float w, int6
         o[i] += y[i] * w;
 }
 
-/* out rows of tokens [t0, t1): each pair's weighted share, the token's
- * pairs in ascending expert order (tpair), added to 0 */
-static void moe_sum_run(void *ctx, int64_t t0, int64_t t1)
+/* Down items: rows [r0, r1) of every expert's down matrix over its pairs,
+ * each pair's outputs times its weight added into its token's rows of out
+ * (the first of a token's pairs, in ascending expert order, over 0). */
+static void moe_down_sum_run(void *ctx, int64_t i0, int64_t i1)
 {
     struct moe_run *r = ctx;
     const int64_t D = r->D;
-    for (int64_t t = t0; t < t1; t++) {
-        float *o = r->out + t * D;
+    for (int64_t i = i0; i < i1 && !atomic_load(&r->err); i++) {
+        const int64_t r0 = i * r->rd, r1 = r0 + r->rd < D ? r0 + r->rd : D, len = r1 - r0;
+        float *sc = r->ys + (size_t)i * r->ys_item;
         if (r->K == 0)
-            memset(o, 0, (size_t)D * sizeof(float));
-        for (int k = 0; k < r->K; k++) {
-            const int64_t p = r->tpair[t * r->K + k];
-            add_scaled(o, r->yd + p * D, r->lw[p], D, k == 0);
+            for (int64_t t = 0; t < r->n_tok; t++)
+                memset(r->out + t * D + r0, 0, (size_t)len * sizeof(float));
+        for (int a = 0; a < r->n_act; a++) {
+            const int e = r->act[a];
+            const struct mat wd = mat_expert(&r->l->ffn_down_exps, e);
+            if (r->one_tok && a + 1 < r->n_act) /* the next expert's rows, met cold */
+                prefetch_head((const char *)mat_expert(&r->l->ffn_down_exps, r->act[a + 1]).data +
+                              (size_t)r0 * ggml_row_size(r->td, r->F));
+            const int64_t n = r->off[e + 1] - r->off[e], nc = (n + MOE_CHUNK - 1) / MOE_CHUNK;
+            for (int64_t ch = 0; ch < nc; ch++) { /* chunks of even size, as the up items' */
+                const int64_t p0 = r->off[e] + n * ch / nc, p1 = r->off[e] + n * (ch + 1) / nc;
+                const struct matmul_q_job jd = {NULL, wd.data, r->td, r->hq + (size_t)p0 * r->row_d, r->F, D, p1 - p0};
+                const int st = matmul_q_rows_to(&jd, r0, r1, sc, (size_t)len);
+                if (st) {
+                    moe_fail(r, st);
+                    return;
+                }
+                for (int64_t p = p0; p < p1; p++) {
+                    const int64_t t = r->ltok[p];
+                    add_scaled(r->out + t * D + r0, sc + (p - p0) * len, r->lw[p], len, r->tpair[t * r->K] == p);
+                }
+            }
         }
     }
 }
@@ -375,8 +383,10 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     int32_t *ltok = malloc(nk * sizeof(int32_t)); /* pair -> token */
     float *lw = malloc(nk * sizeof(float));       /* pair -> routing weight */
     int32_t *act = malloc((size_t)E * sizeof(int32_t));
+    int32_t *asc = malloc((size_t)E * sizeof(int32_t)); /* the same, ascending index */
     /* the block: x converted for gate (and up); for up when it needs its
-     * own rows; converted rows of every pair (gate, up); hg, hu, hq, yd */
+     * own rows; converted rows of every pair (gate, up); hg, hu, hq; the
+     * down items' scratch (its size is known after the routing) */
     size_t ws_len[8] = {nt * row_g,
                         two_act ? nt * row_u : 0,
                         one_tok ? 0 : nk * row_g,
@@ -384,7 +394,17 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
                         nk * (size_t)FG * sizeof(float),
                         nk * (size_t)F * sizeof(float),
                         nk * row_d,
-                        nk * (size_t)D * sizeof(float)};
+                        0};
+    /* the down items: rows of D in units of 16 (x4 layouts interleave up
+     * to 16 rows), MOE_ITEMS_PER_THREAD a thread; their scratch holds a
+     * chunk of pairs (at most MOE_CHUNK, and no more than an expert can
+     * have) times the item's rows */
+    const int64_t n_dwant = nth;
+    int64_t rd = round_up((D + n_dwant - 1) / n_dwant, 16);
+    rd = rd < D ? rd : D;
+    const int64_t n_ditems = (D + rd - 1) / rd;
+    const size_t ys_item = (size_t)rd * (nt < MOE_CHUNK ? nt : MOE_CHUNK);
+    ws_len[7] = (size_t)n_ditems * ys_item * sizeof(float);
     size_t ws_off[8], ws_bytes = 0;
     for (int i = 0; i < 8; i++) {
         ws_off[i] = ws_bytes;
@@ -400,12 +420,12 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     float *hg = ws ? (float *)(ws + ws_off[4]) : NULL;
     float *hu = ws ? (float *)(ws + ws_off[5]) : NULL;
     void *hq = ws ? ws + ws_off[6] : NULL;
-    float *yd = ws ? (float *)(ws + ws_off[7]) : NULL;
+    float *ys = ws ? (float *)(ws + ws_off[7]) : NULL;
     struct moe_item *items = NULL;
     int64_t *tpair = NULL;
     int32_t *tfill = calloc(nt, sizeof(int32_t)); /* pairs of each token so far */
     if (!logits || !sel || !wts || !off || !fill || !ltok || !lw || !act || !xq_g || !xq_u || !xg || !xu || !hg ||
-        !hu || !hq || !yd || !tfill || !adtt || !kern.types[adt].from_float) {
+        !hu || !hq || !ys || !asc || !tfill || !adtt || !kern.types[adt].from_float) {
         st = infer_error(INFER_ERR_NOMEM, "out of memory for the experts of %lld tokens", (long long)n_tok);
         goto done;
     }
@@ -415,7 +435,7 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     {
         const struct matmul_q_job jg = {hg, l->ffn_gate_exps.m.data, tg, xg, D, FG, n_tok};
         const struct matmul_q_job ju = {hu, l->ffn_up_exps.m.data, tu, xu, D, F, n_tok};
-        const struct matmul_q_job jd = {yd, l->ffn_down_exps.m.data, td, hq, F, D, n_tok};
+        const struct matmul_q_job jd = {ys, l->ffn_down_exps.m.data, td, hq, F, D, n_tok};
         if (matmul_q_rows(&jg, 0, 0) || (!merged && matmul_q_rows(&ju, 0, 0)) || matmul_q_rows(&jd, 0, 0)) {
             st = INFER_ERR_UNSUPPORTED; /* matmul left the message */
             goto done;
@@ -451,6 +471,7 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
     for (int e = 0; e < E; e++)
         if (off[e + 1] > off[e])
             act[n_act++] = e;
+    memcpy(asc, act, (size_t)n_act * sizeof(int32_t));
     for (int a = 1; a < n_act; a++) { /* insertion sort: n_act <= n_expert, mostly few */
         const int e = act[a];
         int j = a;
@@ -472,33 +493,28 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
         }
 
     /* up items: rows of F in units of u (a whole number of the down
-     * activation's blocks, and of 16 rows); down items: rows of D in units
-     * of 16.  Both: pairs in chunks of at most MOE_CHUNK, and rows split
-     * (halving) only until there are MOE_ITEMS_PER_THREAD items a thread: a
-     * run over a matrix's rows starts with misses the tiles' prefetching
-     * has not covered, so in decode fewer, longer runs are cheaper
-     * (moe-ab, one thread: a token's down rows in 4 blocks per expert cost
-     * ~10% more CPU than whole matrices). */
+     * activation's blocks, and of 16 rows), pairs in chunks of at most
+     * MOE_CHUNK, rows split (halving) only until there are
+     * MOE_ITEMS_PER_THREAD items a thread: a run over a matrix's rows
+     * starts with misses the tiles' prefetching has not covered, so in
+     * decode fewer, longer runs are cheaper. */
     int64_t n_chunks = 0;
     for (int a = 0; a < n_act; a++) {
         const int64_t n = off[act[a] + 1] - off[act[a]];
         n_chunks += (n + MOE_CHUNK - 1) / MOE_CHUNK;
     }
     const int64_t blk = adtt->block_size, unit = blk / gcd64(blk, 16) * 16;
-    int64_t rb = round_up(F, unit), rd = round_up(D, 16);
+    int64_t rb = round_up(F, unit);
     while (rb > unit && n_chunks * ((F + rb - 1) / rb) < (int64_t)nth * MOE_ITEMS_PER_THREAD)
         rb = round_up(rb / 2, unit);
-    while (rd > 16 && n_chunks * ((D + rd - 1) / rd) < (int64_t)nth * MOE_ITEMS_PER_THREAD)
-        rd = round_up(rd / 2, 16);
-    const int64_t n_items = n_chunks * ((F + rb - 1) / rb), n_ditems = n_chunks * ((D + rd - 1) / rd);
-    items = malloc((size_t)(n_items + n_ditems) * sizeof(*items));
+    const int64_t n_items = n_chunks * ((F + rb - 1) / rb);
+    items = malloc((size_t)n_items * sizeof(*items));
     tpair = malloc(nk * sizeof(*tpair));
     if (!items || !tpair) {
         st = infer_error(INFER_ERR_NOMEM, "out of memory for the experts of %lld tokens", (long long)n_tok);
         goto done;
     }
-    struct moe_item *ditems = items + n_items;
-    int64_t ni = 0, nd = 0;
+    int64_t ni = 0;
     for (int a = 0; a < n_act; a++) {
         const int e = act[a];
         const int64_t n = off[e + 1] - off[e], nc = (n + MOE_CHUNK - 1) / MOE_CHUNK;
@@ -506,8 +522,6 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
             const int64_t p0 = off[e] + n * ch / nc, p1 = off[e] + n * (ch + 1) / nc;
             for (int64_t r0 = 0; r0 < F; r0 += rb)
                 items[ni++] = (struct moe_item){e, (int32_t)r0, (int32_t)(r0 + rb < F ? r0 + rb : F), p0, p1};
-            for (int64_t r0 = 0; r0 < D; r0 += rd)
-                ditems[nd++] = (struct moe_item){e, (int32_t)r0, (int32_t)(r0 + rd < D ? r0 + rd : D), p0, p1};
         }
     }
     /* each token's pairs in ascending expert order (pairs are numbered so) */
@@ -519,27 +533,19 @@ infer_status moe_ffn(const struct model_config *c, const struct layer_weights *l
         .l = l, .D = D, .F = F, .FG = FG, .merged = merged, .one_tok = one_tok, .tg = tg, .tu = tu, .td = td,
         .ltok = ltok, .lw = lw, .xg = xg, .xu = xu, .row_g = row_g, .row_u = row_u, .row_d = row_d,
         .wrow_g = ggml_row_size(tg, D), .hg = hg,
-        .hu = hu, .h = merged ? hu : hg, .hq = hq, .yd = yd, .out = out, .n_tok = n_tok,
+        .hu = hu, .h = merged ? hu : hg, .hq = hq, .out = out, .n_tok = n_tok,
         .qd = kern.types[adt].from_float, .qd_blk = blk, .qd_bytes = adtt->type_size, .items = items,
-        .ditems = ditems, .n_items = n_items, .n_ditems = n_ditems, .tpair = tpair, .K = K,
+        .n_items = n_items, .rd = rd, .ys = ys, .ys_item = ys_item, .off = off, .act = asc, .n_act = n_act,
+        .tpair = tpair, .K = K,
     };
     atomic_init(&r.err, 0);
-    if (n_items == n_chunks && n_ditems == n_chunks) /* whole matrices: item i of both is chunk i */
-        pool_for(n_chunks, 1, moe_expert_run, &r);
-    else {
-        pool_for(n_items, 1, moe_up_run, &r);
-        if (!atomic_load(&r.err))
-            pool_for(n_ditems, 1, moe_down_run, &r);
-    }
+    pool_for(n_items, 1, moe_up_items_run, &r);
+    if (!atomic_load(&r.err))
+        pool_for(n_ditems, 1, moe_down_sum_run, &r);
     if (atomic_load(&r.err)) {
         st = INFER_ERR_UNSUPPORTED; /* matmul left the message */
         goto done;
     }
-    /* the weighted sums: in the caller for a few tokens */
-    if (nk * (size_t)D >= (1u << 17))
-        pool_for(n_tok, pool_grain(n_tok, 4, 1), moe_sum_run, &r);
-    else
-        moe_sum_run(&r, 0, n_tok);
     if (c->n_ff_shexp > 0)
         st = shared_expert(c, l, x, n_tok, out);
 done:
@@ -552,6 +558,7 @@ done:
     free(ltok);
     free(lw);
     free(act);
+    free(asc);
     free(items);
     free(tpair);
     free(tfill);
