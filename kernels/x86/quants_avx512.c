@@ -867,6 +867,131 @@ INLINE void kblock_x4(struct kblock *k, __m256i s16, const uint8_t *q0)
     }
 }
 
+/*
+ * Q4_K x4, 2-4 tokens: one row per 128-bit lane, 16 quant bytes each, so
+ * that a token's 16 activation bytes are one broadcast load and its
+ * products with the four rows one vpdpbusd (avx2's gemmK_x4t puts 8 bytes
+ * of a row in a 64-bit lane: twice the instructions at this width).  Per
+ * chunk of 64 elements the two 512-bit loads of the tile (rows 0-1, 2-3)
+ * become bytes 0-15 and 16-31 of each row by one vshufi64x2 each; per
+ * token, the two vectors of a sub-block go into one vpdpbusd chain (dwords
+ * of 8 products, |sum| <= 8 * 15 * 128 < 2^15), multiplied by the
+ * sub-block's scale (an (sc, 0) int16 pair per dword) and added with one
+ * vpdpwssd; the minimums likewise, m_j against the pair of bsums of
+ * sub-block j.  At a super-block's end the four dwords of each (row,
+ * token) are summed into element t of lane r (exact integers: gemmK's
+ * sums), and kfma's float steps run per element, so the bits are the
+ * reference's.
+ */
+/* pshufb controls, lane r: byte 4r + j (row r's scale j in x4k_fields'
+ * s03 / s47) as the int16 pair (sc, 0) in each dword */
+#define KZ_SC(r, j) 4 * (r) + (j), 0x80, 0x80, 0x80
+#define KZ_SC4(r, j) KZ_SC(r, j), KZ_SC(r, j), KZ_SC(r, j), KZ_SC(r, j)
+#define KZ_SCJ(j) {KZ_SC4(0, j), KZ_SC4(1, j), KZ_SC4(2, j), KZ_SC4(3, j)}
+static const uint8_t kz_sc[4][64] __attribute__((aligned(64))) = {KZ_SCJ(0), KZ_SCJ(1), KZ_SCJ(2), KZ_SCJ(3)};
+/* lane r: row r's minimums m0 m0 m1 m1 m2 m2 m3 m3 (of m03 / m47) as int16 */
+#define KZ_M(r, j) 4 * (r) + (j), 0x80, 4 * (r) + (j), 0x80
+#define KZ_ML(r) KZ_M(r, 0), KZ_M(r, 1), KZ_M(r, 2), KZ_M(r, 3)
+static const uint8_t kz_m[64] __attribute__((aligned(64))) = {KZ_ML(0), KZ_ML(1), KZ_ML(2), KZ_ML(3)};
+#undef KZ_ML
+#undef KZ_M
+#undef KZ_SCJ
+#undef KZ_SC4
+#undef KZ_SC
+
+#ifndef X4_PF
+#define X4_PF 8192 /* as gemmk_x4_body.h */
+#endif
+INLINE void gemmK_x4z(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
+{
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i dlanes = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    __m512 facc = _mm512_setzero_ps(); /* element 4r + t: row r, token t */
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = w + (size_t)b * REPACK_X4K_TILE;
+        UNROLL
+        for (size_t o = 0; o < REPACK_X4K_TILE; o += 64)
+            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        const block_q8_K *yb[4];
+        float dy[4];
+        k_tokens(NT, a, a_row, b, yb, dy);
+        __m128i s03, s47, m03, m47;
+        x4k_fields(tile, &s03, &s47, &m03, &m47);
+        const __m512i sb03 = _mm512_broadcast_i32x4(s03), sb47 = _mm512_broadcast_i32x4(s47);
+        /* per token: sub-blocks with even and odd index (two chains) */
+        __m512i tot[4][2];
+        UNROLL
+        for (int t = 0; t < 4; t++)
+            tot[t][0] = tot[t][1] = zero;
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *qc = tile + repack_x4k_qs(0, c);
+            const __m512i w01 = _mm512_loadu_si512((const void *)qc), w23 = _mm512_loadu_si512((const void *)(qc + 64));
+            const __m512i q0 = _mm512_shuffle_i64x2(w01, w23, 0x88); /* bytes 0-15 of rows 0-3 */
+            const __m512i q1 = _mm512_shuffle_i64x2(w01, w23, 0xDD); /* bytes 16-31 */
+            const __m512i lo0 = _mm512_and_si512(q0, m4), lo1 = _mm512_and_si512(q1, m4);
+            const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
+            const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+            const __m512i sb = c < 2 ? sb03 : sb47;
+            const __m512i sl = _mm512_shuffle_epi8(sb, _mm512_load_si512((const void *)kz_sc[2 * c % 4]));
+            const __m512i sh = _mm512_shuffle_epi8(sb, _mm512_load_si512((const void *)kz_sc[2 * c % 4 + 1]));
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                const int8_t *qa = yb[t]->qs + 64 * c;
+                __m512i pl = _mm512_dpbusd_epi32(zero, lo0, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qa)));
+                pl = _mm512_dpbusd_epi32(pl, lo1, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(qa + 16))));
+                __m512i ph = _mm512_dpbusd_epi32(zero, hi0, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(qa + 32))));
+                ph = _mm512_dpbusd_epi32(ph, hi1, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(qa + 48))));
+                tot[t][0] = _mm512_dpwssd_epi32(tot[t][0], pl, sl);
+                tot[t][1] = _mm512_dpwssd_epi32(tot[t][1], ph, sh);
+            }
+        }
+        /* minimums: dword j of lane r = m_j (bsum_2j + bsum_2j+1), j < 4 and (m47) j >= 4 */
+        const __m512i mk0 = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(m03), _mm512_load_si512((const void *)kz_m));
+        const __m512i mk1 = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(m47), _mm512_load_si512((const void *)kz_m));
+        __m512i z[4], zm[4];
+        UNROLL
+        for (int t = 0; t < 4; t++) {
+            z[t] = zm[t] = zero;
+            if (t < NT) {
+                z[t] = _mm512_add_epi32(tot[t][0], tot[t][1]);
+                zm[t] = _mm512_dpwssd_epi32(zero, mk0, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)yb[t]->bsums)));
+                zm[t] = _mm512_dpwssd_epi32(zm[t], mk1,
+                                            _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(yb[t]->bsums + 8))));
+            }
+        }
+        /* per lane: the four dwords of token t summed into element t */
+        const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
+        const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
+        const __m512i isum = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+        const __m512i m01 = _mm512_add_epi32(_mm512_unpacklo_epi32(zm[0], zm[1]), _mm512_unpackhi_epi32(zm[0], zm[1]));
+        const __m512i m23 = _mm512_add_epi32(_mm512_unpacklo_epi32(zm[2], zm[3]), _mm512_unpackhi_epi32(zm[2], zm[3]));
+        const __m512i msum = _mm512_add_epi32(_mm512_unpacklo_epi64(m01, m23), _mm512_unpackhi_epi64(m01, m23));
+        /* kfma's steps per element */
+        const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x4k_d(0))));
+        const __m128 dm4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x4k_dmin(0))));
+        const __m512 dx = _mm512_permutexvar_ps(dlanes, _mm512_castps128_ps512(d4));
+        const __m512 dmx = _mm512_permutexvar_ps(dlanes, _mm512_castps128_ps512(dm4));
+        const __m512 dyv = _mm512_broadcast_f32x4(_mm_loadu_ps(dy));
+        facc = _mm512_add_ps(facc, _mm512_mul_ps(_mm512_mul_ps(dx, dyv), _mm512_cvtepi32_ps(isum)));
+        facc = _mm512_sub_ps(facc, _mm512_mul_ps(_mm512_mul_ps(dmx, dyv), _mm512_cvtepi32_ps(msum)));
+    }
+    float f[16];
+    _mm512_storeu_ps(f, facc);
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        UNROLL
+        for (int r = 0; r < 4; r++)
+            y[(size_t)t * ys + (size_t)r] = f[4 * r + t];
+}
+#define GKX_TOKENS gemmK_x4z
+/* one token too: `bench-kernels -t 1 -c -b -r 15 -n N -s 8192x2048 -T q4_kx4
+ * -v avx512 -A` (the build before) on a Zen 5, hot: 1 token 1.28-1.43x
+ * faster than gemmK_x4's kdot rows, 2-4 tokens 1.65-1.73x; four tokens
+ * now cost 1.33x one (Q4_0 x4: 2.0x) */
+#define GKX_TOKENS_MIN 1
+
 #define GKX_VEC __m512i
 #define GKX_ZERO() _mm512_setzero_si512()
 #define GKX_REDUCE4(v0, v1, v2, v3) reduce4_512(v0, v1, v2, v3)
