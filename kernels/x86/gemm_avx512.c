@@ -1067,10 +1067,14 @@ static void set_many(struct kernel_table *t, uint32_t type, gemm_many_fn fn, gem
  * calls) put every crossover at 20-96 tokens, but on a model the tiles'
  * repeated passes over the weights cost more than there (IQ4_XS at 16
  * tokens: tiles 0.61x gemm_many on the Qwen3-0.6B shape, ~1x hot), so only
- * what the models confirmed is set. */
+ * what the models confirmed is set.  Q4_K x4 at 40 since its 1-4 token
+ * tile went to one row per 128-bit lane (gemmK_x4z): infer bench -t 1
+ * against 20, llama1b Q4_K_M 1.57x / 1.15x / 1.12x at 20 / 28 / 36 tokens,
+ * qwen06b 1.37x / 1.06x at 24 / 36; 96 against 40: 1.00x / 0.87x / 0.71x
+ * at 40 / 56 / 80. */
 static const struct kernel_many_min many_min[] = {
     {GGML_TYPE_Q3_K, 16},     {GGML_TYPE_IQ4_NL, 16},   {INFER_TYPE_Q4_0_X4, 24},
-    {INFER_TYPE_Q5_0_X4, 24}, {INFER_TYPE_Q4_K_X4, 20}, {INFER_TYPE_Q6_K_X4, 20}, {INFER_TYPE_IQ4_NL_X4, 24},
+    {INFER_TYPE_Q5_0_X4, 24}, {INFER_TYPE_Q4_K_X4, 40}, {INFER_TYPE_Q6_K_X4, 20}, {INFER_TYPE_IQ4_NL_X4, 24},
 };
 
 void kernels_fill_gemm_avx512(struct kernel_table *t)
