@@ -875,20 +875,22 @@ INLINE void kblock_x4(struct kblock *k, __m256i s16, const uint8_t *q0)
  * chunk of 64 elements the two 512-bit loads of the tile (rows 0-1, 2-3)
  * become bytes 0-15 and 16-31 of each row by one vshufi64x2 each; per
  * token, the two vectors of a sub-block go into one vpdpbusd chain (dwords
- * of 8 products, |sum| <= 8 * 15 * 128 < 2^15), multiplied by the
- * sub-block's scale (an (sc, 0) int16 pair per dword) and added with one
- * vpdpwssd; the minimums likewise, m_j against the pair of bsums of
+ * of 8 products, |sum| <= 8 * 15 * 128 < 2^15); a chunk's two sub-blocks'
+ * dwords are packed into int16 (vpackssdw, exact) and multiplied by their
+ * scales and added with one vpdpwssd (1-2% over one per sub-block); the
+ * minimums likewise, m_j against the pair of bsums of
  * sub-block j.  At a super-block's end the four dwords of each (row,
  * token) are summed into element t of lane r (exact integers: gemmK's
  * sums), and kfma's float steps run per element, so the bits are the
  * reference's.
  */
-/* pshufb controls, lane r: byte 4r + j (row r's scale j in x4k_fields'
- * s03 / s47) as the int16 pair (sc, 0) in each dword */
-#define KZ_SC(r, j) 4 * (r) + (j), 0x80, 0x80, 0x80
-#define KZ_SC4(r, j) KZ_SC(r, j), KZ_SC(r, j), KZ_SC(r, j), KZ_SC(r, j)
+/* pshufb controls, lane r: bytes 4r + j and 4r + j + 1 (row r's scales j,
+ * j + 1 in x4k_fields' s03 / s47) as int16 (sc_j, sc_j, sc_j, sc_j,
+ * sc_j+1, ...), against a chunk's vpackssdw of its two sub-blocks' dwords */
+#define KZ_SC(r, j) 4 * (r) + (j), 0x80, 4 * (r) + (j), 0x80
+#define KZ_SC4(r, j) KZ_SC(r, j), KZ_SC(r, j), KZ_SC(r, (j) + 1), KZ_SC(r, (j) + 1)
 #define KZ_SCJ(j) {KZ_SC4(0, j), KZ_SC4(1, j), KZ_SC4(2, j), KZ_SC4(3, j)}
-static const uint8_t kz_sc[4][64] __attribute__((aligned(64))) = {KZ_SCJ(0), KZ_SCJ(1), KZ_SCJ(2), KZ_SCJ(3)};
+static const uint8_t kz_sc[2][64] __attribute__((aligned(64))) = {KZ_SCJ(0), KZ_SCJ(2)};
 /* lane r: row r's minimums m0 m0 m1 m1 m2 m2 m3 m3 (of m03 / m47) as int16 */
 #define KZ_M(r, j) 4 * (r) + (j), 0x80, 4 * (r) + (j), 0x80
 #define KZ_ML(r) KZ_M(r, 0), KZ_M(r, 1), KZ_M(r, 2), KZ_M(r, 3)
@@ -933,9 +935,7 @@ INLINE void gemmK_x4z(const int NT, int64_t n, const uint8_t *w, const uint8_t *
             const __m512i lo0 = _mm512_and_si512(q0, m4), lo1 = _mm512_and_si512(q1, m4);
             const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
             const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
-            const __m512i sb = c < 2 ? sb03 : sb47;
-            const __m512i sl = _mm512_shuffle_epi8(sb, _mm512_load_si512((const void *)kz_sc[2 * c % 4]));
-            const __m512i sh = _mm512_shuffle_epi8(sb, _mm512_load_si512((const void *)kz_sc[2 * c % 4 + 1]));
+            const __m512i sc = _mm512_shuffle_epi8(c < 2 ? sb03 : sb47, _mm512_load_si512((const void *)kz_sc[c % 2]));
             UNROLL
             for (int t = 0; t < NT; t++) {
                 const int8_t *qa = yb[t]->qs + 64 * c;
@@ -943,8 +943,9 @@ INLINE void gemmK_x4z(const int NT, int64_t n, const uint8_t *w, const uint8_t *
                 pl = _mm512_dpbusd_epi32(pl, lo1, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(qa + 16))));
                 __m512i ph = _mm512_dpbusd_epi32(zero, hi0, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(qa + 32))));
                 ph = _mm512_dpbusd_epi32(ph, hi1, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(qa + 48))));
-                tot[t][0] = _mm512_dpwssd_epi32(tot[t][0], pl, sl);
-                tot[t][1] = _mm512_dpwssd_epi32(tot[t][1], ph, sh);
+                /* both sub-blocks' dwords as int16 (exact: |sum| < 2^15) and
+                 * each pair times its sub-block's scale by one vpdpwssd */
+                tot[t][c % 2] = _mm512_dpwssd_epi32(tot[t][c % 2], _mm512_packs_epi32(pl, ph), sc);
             }
         }
         /* minimums: dword j of lane r = m_j (bsum_2j + bsum_2j+1), j < 4 and (m47) j >= 4 */
