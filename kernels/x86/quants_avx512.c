@@ -189,6 +189,19 @@ INLINE void gemm32(const int type, const int NR, int64_t n, const uint8_t *w, si
     store_rows(y, acc[0], NR);
 }
 
+/* The outputs of a 4-row tile of NT tokens whose 16 float lanes are
+ * (token t, row r) at 4t + r, or with rows_major at 4r + t. */
+INLINE void store16_tokens(const int NT, __m512 acc, bool rows_major, float *y, size_t ys)
+{
+    float f[16];
+    _mm512_storeu_ps(f, acc);
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        UNROLL
+        for (int r = 0; r < 4; r++)
+            y[(size_t)t * ys + (size_t)r] = f[rows_major ? 4 * r + t : 4 * t + r];
+}
+
 /*
  * 2-4 tokens (several sequences decoding together) against 4 rows, one
  * block at a time, with lanes that are (token, dword) pairs: 128-bit lane t
@@ -265,13 +278,7 @@ INLINE void gemm32_few(const int type, const int NT, int64_t n, const uint8_t *w
         else
             facc = _mm512_add_ps(facc, _mm512_mul_ps(_mm512_mul_ps(dx, dy), f));
     }
-    float out[16];
-    _mm512_storeu_ps(out, facc);
-    UNROLL
-    for (int t = 0; t < NT; t++)
-        UNROLL
-        for (int r = 0; r < 4; r++)
-            y[(size_t)t * ys + (size_t)r] = out[4 * t + r];
+    store16_tokens(NT, facc, false, y, ys);
 }
 
 /* acc (lane r: row r) plus the terms of lane 4r + k (row r, block k) of t,
@@ -978,13 +985,7 @@ INLINE void gemmK_x4z(const int NT, int64_t n, const uint8_t *w, const uint8_t *
         facc = _mm512_add_ps(facc, _mm512_mul_ps(_mm512_mul_ps(dx, dyv), _mm512_cvtepi32_ps(isum)));
         facc = _mm512_sub_ps(facc, _mm512_mul_ps(_mm512_mul_ps(dmx, dyv), _mm512_cvtepi32_ps(msum)));
     }
-    float f[16];
-    _mm512_storeu_ps(f, facc);
-    UNROLL
-    for (int t = 0; t < NT; t++)
-        UNROLL
-        for (int r = 0; r < 4; r++)
-            y[(size_t)t * ys + (size_t)r] = f[4 * r + t];
+    store16_tokens(NT, facc, true, y, ys);
 }
 #define GKX_TOKENS gemmK_x4z
 /* one token too: `bench-kernels -t 1 -c -b -r 15 -n N -s 8192x2048 -T q4_kx4
