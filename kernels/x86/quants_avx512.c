@@ -577,13 +577,7 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
                                                  _mm512_castps128_ps512(h2f4(dxh[0], dxh[1], dxh[2], dxh[3])));
         acc = x4q_block(type, NT, lo, hi, prep + b, dxk, acc);
     }
-    float out[16];
-    _mm512_storeu_ps(out, acc);
-    UNROLL
-    for (int t = 0; t < NT; t++)
-        UNROLL
-        for (int r = 0; r < 4; r++)
-            y[(size_t)t * ys + (size_t)r] = out[4 * r + t];
+    store16_tokens(NT, acc, true, y, ys);
 }
 
 _Static_assert(sizeof(struct x4r_prep) == GEMM_PREP_BLOCK, "one x4r_prep per block of 32");
