@@ -63,9 +63,7 @@ INLINE void gemm3_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
     __m256 accx = _mm256_setzero_ps(), accy = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tile = w + (size_t)b * REPACK_X3K_TILE;
-        UNROLL
-        for (size_t o = 0; o < REPACK_X3K_TILE; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        prefetch_tile(tile, REPACK_X3K_TILE);
         const block_q8_K *yb[4];
         float dy[4];
         k_tokens(NT, a, a_row, b, yb, dy);

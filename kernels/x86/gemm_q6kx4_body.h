@@ -124,12 +124,6 @@ static const uint8_t q6x_pick[8][64] __attribute__((aligned(64))) = {
 #undef P2
 };
 
-/* Prefetch distance in the stream of tiles (bytes), as for the other x4
- * tiles. */
-#ifndef X4_PF
-#define X4_PF 8192
-#endif
-
 /* 256 bits with Q6X_QWORDS: gemm6_x4t from this many tokens on */
 #ifndef Q6X_TOKENS_MIN
 #define Q6X_TOKENS_MIN 2
@@ -174,9 +168,7 @@ INLINE void gemm6_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
     __m256 accx = _mm256_setzero_ps(), accy = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tile = w + (size_t)b * REPACK_X6K_TILE;
-        UNROLL
-        for (size_t o = 0; o < REPACK_X6K_TILE; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        prefetch_tile(tile, REPACK_X6K_TILE);
         const block_q8_K *yb[4];
         float dy[4];
         k_tokens(NT, a, a_row, b, yb, dy);
@@ -283,9 +275,7 @@ INLINE void gemm6_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
         facc[v] = F_ZERO();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tile = w + (size_t)b * REPACK_X6K_TILE;
-        UNROLL
-        for (size_t o = 0; o < REPACK_X6K_TILE; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        prefetch_tile(tile, REPACK_X6K_TILE);
         const block_q8_K *yb[4];
         float dy[4] = {0, 0, 0, 0};
         UNROLL

@@ -238,9 +238,6 @@ INLINE void kblock_x4(struct kblock *k, __m256i s16, const uint8_t *q0)
 /* pshufb masks taking byte 4r + j of x4k_fields' s03 / s47 (row r's scale
  * j) into both dwords of 64-bit lane r: as (sc, 0) int16 pairs for
  * vpdpwssd on dwords, (sc, sc) for vpmaddwd on int16 pairs (add j). */
-#ifndef X4_PF
-#define X4_PF 8192 /* as gemmk_x4_body.h */
-#endif
 #define KT_SC(r, z) r, 0x80, z, 0x80, r, 0x80, z, 0x80
 #if K_TOK_VNNI
 #define KT_SCR(r) KT_SC(r, 0x80)
@@ -285,8 +282,7 @@ INLINE void gemmK_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
     __m256 accx = _mm256_setzero_ps(), accy = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tile = w + (size_t)b * REPACK_X4K_TILE;
-        for (size_t o = 0; o < REPACK_X4K_TILE; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        prefetch_tile(tile, REPACK_X4K_TILE);
         const block_q8_K *yb[4];
         float dy[4];
         k_tokens(NT, a, a_row, b, yb, dy);

@@ -18,10 +18,6 @@
 #ifndef INFER_GEMMK_X4_BODY_H
 #define INFER_GEMMK_X4_BODY_H
 
-/* Prefetch distance in the x4 stream of tiles (bytes). */
-#ifndef X4_PF
-#define X4_PF 8192
-#endif
 #ifndef GKX_TOKENS_MIN
 #define GKX_TOKENS_MIN 2
 #endif
@@ -44,8 +40,7 @@ INLINE void gemmK_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tile = w + (size_t)b * REPACK_X4K_TILE;
-        for (size_t o = 0; o < REPACK_X4K_TILE; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        prefetch_tile(tile, REPACK_X4K_TILE);
         __m256i s16[4];
         __m128 d, dmin;
         x4k_scales(tile, s16, &d, &dmin);

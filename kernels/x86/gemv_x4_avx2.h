@@ -199,12 +199,6 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
     _mm_storeu_ps(y, acc);
 }
 
-/* Prefetch distance in a group's stream of tiles (bytes; see
- * quants_avx512.c's X4_PF). */
-#ifndef X4_PF
-#define X4_PF 8192
-#endif
-
 /*
  * 1-4 tokens against the four rows of a group in the x4 layout (repack.h):
  * x4_group's arithmetic without its gathering.  Per tile of 4 rows x 4
@@ -224,8 +218,7 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t j = 0; j < nb4; j++) {
         const uint8_t *tile = w + (size_t)j * tb;
-        for (size_t o = 0; o < tb; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        prefetch_tile(tile, tb);
         __m256i v[4][2][4];
         uint16_t dyh[4][4];
         UNROLL
@@ -345,8 +338,7 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t j = 0; j < nb4; j++) {
         const uint8_t *tile = w + (size_t)j * tb;
-        for (size_t o = 0; o < tb; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        prefetch_tile(tile, tb);
         /* [row 2p's scales of blocks 0-3 | row 2p + 1's] */
         const __m256 dx[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tile + repack_x4_d(0, 0, bs)))),
                               _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tile + repack_x4_d(2, 0, bs))))};

@@ -393,17 +393,6 @@ INLINE void gemv32_x4(const int type, int64_t n, const uint8_t *w, size_t w_row,
     _mm_storeu_ps(y, acc[0]);
 }
 
-/* Prefetch distance in a group's stream of tiles (bytes).  The x4 layout
- * turns a tile's four row streams into one, which the hardware prefetchers
- * follow less far ahead: without software prefetch the 250M Q4_0 model
- * decodes at 146 tok/s against 270 in GGUF's layout.  Measured with infer
- * bench -p 0 -n 128, 2 threads, alternating with INFER_NO_REPACK=1 (~270):
- * 1.5 KB ahead 220-232, 4 KB 290-301, 8 KB 313-317, 12 KB 302-306, 16 KB
- * 316-331, 24 KB 294-307 tok/s. */
-#ifndef X4_PF
-#define X4_PF 8192
-#endif
-
 /*
  * 1-4 tokens against the four rows of a group in the x4 layout (repack.h):
  * gemv32_x4's arithmetic without its gathering.  Per tile of 4 rows x 4
@@ -426,8 +415,7 @@ INLINE void gemm32_x4p(const int type, const int NT, int64_t n, const uint8_t *w
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t j = 0; j < nb4; j++) {
         const uint8_t *tile = w + (size_t)j * tb;
-        for (size_t o = 0; o < tb; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        prefetch_tile(tile, tb);
         __m512i v[4][4];
         uint16_t dyh[4][4];
         UNROLL
@@ -529,8 +517,7 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
     __m512 acc = _mm512_setzero_ps();
     for (int64_t j = 0; j < nb4; j++) {
         const uint8_t *tile = w + (size_t)j * tb;
-        for (size_t o = 0; o < tb; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        prefetch_tile(tile, tb);
         /* lane 4 r + k: row r's scale of block k */
         const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tile + repack_x4_d(0, 0, bs))));
         UNROLL
@@ -902,9 +889,6 @@ static const uint8_t kz_m[64] __attribute__((aligned(64))) = {KZ_ML(0), KZ_ML(1)
 #undef KZ_SC4
 #undef KZ_SC
 
-#ifndef X4_PF
-#define X4_PF 8192 /* as gemmk_x4_body.h */
-#endif
 INLINE void gemmK_x4z(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
 {
     const int64_t nb = n / QK_K;
@@ -913,9 +897,7 @@ INLINE void gemmK_x4z(const int NT, int64_t n, const uint8_t *w, const uint8_t *
     __m512 facc = _mm512_setzero_ps(); /* element 4r + t: row r, token t */
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tile = w + (size_t)b * REPACK_X4K_TILE;
-        UNROLL
-        for (size_t o = 0; o < REPACK_X4K_TILE; o += 64)
-            _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+        prefetch_tile(tile, REPACK_X4K_TILE);
         const block_q8_K *yb[4];
         float dy[4];
         k_tokens(NT, a, a_row, b, yb, dy);

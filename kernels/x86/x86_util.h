@@ -72,6 +72,25 @@ INLINE int sum_u8(__m256i v)
 #define PF_HINT _MM_HINT_T1
 #endif
 
+/* Prefetch distance in a group's stream of tiles of the x4 layouts
+ * (bytes).  The x4 layout turns a tile's four row streams into one, which
+ * the hardware prefetchers follow less far ahead: without software
+ * prefetch the 250M Q4_0 model decodes at 146 tok/s against 270 in GGUF's
+ * layout.  Measured with infer bench -p 0 -n 128, 2 threads, alternating
+ * with INFER_NO_REPACK=1 (~270): 1.5 KB ahead 220-232, 4 KB 290-301, 8 KB
+ * 313-317, 12 KB 302-306, 16 KB 316-331, 24 KB 294-307 tok/s. */
+#ifndef X4_PF
+#define X4_PF 8192
+#endif
+
+/* Ask for the lines X4_PF bytes past each of a tile's `bytes`. */
+INLINE void prefetch_tile(const uint8_t *tile, size_t bytes)
+{
+    UNROLL
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
+}
+
 /* Ask for the bytes of a weight block PF_ROWS rows further on. */
 INLINE void prefetch_ahead(const uint8_t *blk, size_t w_row, size_t bytes)
 {
