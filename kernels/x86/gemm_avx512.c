@@ -232,7 +232,13 @@ static void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = row + (size_t)b * bs, *d = blk, *qs = blk + (type == GGML_TYPE_Q5_0 ? 6 : 2);
         uint32_t qh = type == GGML_TYPE_Q5_0 ? ld32(blk + 2) : 0;
-        if (x4 && b < nb / 4 * 4) { /* repack.h's tile layout */
+        uint8_t q8[32];
+        if (x4 && b < nb / 4 * 4 && type == GGML_TYPE_Q8_0) { /* Q8_0 x4: words of four bytes */
+            d = row + repack_x4_d(r, b, bs);
+            for (int v = 0; v < 8; v++)
+                memcpy(q8 + 4 * v, row + repack_x4s_q(r, b, bs, 32, 4 * v), 4);
+            qs = q8;
+        } else if (x4 && b < nb / 4 * 4) { /* repack.h's tile layout */
             d = row + repack_x4_d(r, b, bs);
             qs = row + repack_x4_qs(type, r, b, bs);
             if (type == GGML_TYPE_Q5_0)
@@ -654,6 +660,43 @@ static void unpack_tile_q4_0x4(uint32_t *wi, struct tile32 *tm, const uint8_t *g
     }
 }
 
+/* The same for Q8_0 x4 (repack.h's SDOT order): dword k of a block's rows
+ * 0-3 are the 16 bytes at 16 k of the group's piece, so each output vector
+ * (dwords 2h, 2h + 1 of rows 0-7) is one two-source permute of the two
+ * groups' pieces. */
+static void unpack_tile_q8_0x4(uint32_t *wi, struct tile32 *tm, const uint8_t *g0, const uint8_t *g1, int64_t nb4)
+{
+    const size_t bs = sizeof(block_q8_0);
+    const __m512i ones = _mm512_set1_epi8(1);
+    /* from piece (k < 4: dword 4k + r), rows 0-3 from g0, 4-7 from g1 (+ 16) */
+    const __m512i p0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i p1 = _mm512_add_epi32(p0, _mm512_set1_epi32(8));
+    for (int64_t b = 0; b < nb4 * 4; b++) {
+        const size_t ahead = (size_t)b * 4 * bs + 1024;
+        for (size_t o = 0; o < 192; o += 64) {
+            _mm_prefetch((const char *)(g0 + ahead + o), _MM_HINT_T0);
+            _mm_prefetch((const char *)(g1 + ahead + o), _MM_HINT_T0);
+        }
+        __m512i sum = _mm512_setzero_si512();
+        UNROLL
+        for (int half = 0; half < 2; half++) { /* elements 0-15, 16-31: dwords 0-3, 4-7 */
+            const __m512i qa = _mm512_loadu_si512((const void *)(g0 + repack_x4s_q(0, b, bs, 32, 16 * half)));
+            const __m512i qb = _mm512_loadu_si512((const void *)(g1 + repack_x4s_q(0, b, bs, 32, 16 * half)));
+            const __m512i o0 = _mm512_permutex2var_epi32(qa, p0, qb), o1 = _mm512_permutex2var_epi32(qa, p1, qb);
+            _mm512_storeu_si512((void *)(wi + (size_t)b * 8 * LR + 32 * half), o0);
+            _mm512_storeu_si512((void *)(wi + (size_t)b * 8 * LR + 32 * half + 16), o1);
+            sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum, ones, o0), ones, o1);
+        }
+        /* lane 8 j + r: row r's sums (halves j) */
+        const __m256i rs = _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
+        _mm256_storeu_si256((__m256i *)tm[b].corr, _mm256_mullo_epi32(rs, _mm256_set1_epi32(-128)));
+        for (int r = 0; r < 4; r++) {
+            tm[b].d[r] = h2f(ld16(g0 + repack_x4_d(r, b, bs)));
+            tm[b].d[4 + r] = h2f(ld16(g1 + repack_x4_d(r, b, bs)));
+        }
+    }
+}
+
 static void tile32_set(struct tile32 *tm, const struct meta32 *m, int64_t nb, int r)
 {
     for (int64_t b = 0; b < nb; b++) {
@@ -915,14 +958,18 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
             }
             /* Q4_0 x4, two whole groups: the full block columns straight
              * into the tile, the last nb % 4 blocks as below */
-            const bool fast = type == GGML_TYPE_Q4_0 && x4 && nr == LR && r0 + LR <= n_rows / 4 * 4;
+            const bool fast = (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0) && x4 && nr == LR &&
+                              r0 + LR <= n_rows / 4 * 4;
             const int64_t bf = fast ? nb / 4 * 4 : 0;
-            if (type == GGML_TYPE_Q8_0 && nr == LR) {
+            if (type == GGML_TYPE_Q8_0 && nr == LR && !x4) {
                 unpack_tile_q8_0(wi + (size_t)(t - t0) * LR * (size_t)(n / 4), (struct tile32 *)tm,
                                  wb + (size_t)r0 * w_row, w_row, nb);
                 continue;
             }
-            if (fast)
+            if (fast && type == GGML_TYPE_Q8_0)
+                unpack_tile_q8_0x4(wi + (size_t)(t - t0) * LR * (size_t)(n / 4), (struct tile32 *)tm,
+                                   wb + (size_t)r0 * w_row, wb + (size_t)(r0 + 4) * w_row, nb / 4);
+            else if (fast)
                 unpack_tile_q4_0x4(wi + (size_t)(t - t0) * LR * (size_t)(n / 4), (struct tile32 *)tm,
                                    wb + (size_t)r0 * w_row, wb + (size_t)(r0 + 4) * w_row, nb / 4);
             if (fast && bf == nb)
@@ -1029,6 +1076,7 @@ DEFINE_MANY(many_q5_0x4, GGML_TYPE_Q5_0, true)
 DEFINE_MANY(many_q4_Kx4, GGML_TYPE_Q4_K, true)
 DEFINE_MANY(many_q6_Kx4, GGML_TYPE_Q6_K, true)
 DEFINE_MANY(many_iq4_nlx4, GGML_TYPE_IQ4_NL, true)
+DEFINE_MANY(many_q8_0x4, GGML_TYPE_Q8_0, true)
 
 /* many_prep (dispatch.h): one group of LT tokens (nt <= LT) transposed as
  * many() would, Q8_0 activations into act32 blocks, Q8_K into actK. */
@@ -1096,5 +1144,6 @@ void kernels_fill_gemm_avx512(struct kernel_table *t)
     SET_MANY(INFER_TYPE_Q5_0_X4, many_q5_0x4, false);
     SET_MANY(INFER_TYPE_Q4_K_X4, many_q4_Kx4, true);
     SET_MANY(INFER_TYPE_Q6_K_X4, many_q6_Kx4, true);
+    SET_MANY(INFER_TYPE_Q8_0_X4, many_q8_0x4, false);
 #undef SET_MANY
 }

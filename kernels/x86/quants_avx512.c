@@ -569,6 +569,98 @@ INLINE void gemm32_x4q(const int type, const int NT, int64_t n, const uint8_t *w
 
 _Static_assert(sizeof(struct x4r_prep) == GEMM_PREP_BLOCK, "one x4r_prep per block of 32");
 
+/*
+ * 1-4 tokens against the four rows of a group in the Q8_0 x4 layout (the
+ * SDOT order, repack.h: a 64-byte piece holds elements 4v .. 4v + 3 of row
+ * r in dword 4v + r, v < 4; a block is two pieces).  The weights stay
+ * signed and the activations become unsigned (a + 128): vpdpbusd's
+ * operands, with the offset removed as 128 times each dword's weight sum,
+ * computed once per block for all tokens.  A token's block is one 256-bit
+ * load whose dword v goes to the four dwords 4v + r by one vpermd per
+ * piece, so two vpdpbusd give block k's sums spread over the lanes (dword
+ * 4v + r: row r); folding the four 128-bit lanes of the tile's four blocks
+ * leaves row r of block k in element 4k + r, where the float steps of
+ * gemm32 run, and each row adds its blocks in order: vec_dot's bits.  One
+ * contiguous stream per group, the sixteen scales one 256-bit load: the
+ * GGUF-layout GEMV (gemv32_x4) reads four row streams and gathers the
+ * scales, and decoded a 1B Q8_0 file at ~87% of the bandwidth where the x4
+ * layouts of the 4-bit types reach 90-95%.  The nb % 4 block columns after
+ * the tiles (GGUF's blocks, four rows side by side) go through gemm32_one.
+ */
+INLINE void gemm8_x4s(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y,
+                      size_t ys)
+{
+    const int64_t nb = n / 32, nb4 = nb / 4;
+    const size_t bs = sizeof(block_q8_0), tb = 16 * bs;
+    const __m512i zero = _mm512_setzero_si512(), K = _mm512_set1_epi8((char)0x80);
+    const __m256i x80 = _mm256_set1_epi8((char)0x80);
+    const __m512i lo4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i hi4 = _mm512_add_epi32(lo4, _mm512_set1_epi32(4));
+    /* element 4k + r takes scale 4r + k (the tile's order) */
+    const __m512i dperm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t j = 0; j < nb4; j++) {
+        const uint8_t *tile = w + (size_t)j * tb;
+        prefetch_tile(tile, tb);
+        __m512i s[4][4];
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m512i w0 = _mm512_loadu_si512((const void *)(tile + repack_x4s_q(0, k, bs, 32, 0)));
+            const __m512i w1 = _mm512_loadu_si512((const void *)(tile + repack_x4s_q(0, k, bs, 32, 16)));
+            const __m512i c = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, K, w0), K, w1));
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + 4 * j + k;
+                const __m512i au = _mm512_castsi256_si512(
+                    _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)ab->qs), x80));
+                s[t][k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, _mm512_permutexvar_epi32(lo4, au), w0),
+                                              _mm512_permutexvar_epi32(hi4, au), w1);
+            }
+        }
+        const __m512 dx = _mm512_permutexvar_ps(
+            dperm, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tile + repack_x4_d(0, 0, bs)))));
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            /* lane k: block k's 128-bit lanes added, dword r = row r */
+            const __m512i t01 = _mm512_add_epi32(_mm512_shuffle_i32x4(s[t][0], s[t][1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                                 _mm512_shuffle_i32x4(s[t][0], s[t][1], _MM_SHUFFLE(3, 2, 3, 2)));
+            const __m512i t23 = _mm512_add_epi32(_mm512_shuffle_i32x4(s[t][2], s[t][3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                                 _mm512_shuffle_i32x4(s[t][2], s[t][3], _MM_SHUFFLE(3, 2, 3, 2)));
+            const __m512i r = _mm512_add_epi32(_mm512_shuffle_i32x4(t01, t23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                               _mm512_shuffle_i32x4(t01, t23, _MM_SHUFFLE(3, 1, 3, 1)));
+            const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + 4 * j;
+            const __m512 dy = _mm512_permutexvar_ps(
+                lo4, _mm512_castps128_ps512(h2f4(ld16(&ab[0].d), ld16(&ab[1].d), ld16(&ab[2].d), ld16(&ab[3].d))));
+            const __m512 p = _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(r));
+            acc[t] = _mm_add_ps(acc[t], _mm512_castps512_ps128(p));
+            acc[t] = _mm_add_ps(acc[t], _mm512_extractf32x4_ps(p, 1));
+            acc[t] = _mm_add_ps(acc[t], _mm512_extractf32x4_ps(p, 2));
+            acc[t] = _mm_add_ps(acc[t], _mm512_extractf32x4_ps(p, 3));
+        }
+    }
+    for (int64_t b = 4 * nb4; b < nb; b++) {
+        const uint8_t *col = w + repack_x4_whole(0, b, nb, bs);
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            gemm32_one(GGML_TYPE_Q8_0, 4, col, bs, a + (size_t)t * a_row + (size_t)b * bs, 0, &acc[t]);
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        _mm_storeu_ps(y + (size_t)t * ys, acc[t]);
+}
+
+static void gemm_q8_0x4(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                        int nt)
+{
+    (void)w_row; /* a group is contiguous */
+    switch (nt) {
+    case 1: gemm8_x4s(1, n, w, a, a_row, y, ys); break;
+    case 2: gemm8_x4s(2, n, w, a, a_row, y, ys); break;
+    case 3: gemm8_x4s(3, n, w, a, a_row, y, ys); break;
+    default: gemm8_x4s(4, n, w, a, a_row, y, ys); break;
+    }
+}
+
 #define DEFINE_GEMM_X4Q(NAME, PREP, TYPE)                                                                     \
     static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, const void *prep,    \
                      float *y, size_t ys, int nt)                                                             \
@@ -1126,6 +1218,7 @@ void kernels_fill_avx512(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
+    kernels_use_x4(t, GGML_TYPE_Q8_0, gemm_q8_0x4); /* the SDOT order (Q8_0 x4 of repack.h) */
     /* IQ4_NL x4: Q4_0 x4's tiles with the nibbles through the codebook (+ 128,
      * K = 128).  avx2's Q3_K x4 (inherited above) is not used here: on a Zen 5
      * (bench-kernels -t 1 -c -b -r 15 -n 1|4 -s 8192x2048) its tiles are level
