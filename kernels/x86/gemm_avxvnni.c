@@ -40,6 +40,75 @@ INLINE __m256i koff_vec(const int type)
 #define W32_DOT(wp, a, corr) _mm256_dpbusd_avx_epi32(corr, (wp)->u, a)
 #include "gemm32_avx2.h"
 
+/* 1-4 tokens against a group of four Q8_0 rows in the x4 SDOT order
+ * (repack.h), as quants_avx512.c's gemm8_x4s on 256 bits: a 32-byte load
+ * holds dwords 4v + r (r < 4) of two v, the token's block (+ 128, unsigned)
+ * goes to them by one vpermd each, the four vpdpbusd of a block start from
+ * minus 128 times the weights' four-byte sums (once per block for all
+ * tokens), the two 128-bit halves added give rows 0-3 of the block, and the
+ * float steps are gemm32's, block after block: vec_dot's bits.  One weight
+ * stream per group where the GGUF layout's GEMV reads four rows. */
+INLINE void gemm8_x4s(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y,
+                      size_t ys)
+{
+    const int64_t nb = n / 32, nb4 = nb / 4;
+    const size_t bs = sizeof(block_q8_0), tb = 16 * bs;
+    const __m256i zero = _mm256_setzero_si256(), K = _mm256_set1_epi8((char)0x80);
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t j = 0; j < nb4; j++) {
+        const uint8_t *tile = w + (size_t)j * tb;
+        prefetch_tile(tile, tb);
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            __m256i wv[4];
+            __m256i c = zero;
+            UNROLL
+            for (int i = 0; i < 4; i++) { /* elements 8i .. 8i + 7 of the four rows */
+                wv[i] = _mm256_loadu_si256((const __m256i *)(tile + repack_x4s_q(0, k, bs, 32, 8 * i)));
+                c = _mm256_dpbusd_avx_epi32(c, K, wv[i]);
+            }
+            c = _mm256_sub_epi32(zero, c);
+            const __m128 dx = h2f4(ld16(tile + repack_x4_d(0, k, bs)), ld16(tile + repack_x4_d(1, k, bs)),
+                                   ld16(tile + repack_x4_d(2, k, bs)), ld16(tile + repack_x4_d(3, k, bs)));
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)t * a_row) + 4 * j + k;
+                const __m256i au = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)ab->qs), K);
+                __m256i s = c;
+                UNROLL
+                for (int i = 0; i < 4; i++)
+                    s = _mm256_dpbusd_avx_epi32(
+                        s, _mm256_permutevar8x32_epi32(au, _mm256_setr_epi32(2 * i, 2 * i, 2 * i, 2 * i, 2 * i + 1,
+                                                                             2 * i + 1, 2 * i + 1, 2 * i + 1)),
+                        wv[i]);
+                const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                acc[t] = fma32(GGML_TYPE_Q8_0, acc[t], s4, dx, _mm_set1_ps(h2f(ld16(&ab->d))));
+            }
+        }
+    }
+    for (int64_t b = 4 * nb4; b < nb; b++) { /* GGUF's blocks, rows 0-3 side by side */
+        const uint8_t *col = w + repack_x4_whole(0, b, nb, bs);
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            acc[t] = gemv32_block(GGML_TYPE_Q8_0, 4, 0, col, bs, a + (size_t)t * a_row + (size_t)b * bs, 0, acc[t]);
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        _mm_storeu_ps(y + (size_t)t * ys, acc[t]);
+}
+
+static void gemm_q8_0x4(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                        int nt)
+{
+    (void)w_row; /* a group is contiguous */
+    switch (nt) {
+    case 1: gemm8_x4s(1, n, w, a, a_row, y, ys); break;
+    case 2: gemm8_x4s(2, n, w, a, a_row, y, ys); break;
+    case 3: gemm8_x4s(3, n, w, a, a_row, y, ys); break;
+    default: gemm8_x4s(4, n, w, a, a_row, y, ys); break;
+    }
+}
+
 /* gemm (1-4 tokens; ONE: the one-token call) and vec_dot of a type from a
  * tile function CORE(type, rows, tokens, ...). */
 #define DEFINE_TILES(NAME, TYPE, CORE, ONE)                                                                   \
@@ -99,6 +168,7 @@ static const struct kernel_many_min many_min[] = {
     {GGML_TYPE_Q5_K, 16},      {GGML_TYPE_Q6_K, 24},      {GGML_TYPE_Q2_K, 20},      {GGML_TYPE_Q3_K, 20},
     {GGML_TYPE_IQ4_XS, 16},    {GGML_TYPE_IQ4_NL, 6},     {INFER_TYPE_Q4_0_X4, 24},  {INFER_TYPE_Q5_0_X4, 16},
     {INFER_TYPE_Q4_K_X4, 40},  {INFER_TYPE_Q6_K_X4, 40},  {INFER_TYPE_IQ4_NL_X4, 12}, {INFER_TYPE_Q3_K_X4, 48},
+    {INFER_TYPE_Q8_0_X4, 16},
 };
 
 void kernels_fill_avxvnni(struct kernel_table *t)
@@ -126,6 +196,7 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_IQ4_NL, gemm_iq4_nlx4, prep_iq4_nlx4, gemm_iq4_nlx4q);
     kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
+    kernels_use_x4(t, GGML_TYPE_Q8_0, gemm_q8_0x4); /* the SDOT order (Q8_0 x4 of repack.h) */
     /* IQ4_NL x4 (above: vpdpbusd on codebook + 128) and Q3_K x4 (avx2's,
      * inherited) are repacked: on a Zen 5 avx2's x4 tiles alone beat this
      * variant's on the weights as stored (bench-kernels -t 1 -c -b -r 15 -n

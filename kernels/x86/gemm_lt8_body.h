@@ -217,7 +217,7 @@ INLINE const uint8_t *tile_block(const int type, const uint8_t *rows, size_t w_r
                                  int64_t b, uint8_t *tmp)
 {
     if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q5_0 ||
-        type == GGML_TYPE_IQ4_NL) {
+        type == GGML_TYPE_IQ4_NL || type == GGML_TYPE_Q8_0) {
         if (!grouped)
             return rows + (size_t)r * w_row + (size_t)b * (w_row / (size_t)nb);
     } else {
@@ -247,7 +247,10 @@ INLINE const uint8_t *tile_block(const int type, const uint8_t *rows, size_t w_r
     if (b >= nb / 4 * 4) /* past the tiles: whole blocks */
         return rows + repack_x4_whole(r, b, nb, bs);
     memcpy(tmp, rows + repack_x4_d(r, b, bs), 2);
-    if (type == GGML_TYPE_Q5_0) {
+    if (type == GGML_TYPE_Q8_0) { /* Q8_0 x4: the SDOT order, words of four bytes */
+        for (int v = 0; v < 8; v++)
+            memcpy(tmp + offsetof(block_q8_0, qs) + 4 * v, rows + repack_x4s_q(r, b, bs, 32, 4 * v), 4);
+    } else if (type == GGML_TYPE_Q5_0) {
         memcpy(tmp + offsetof(block_q5_0, qh), rows + repack_x4_qh(r, b, bs, 0), 2);
         memcpy(tmp + offsetof(block_q5_0, qh) + 2, rows + repack_x4_qh(r, b, bs, 1), 2);
         memcpy(tmp + offsetof(block_q5_0, qs), rows + repack_x4_qs(type, r, b, bs), 16);
@@ -271,7 +274,7 @@ INLINE void unpack_tile32(const int type, const uint8_t *rows, size_t w_row, int
                 meta[b * LR + r].d = 0.0f;
                 continue;
             }
-            uint8_t tmp[sizeof(block_q5_0)];
+            uint8_t tmp[sizeof(block_q8_0)];
             const uint8_t *blk = tile_block(type, rows, w_row, nb, grouped, r, b, tmp);
             u[r] = unpack32(type, blk);
             meta[b * LR + r].d = h2f(ld16(blk));
@@ -921,6 +924,7 @@ DEFINE_MANY_X(many_q4_Kx4, GGML_TYPE_Q4_K, true)
 DEFINE_MANY_X(many_q6_Kx4, GGML_TYPE_Q6_K, true)
 DEFINE_MANY_X(many_q3_Kx4, GGML_TYPE_Q3_K, true)
 DEFINE_MANY_X(many_iq4_nlx4, GGML_TYPE_IQ4_NL, true)
+DEFINE_MANY_X(many_q8_0x4, GGML_TYPE_Q8_0, true)
 
 /* Install this file's gemm_many kernels. */
 static void fill_many(struct kernel_table *t)
@@ -957,4 +961,6 @@ static void fill_many(struct kernel_table *t)
     t->types[GGML_TYPE_IQ4_NL].gemm_many_glu = many_iq4_nl_glu;
     t->types[INFER_TYPE_IQ4_NL_X4].gemm_many = many_iq4_nlx4;
     t->types[INFER_TYPE_IQ4_NL_X4].gemm_many_glu = many_iq4_nlx4_glu;
+    t->types[INFER_TYPE_Q8_0_X4].gemm_many = many_q8_0x4;
+    t->types[INFER_TYPE_Q8_0_X4].gemm_many_glu = many_q8_0x4_glu;
 }
