@@ -108,7 +108,10 @@
  * or an AND with 0xF0 (high) gives sixteen times the signed quant, which
  * SDOT takes as it is (the sums are exactly 16 times the reference's, and a
  * fixed-point conversion with four fraction bits gives back the float of
- * the reference's sum).
+ * the reference's sum).  avx512 and avxvnni use Q8_0 x4 as well: vpdpbusd
+ * adds four products per dword just as SDOT does, so a vector of it is
+ * dwords (elements 4v .. 4v + 3, row r) against the token's dword v
+ * repeated four times (one vpermd), and a group is one weight stream.
  *
  * Each layout but Q3_K's is a permutation of the bytes (Q4_0 x4s: of the bytes XORed):
  * repack_x4_block() gives back any original block, which is how the
@@ -136,9 +139,10 @@ enum {
     INFER_TYPE_Q3_K_X4,
     INFER_TYPE_COUNT,
 };
-#define REPACK_LAYOUT_VERSION 7u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
+#define REPACK_LAYOUT_VERSION 8u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
                                   * 3-D expert tensors too (an L2 file of a MoE model lacks them);
-                                  * 4: Q6_K x4; 5: Q8_0 x4, Q4_0 x4s; 6: IQ4_NL x4; 7: Q3_K x4 */
+                                  * 4: Q6_K x4; 5: Q8_0 x4, Q4_0 x4s; 6: IQ4_NL x4; 7: Q3_K x4;
+                                  * 8: Q8_0 x4 on avx512 and avxvnni too (their L7 files lack it) */
 
 /* Where the bytes of block b of row r (0-3) lie, as offsets from the start
  * of their group of four rows (nb blocks per row, bs bytes per block): the
