@@ -97,17 +97,7 @@ INLINE void gemm8_x4s(const int NT, int64_t n, const uint8_t *w, const uint8_t *
         _mm_storeu_ps(y + (size_t)t * ys, acc[t]);
 }
 
-static void gemm_q8_0x4(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
-                        int nt)
-{
-    (void)w_row; /* a group is contiguous */
-    switch (nt) {
-    case 1: gemm8_x4s(1, n, w, a, a_row, y, ys); break;
-    case 2: gemm8_x4s(2, n, w, a, a_row, y, ys); break;
-    case 3: gemm8_x4s(3, n, w, a, a_row, y, ys); break;
-    default: gemm8_x4s(4, n, w, a, a_row, y, ys); break;
-    }
-}
+DEFINE_GEMM_GROUP(gemm_q8_0x4, gemm8_x4s)
 
 /* gemm (1-4 tokens; ONE: the one-token call) and vec_dot of a type from a
  * tile function CORE(type, rows, tokens, ...). */

@@ -124,14 +124,4 @@ INLINE void gemm3_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
 }
 
 /* The gemm of Q3_K x4 (1-4 tokens). */
-static void gemm_q3_Kx4(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
-                        int nt)
-{
-    (void)w_row; /* a group is contiguous */
-    switch (nt) {
-    case 1: gemm3_x4t(1, n, w, a, a_row, y, ys); break;
-    case 2: gemm3_x4t(2, n, w, a, a_row, y, ys); break;
-    case 3: gemm3_x4t(3, n, w, a, a_row, y, ys); break;
-    default: gemm3_x4t(4, n, w, a, a_row, y, ys); break;
-    }
-}
+DEFINE_GEMM_GROUP(gemm_q3_Kx4, gemm3_x4t)

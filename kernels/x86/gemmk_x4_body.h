@@ -85,16 +85,6 @@ INLINE void gemmK_x4(const int NT, int64_t n, const uint8_t *w, const uint8_t *a
 }
 
 /* The gemm of Q4_K x4 (1-4 tokens). */
-static void gemm_q4_Kx4(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
-                        int nt)
-{
-    (void)w_row; /* a group is contiguous */
-    switch (nt) {
-    case 1: gemmK_x4(1, n, w, a, a_row, y, ys); break;
-    case 2: gemmK_x4(2, n, w, a, a_row, y, ys); break;
-    case 3: gemmK_x4(3, n, w, a, a_row, y, ys); break;
-    default: gemmK_x4(4, n, w, a, a_row, y, ys); break;
-    }
-}
+DEFINE_GEMM_GROUP(gemm_q4_Kx4, gemmK_x4)
 
 #endif

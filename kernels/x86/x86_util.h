@@ -91,6 +91,22 @@ INLINE void prefetch_tile(const uint8_t *tile, size_t bytes)
         _mm_prefetch((const char *)tile + X4_PF + o, PF_HINT);
 }
 
+/* The gemm (dispatch.h) of an x4 layout whose tile CORE(NT, n, w, a,
+ * a_row, y, ys) takes 1-4 tokens against a group of four rows (contiguous:
+ * w_row is not needed). */
+#define DEFINE_GEMM_GROUP(NAME, CORE)                                                                         \
+    static void NAME(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, \
+                     int nt)                                                                                  \
+    {                                                                                                         \
+        (void)w_row;                                                                                          \
+        switch (nt) {                                                                                         \
+        case 1: CORE(1, n, w, a, a_row, y, ys); break;                                                        \
+        case 2: CORE(2, n, w, a, a_row, y, ys); break;                                                        \
+        case 3: CORE(3, n, w, a, a_row, y, ys); break;                                                        \
+        default: CORE(4, n, w, a, a_row, y, ys); break;                                                       \
+        }                                                                                                     \
+    }
+
 /* Ask for the bytes of a weight block PF_ROWS rows further on. */
 INLINE void prefetch_ahead(const uint8_t *blk, size_t w_row, size_t bytes)
 {
