@@ -122,6 +122,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "types.h"
 
@@ -168,6 +169,13 @@ static inline size_t repack_x4s_q(int r, int64_t b, size_t bs, size_t qb, int i)
 {
     return repack_x4_tile(b, bs) + 32 + 4 * qb * (size_t)(b % 4) + 16 * (size_t)(i / 4) + 4 * (size_t)r +
            (size_t)(i % 4);
+}
+/* The 32 quant bytes of block b of row r of a Q8_0 x4 group (in a tile), in
+ * element order: eight words of four (34: a Q8_0 block's bytes). */
+static inline void repack_x8_qs(const uint8_t *group, int r, int64_t b, uint8_t qs[32])
+{
+    for (int v = 0; v < 8; v++)
+        memcpy(qs + 4 * v, group + repack_x4s_q(r, b, 34, 32, 4 * v), 4);
 }
 static inline size_t repack_x4_whole(int r, int64_t b, int64_t nb, size_t bs)
 {

@@ -235,8 +235,7 @@ static void unpack_row32(const int type, const uint8_t *row, int64_t nb, uint8_t
         uint8_t q8[32];
         if (x4 && b < nb / 4 * 4 && type == GGML_TYPE_Q8_0) { /* Q8_0 x4: words of four bytes */
             d = row + repack_x4_d(r, b, bs);
-            for (int v = 0; v < 8; v++)
-                memcpy(q8 + 4 * v, row + repack_x4s_q(r, b, bs, 32, 4 * v), 4);
+            repack_x8_qs(row, r, b, q8);
             qs = q8;
         } else if (x4 && b < nb / 4 * 4) { /* repack.h's tile layout */
             d = row + repack_x4_d(r, b, bs);
@@ -614,6 +613,19 @@ static void unpack_tile_q8_0(uint32_t *wi, struct tile32 *tm, const uint8_t *w, 
     }
 }
 
+/* Block b's metadata of a tile of two x4 groups (rows 0-3 at g0, 4-7 at
+ * g1): the corrections from sum (lane 8 j + r: part j of row r's weight
+ * sum) and the eight scales. */
+INLINE void x4_pair_meta(struct tile32 *tm, __m512i sum, const uint8_t *g0, const uint8_t *g1, int64_t b, size_t bs)
+{
+    const __m256i rs = _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
+    _mm256_storeu_si256((__m256i *)tm->corr, _mm256_mullo_epi32(rs, _mm256_set1_epi32(-128)));
+    for (int r = 0; r < 4; r++) {
+        tm->d[r] = h2f(ld16(g0 + repack_x4_d(r, b, bs)));
+        tm->d[4 + r] = h2f(ld16(g1 + repack_x4_d(r, b, bs)));
+    }
+}
+
 /* The blocks [0, nb4 * 4) of a tile of eight Q4_0 rows that are two whole
  * x4 groups (repack.h; rows 0-3 at g0, rows 4-7 at g1) straight into the
  * interleaved weights and the tile's metadata: per block, the 64 bytes of
@@ -651,12 +663,7 @@ static void unpack_tile_q4_0x4(uint32_t *wi, struct tile32 *tm, const uint8_t *g
             _mm512_storeu_si512((void *)(wi + (size_t)b * 8 * LR + 16 * h), o[h]);
             sum = _mm512_dpbusd_epi32(sum, ones, o[h]);
         }
-        const __m256i rs = _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
-        _mm256_storeu_si256((__m256i *)tm[b].corr, _mm256_mullo_epi32(rs, _mm256_set1_epi32(-128)));
-        for (int r = 0; r < 4; r++) {
-            tm[b].d[r] = h2f(ld16(g0 + repack_x4_d(r, b, bs)));
-            tm[b].d[4 + r] = h2f(ld16(g1 + repack_x4_d(r, b, bs)));
-        }
+        x4_pair_meta(tm + b, sum, g0, g1, b, bs);
     }
 }
 
@@ -687,13 +694,7 @@ static void unpack_tile_q8_0x4(uint32_t *wi, struct tile32 *tm, const uint8_t *g
             _mm512_storeu_si512((void *)(wi + (size_t)b * 8 * LR + 32 * half + 16), o1);
             sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum, ones, o0), ones, o1);
         }
-        /* lane 8 j + r: row r's sums (halves j) */
-        const __m256i rs = _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
-        _mm256_storeu_si256((__m256i *)tm[b].corr, _mm256_mullo_epi32(rs, _mm256_set1_epi32(-128)));
-        for (int r = 0; r < 4; r++) {
-            tm[b].d[r] = h2f(ld16(g0 + repack_x4_d(r, b, bs)));
-            tm[b].d[4 + r] = h2f(ld16(g1 + repack_x4_d(r, b, bs)));
-        }
+        x4_pair_meta(tm + b, sum, g0, g1, b, bs);
     }
 }
 
@@ -956,8 +957,8 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
                 }
                 continue;
             }
-            /* Q4_0 x4, two whole groups: the full block columns straight
-             * into the tile, the last nb % 4 blocks as below */
+            /* Q4_0 or Q8_0 x4, two whole groups: the full block columns
+             * straight into the tile, the last nb % 4 blocks as below */
             const bool fast = (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0) && x4 && nr == LR &&
                               r0 + LR <= n_rows / 4 * 4;
             const int64_t bf = fast ? nb / 4 * 4 : 0;

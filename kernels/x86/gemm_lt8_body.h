@@ -248,8 +248,7 @@ INLINE const uint8_t *tile_block(const int type, const uint8_t *rows, size_t w_r
         return rows + repack_x4_whole(r, b, nb, bs);
     memcpy(tmp, rows + repack_x4_d(r, b, bs), 2);
     if (type == GGML_TYPE_Q8_0) { /* Q8_0 x4: the SDOT order, words of four bytes */
-        for (int v = 0; v < 8; v++)
-            memcpy(tmp + offsetof(block_q8_0, qs) + 4 * v, rows + repack_x4s_q(r, b, bs, 32, 4 * v), 4);
+        repack_x8_qs(rows, r, b, tmp + offsetof(block_q8_0, qs));
     } else if (type == GGML_TYPE_Q5_0) {
         memcpy(tmp + offsetof(block_q5_0, qh), rows + repack_x4_qh(r, b, bs, 0), 2);
         memcpy(tmp + offsetof(block_q5_0, qh) + 2, rows + repack_x4_qh(r, b, bs, 1), 2);
