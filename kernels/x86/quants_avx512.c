@@ -952,7 +952,11 @@ INLINE void kblock_x4(struct kblock *k, __m256i s16, const uint8_t *q0)
  * sub-block j.  At a super-block's end the four dwords of each (row,
  * token) are summed into element t of lane r (exact integers: gemmK's
  * sums), and kfma's float steps run per element, so the bits are the
- * reference's.
+ * reference's.  With matmul's prep (x4k_prep, 2-4 tokens) the minimums'
+ * sums come from four vpdpwssd straight into element 4r + t and the
+ * tokens' scales from one load: `bench-kernels -t 1 -c -b -r 41 -n 4 -s
+ * 8192x2048 -T q4_kx4 -v avx512 -A` (the build before), 1.05-1.06x at four
+ * tokens, 1.03x at two.
  */
 /* pshufb controls, lane r: bytes 4r + j and 4r + j + 1 (row r's scales j,
  * j + 1 in x4k_fields' s03 / s47) as int16 (sc_j, sc_j, sc_j, sc_j,
@@ -971,7 +975,45 @@ static const uint8_t kz_m[64] __attribute__((aligned(64))) = {KZ_ML(0), KZ_ML(1)
 #undef KZ_SC4
 #undef KZ_SC
 
-INLINE void gemmK_x4z(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row, float *y, size_t ys)
+/* lane r, dword t: row r's minimums m_2k, m_2k+1 (of m03 for k < 2, else m47)
+ * as int16, against the prep's pair sums of bsums bp[k] (x4k_prep) */
+#define KZ_MK(r, k) 4 * (r) + 2 * ((k) % 2), 0x80, 4 * (r) + 2 * ((k) % 2) + 1, 0x80
+#define KZ_MK4(r, k) KZ_MK(r, k), KZ_MK(r, k), KZ_MK(r, k), KZ_MK(r, k)
+#define KZ_MKK(k) {KZ_MK4(0, k), KZ_MK4(1, k), KZ_MK4(2, k), KZ_MK4(3, k)}
+static const uint8_t kz_mk[4][64] __attribute__((aligned(64))) = {KZ_MKK(0), KZ_MKK(1), KZ_MKK(2), KZ_MKK(3)};
+#undef KZ_MKK
+#undef KZ_MK4
+#undef KZ_MK
+
+/* The prep (dispatch.h's act_prep) of gemmK_x4z for 2-4 tokens, per
+ * super-block: bp[k] holds in dword t token t's sums B_2k, B_2k+1 (int16;
+ * B_j = bsums[2j] + bsums[2j+1], the 32 elements of sub-block j, |B_j| <=
+ * 4096), d the tokens' scales; zeros past nt.  Made once per matmul, it
+ * turns the minimums' correction of a (row, token) tile into four vpdpwssd
+ * with no reduction after them, and the scales into one load. */
+struct x4k_prep {
+    int16_t bp[4][8];
+    float d[4];
+    int32_t pad[4];
+};
+_Static_assert(sizeof(struct x4k_prep) <= GEMM_PREP_BLOCK * (QK_K / 32), "x4k_prep exceeds the prep space");
+
+static void prep_q4_Kx4(int64_t n, const void *a, size_t a_row, int nt, void *prep)
+{
+    struct x4k_prep *p = prep;
+    for (int64_t b = 0; b < n / QK_K; b++, p++) {
+        memset(p, 0, sizeof(*p));
+        for (int t = 0; t < nt; t++) {
+            const block_q8_K *yb = (const block_q8_K *)((const char *)a + (size_t)t * a_row) + b;
+            p->d[t] = yb->d;
+            for (int j = 0; j < 8; j++)
+                p->bp[j / 2][2 * t + j % 2] = (int16_t)(yb->bsums[2 * j] + yb->bsums[2 * j + 1]);
+        }
+    }
+}
+
+INLINE void gemmK_x4z(const int NT, int64_t n, const uint8_t *w, const uint8_t *a, size_t a_row,
+                      const struct x4k_prep *prep, float *y, size_t ys)
 {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
@@ -1013,39 +1055,55 @@ INLINE void gemmK_x4z(const int NT, int64_t n, const uint8_t *w, const uint8_t *
                 tot[t][c % 2] = _mm512_dpwssd_epi32(tot[t][c % 2], _mm512_packs_epi32(pl, ph), sc);
             }
         }
-        /* minimums: dword j of lane r = m_j (bsum_2j + bsum_2j+1), j < 4 and (m47) j >= 4 */
-        const __m512i mk0 = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(m03), _mm512_load_si512((const void *)kz_m));
-        const __m512i mk1 = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(m47), _mm512_load_si512((const void *)kz_m));
-        __m512i z[4], zm[4];
-        UNROLL
-        for (int t = 0; t < 4; t++) {
-            z[t] = zm[t] = zero;
-            if (t < NT) {
-                z[t] = _mm512_add_epi32(tot[t][0], tot[t][1]);
-                zm[t] = _mm512_dpwssd_epi32(zero, mk0, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)yb[t]->bsums)));
-                zm[t] = _mm512_dpwssd_epi32(zm[t], mk1,
-                                            _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(yb[t]->bsums + 8))));
-            }
-        }
         /* per lane: the four dwords of token t summed into element t */
+        __m512i z[4];
+        UNROLL
+        for (int t = 0; t < 4; t++)
+            z[t] = t < NT ? _mm512_add_epi32(tot[t][0], tot[t][1]) : zero;
         const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
         const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
         const __m512i isum = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
-        const __m512i m01 = _mm512_add_epi32(_mm512_unpacklo_epi32(zm[0], zm[1]), _mm512_unpackhi_epi32(zm[0], zm[1]));
-        const __m512i m23 = _mm512_add_epi32(_mm512_unpacklo_epi32(zm[2], zm[3]), _mm512_unpackhi_epi32(zm[2], zm[3]));
-        const __m512i msum = _mm512_add_epi32(_mm512_unpacklo_epi64(m01, m23), _mm512_unpackhi_epi64(m01, m23));
+        /* the minimums' sums in element 4r + t: sum_j m_j (bsum_2j + bsum_2j+1) */
+        const __m512i mb03 = _mm512_broadcast_i32x4(m03), mb47 = _mm512_broadcast_i32x4(m47);
+        __m512i msum = zero;
+        __m512 dyv;
+        if (prep) { /* the pairs of bsums already summed and in dword t */
+            const struct x4k_prep *p = prep + b;
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                const __m512i mk = _mm512_shuffle_epi8(k < 2 ? mb03 : mb47, _mm512_load_si512((const void *)kz_mk[k]));
+                msum = _mm512_dpwssd_epi32(msum, mk, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p->bp[k])));
+            }
+            dyv = _mm512_broadcast_f32x4(_mm_load_ps(p->d));
+        } else { /* dword j of lane r = m_j (bsum_2j + bsum_2j+1), j < 4 and (m47) j >= 4, summed as isum */
+            const __m512i mk0 = _mm512_shuffle_epi8(mb03, _mm512_load_si512((const void *)kz_m));
+            const __m512i mk1 = _mm512_shuffle_epi8(mb47, _mm512_load_si512((const void *)kz_m));
+            __m512i zm[4];
+            UNROLL
+            for (int t = 0; t < 4; t++) {
+                zm[t] = zero;
+                if (t < NT) {
+                    const int16_t *bs = yb[t]->bsums;
+                    zm[t] = _mm512_dpwssd_epi32(zero, mk0, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)bs)));
+                    zm[t] = _mm512_dpwssd_epi32(zm[t], mk1, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(bs + 8))));
+                }
+            }
+            const __m512i m01 = _mm512_add_epi32(_mm512_unpacklo_epi32(zm[0], zm[1]), _mm512_unpackhi_epi32(zm[0], zm[1]));
+            const __m512i m23 = _mm512_add_epi32(_mm512_unpacklo_epi32(zm[2], zm[3]), _mm512_unpackhi_epi32(zm[2], zm[3]));
+            msum = _mm512_add_epi32(_mm512_unpacklo_epi64(m01, m23), _mm512_unpackhi_epi64(m01, m23));
+            dyv = _mm512_broadcast_f32x4(_mm_loadu_ps(dy));
+        }
         /* kfma's steps per element */
         const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x4k_d(0))));
         const __m128 dm4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(tile + repack_x4k_dmin(0))));
         const __m512 dx = _mm512_permutexvar_ps(dlanes, _mm512_castps128_ps512(d4));
         const __m512 dmx = _mm512_permutexvar_ps(dlanes, _mm512_castps128_ps512(dm4));
-        const __m512 dyv = _mm512_broadcast_f32x4(_mm_loadu_ps(dy));
         facc = _mm512_add_ps(facc, _mm512_mul_ps(_mm512_mul_ps(dx, dyv), _mm512_cvtepi32_ps(isum)));
         facc = _mm512_sub_ps(facc, _mm512_mul_ps(_mm512_mul_ps(dmx, dyv), _mm512_cvtepi32_ps(msum)));
     }
     store16_tokens(NT, facc, true, y, ys);
 }
-#define GKX_TOKENS gemmK_x4z
+#define GKX_TOKENS(NT, n, w, a, a_row, y, ys) gemmK_x4z(NT, n, w, a, a_row, NULL, y, ys)
 /* one token too: `bench-kernels -t 1 -c -b -r 15 -n N -s 8192x2048 -T q4_kx4
  * -v avx512 -A` (the build before) on a Zen 5, hot: 1 token 1.28-1.43x
  * faster than gemmK_x4's kdot rows, 2-4 tokens 1.65-1.73x; four tokens
@@ -1056,6 +1114,20 @@ INLINE void gemmK_x4z(const int NT, int64_t n, const uint8_t *w, const uint8_t *
 #define GKX_ZERO() _mm512_setzero_si512()
 #define GKX_REDUCE4(v0, v1, v2, v3) reduce4_512(v0, v1, v2, v3)
 #include "gemmk_x4_body.h"
+
+/* The gemm_prep of Q4_K x4: gemmK_x4z with the tokens' prep (x4k_prep) from
+ * two tokens on; one token needs none. */
+static void gemm_q4_Kx4q(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, const void *prep,
+                         float *y, size_t ys, int nt)
+{
+    (void)w_row;
+    switch (nt) {
+    case 1: gemmK_x4z(1, n, w, a, a_row, NULL, y, ys); break;
+    case 2: gemmK_x4z(2, n, w, a, a_row, prep, y, ys); break;
+    case 3: gemmK_x4z(3, n, w, a, a_row, prep, y, ys); break;
+    default: gemmK_x4z(4, n, w, a, a_row, prep, y, ys); break;
+    }
+}
 
 /* Q6_K x4 (repack.h): four rows per vector, one per 128-bit lane. */
 #define Q6X_W 512
@@ -1206,7 +1278,7 @@ void kernels_fill_avx512(struct kernel_table *t)
      * for the rows after the last group (repack.h) */
     kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
-    kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
+    kernels_use_x4_prep(t, GGML_TYPE_Q4_K, gemm_q4_Kx4, prep_q4_Kx4, gemm_q4_Kx4q);
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q8_0, gemm_q8_0x4); /* the SDOT order (Q8_0 x4 of repack.h) */
     /* IQ4_NL x4: Q4_0 x4's tiles with the nibbles through the codebook (+ 128,
