@@ -74,6 +74,8 @@
                                           .vec_dot_type = GGML_TYPE_Q8_0},                                       \
                 [INFER_TYPE_Q3_K_X4] = {.vec_dot = vec_dot_q3_K_q8_K_ref, .gemm = gemm_q3_Kx4_ref,               \
                                         .vec_dot_type = GGML_TYPE_Q8_K},                                         \
+                [INFER_TYPE_Q4_K_X4I] = {.vec_dot = vec_dot_q4_K_q8_K_ref, .gemm = gemm_q4_Kx4i_ref,             \
+                                         .vec_dot_type = GGML_TYPE_Q8_K},                                        \
             },                                                                                                  \
         .rmsnorm = rmsnorm_ref, .rope_norm = rope_norm_ref, .rope_neox = rope_neox_ref, .softmax = softmax_ref, \
         .silu = silu_ref, .gelu = gelu_ref, .gelu_ggml = gelu_ggml_ref, .vec_mul = vec_mul_ref,                 \

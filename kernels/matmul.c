@@ -177,6 +177,12 @@ void gemm_q4_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size
     gemm_xk_ref(INFER_TYPE_Q4_K_X4, vec_dot_q4_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
 }
 
+void gemm_q4_Kx4i_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys,
+                      int nt)
+{
+    gemm_xk_ref(INFER_TYPE_Q4_K_X4I, vec_dot_q4_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);
+}
+
 void gemm_q6_Kx4_ref(int64_t n, const void *w, size_t w_row, const void *a, size_t a_row, float *y, size_t ys, int nt)
 {
     gemm_xk_ref(INFER_TYPE_Q6_K_X4, vec_dot_q6_K_q8_K_ref, n, w, w_row, a, a_row, y, ys, nt);

@@ -39,6 +39,7 @@ uint32_t repack_base_of(uint32_t x4type)
     case INFER_TYPE_Q4_0_X4S: return GGML_TYPE_Q4_0;
     case INFER_TYPE_IQ4_NL_X4: return GGML_TYPE_IQ4_NL;
     case INFER_TYPE_Q3_K_X4: return GGML_TYPE_Q3_K;
+    case INFER_TYPE_Q4_K_X4I: return GGML_TYPE_Q4_K;
     default: return 0;
     }
 }
@@ -152,7 +153,9 @@ static void x4_copy(uint32_t x4, uint8_t *group, int64_t nb, int r, int64_t b, u
         for (int i = 0; i < 3; i++)
             MOVE(t + repack_x4k_sw(r, i), offsetof(block_q4_K, scales) + 4 * (size_t)i, 4);
         for (int c = 0; c < 4; c++)
-            MOVE(t + repack_x4k_qs(r, c), offsetof(block_q4_K, qs) + 32 * (size_t)c, 32);
+            for (int i = 0; i < 4; i++) /* x4i: in eight-byte pieces */
+                MOVE(x4 == INFER_TYPE_Q4_K_X4I ? t + repack_x4ki_qs(r, c, i) : t + repack_x4k_qs(r, c) + 8 * (size_t)i,
+                     offsetof(block_q4_K, qs) + 32 * (size_t)c + 8 * (size_t)i, 8);
         return;
     }
     if (type == GGML_TYPE_Q3_K) {

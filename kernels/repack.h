@@ -50,6 +50,13 @@
  * scales one 128-bit load (the 6-bit unpacking runs on the four rows at
  * once) and chunk c of rows 0 | 1, 2 | 3 one 512-bit or two 256-bit loads.
  *
+ * Q4_K x4i (avx2, avxvnni) is Q4_K x4 with each chunk's quants interleaved
+ * by eight bytes: bytes 8i .. 8i + 7 of chunk c of row r at 64 + 128 c +
+ * 32 i + 8 r, so that one 256-bit load is eight bytes of each of the four
+ * rows, one row per 64-bit lane (the vector their 2-4 token and one-token
+ * tiles multiply by a token's eight activation bytes broadcast), where
+ * Q4_K x4 takes two unpacks and a lane permute per vector to get there.
+ *
  * Q6_K (210-byte super-blocks) has no tail either: tile j is super-block
  * j of the four rows, 840 bytes at 840 j, cut into 16-byte pieces laid
  * out four rows wide, so that one 128-bit lane of a vector is one row:
@@ -138,12 +145,14 @@ enum {
     INFER_TYPE_Q4_0_X4S,
     INFER_TYPE_IQ4_NL_X4,
     INFER_TYPE_Q3_K_X4,
+    INFER_TYPE_Q4_K_X4I,
     INFER_TYPE_COUNT,
 };
-#define REPACK_LAYOUT_VERSION 8u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
+#define REPACK_LAYOUT_VERSION 9u /* 2: Q4_K x4 added (older builds keep their L1 files); 3: the
                                   * 3-D expert tensors too (an L2 file of a MoE model lacks them);
                                   * 4: Q6_K x4; 5: Q8_0 x4, Q4_0 x4s; 6: IQ4_NL x4; 7: Q3_K x4;
-                                  * 8: Q8_0 x4 on avx512 and avxvnni too (their L7 files lack it) */
+                                  * 8: Q8_0 x4 on avx512 and avxvnni too (their L7 files lack it);
+                                  * 9: Q4_K x4i on avx2 and avxvnni (their L8 files hold Q4_K x4) */
 
 /* Where the bytes of block b of row r (0-3) lie, as offsets from the start
  * of their group of four rows (nb blocks per row, bs bytes per block): the
@@ -190,6 +199,8 @@ static inline size_t repack_x4k_d(int r) { return 2 * (size_t)r; }
 static inline size_t repack_x4k_dmin(int r) { return 8 + 2 * (size_t)r; }
 static inline size_t repack_x4k_sw(int r, int i) { return 16 + 16 * (size_t)i + 4 * (size_t)r; }
 static inline size_t repack_x4k_qs(int r, int c) { return 64 + 128 * (size_t)c + 32 * (size_t)r; }
+/* Q4_K x4i: bytes 8i .. 8i + 7 of chunk c of row r (the rest as Q4_K x4). */
+static inline size_t repack_x4ki_qs(int r, int c, int i) { return 64 + 128 * (size_t)c + 32 * (size_t)i + 8 * (size_t)r; }
 
 /* Q6_K's tile (above): offsets from the start of super-block column j's
  * 840 bytes; p < 8 (ql), q < 4 (qh) index 16-byte pieces of a row. */

@@ -52,6 +52,7 @@ static const struct ggml_type_traits type_traits[INFER_TYPE_COUNT] = {
     [INFER_TYPE_Q4_0_X4S] = {"Q4_0x4s", 32, 18, true},
     [INFER_TYPE_IQ4_NL_X4] = {"IQ4_NLx4", 32, 18, true},
     [INFER_TYPE_Q3_K_X4] = {"Q3_Kx4", 256, 110, true},
+    [INFER_TYPE_Q4_K_X4I] = {"Q4_Kx4i", 256, 144, true},
 };
 
 const struct ggml_type_traits *ggml_type_traits_get(uint32_t type)

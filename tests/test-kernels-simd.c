@@ -642,7 +642,7 @@ static void test_repacked(void **state)
     const struct kernel_table *kt = variant_table(state);
     static const uint32_t layouts[] = {INFER_TYPE_Q4_0_X4, INFER_TYPE_Q5_0_X4,  INFER_TYPE_Q4_K_X4,
                                        INFER_TYPE_Q6_K_X4, INFER_TYPE_Q8_0_X4,  INFER_TYPE_Q4_0_X4S,
-                                       INFER_TYPE_IQ4_NL_X4, INFER_TYPE_Q3_K_X4};
+                                       INFER_TYPE_IQ4_NL_X4, INFER_TYPE_Q3_K_X4, INFER_TYPE_Q4_K_X4I};
     /* nb % 4 = 1, 3, 0, 2, 1, 0: with and without leftover block columns */
     static const int64_t n_ins[] = {32, 96, 128, 320, 672, 2048};
     static const int64_t n_outs[] = {1, 4, 7, 17, 64, 66};
@@ -651,7 +651,7 @@ static void test_repacked(void **state)
     for (size_t k = 0; k < sizeof(layouts) / sizeof(layouts[0]); k++) {
         const uint32_t x4 = layouts[k], type = repack_base_of(x4);
         assert_true(type != 0);
-        assert_true(repack_x4_of(type) == x4 || x4 == INFER_TYPE_Q4_0_X4S);
+        assert_true(repack_x4_of(type) == x4 || x4 == INFER_TYPE_Q4_0_X4S || x4 == INFER_TYPE_Q4_K_X4I);
         assert_int_equal(ggml_row_size(x4, 2560), ggml_row_size(type, 2560));
         const size_t bs = ggml_type_traits_get(type)->type_size;
         n_toks[8] = kernels_many_min(kt, x4) - 1;

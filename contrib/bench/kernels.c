@@ -533,7 +533,7 @@ int main(int argc, char **argv)
                                      GGML_TYPE_F32,      INFER_TYPE_Q4_0_X4, INFER_TYPE_Q5_0_X4,  INFER_TYPE_Q4_K_X4,
                                      INFER_TYPE_Q6_K_X4, INFER_TYPE_Q8_0_X4, INFER_TYPE_Q4_0_X4S, GGML_TYPE_Q2_K,
                                      GGML_TYPE_Q3_K,     GGML_TYPE_IQ4_NL,   GGML_TYPE_IQ4_XS, INFER_TYPE_IQ4_NL_X4,
-                                     INFER_TYPE_Q3_K_X4};
+                                     INFER_TYPE_Q3_K_X4, INFER_TYPE_Q4_K_X4I};
     static const struct shape gemv_full[] = {{2048, 640}, {4096, 4096}}, gemv_quick[] = {{2048, 640}};
     static const struct shape gemm_full[] = {{2048, 640}, {4096, 4096}}, gemm_quick[] = {{2048, 640}};
     const struct shape *gv = o.quick ? gemv_quick : gemv_full, *gm = o.quick ? gemm_quick : gemm_full;

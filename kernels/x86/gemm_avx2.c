@@ -28,7 +28,7 @@ static const struct kernel_many_min many_min[] = {
     {GGML_TYPE_Q2_K, 13},      {GGML_TYPE_Q3_K, 13},      {GGML_TYPE_IQ4_XS, 20},
     {INFER_TYPE_Q4_0_X4, 14},  {INFER_TYPE_Q5_0_X4, 13},  {INFER_TYPE_Q4_K_X4, 38},
     {INFER_TYPE_Q6_K_X4, 38},  {INFER_TYPE_Q3_K_X4, 44},  {GGML_TYPE_IQ4_NL, 12},
-    {INFER_TYPE_IQ4_NL_X4, 16},
+    {INFER_TYPE_IQ4_NL_X4, 16}, {INFER_TYPE_Q4_K_X4I, 38},
 };
 
 void kernels_fill_gemm_avx2(struct kernel_table *t)

@@ -158,7 +158,7 @@ static const struct kernel_many_min many_min[] = {
     {GGML_TYPE_Q5_K, 16},      {GGML_TYPE_Q6_K, 24},      {GGML_TYPE_Q2_K, 20},      {GGML_TYPE_Q3_K, 20},
     {GGML_TYPE_IQ4_XS, 16},    {GGML_TYPE_IQ4_NL, 6},     {INFER_TYPE_Q4_0_X4, 24},  {INFER_TYPE_Q5_0_X4, 16},
     {INFER_TYPE_Q4_K_X4, 40},  {INFER_TYPE_Q6_K_X4, 40},  {INFER_TYPE_IQ4_NL_X4, 12}, {INFER_TYPE_Q3_K_X4, 48},
-    {INFER_TYPE_Q8_0_X4, 16},
+    {INFER_TYPE_Q8_0_X4, 16},  {INFER_TYPE_Q4_K_X4I, 40},
 };
 
 void kernels_fill_avxvnni(struct kernel_table *t)
@@ -184,7 +184,7 @@ void kernels_fill_avxvnni(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4_prep(t, GGML_TYPE_IQ4_NL, gemm_iq4_nlx4, prep_iq4_nlx4, gemm_iq4_nlx4q);
-    kernels_use_x4(t, GGML_TYPE_Q4_K, gemm_q4_Kx4);
+    kernels_use_layout(t, INFER_TYPE_Q4_K_X4I, gemm_q4_Kx4i); /* Q4_K x4's quants by eight bytes */
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q8_0, gemm_q8_0x4); /* the SDOT order (Q8_0 x4 of repack.h) */
     /* IQ4_NL x4 (above: vpdpbusd on codebook + 128) and Q3_K x4 (avx2's,

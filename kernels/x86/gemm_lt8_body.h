@@ -211,9 +211,10 @@ INLINE void store_x4(uint32_t *o, const __m256i *v)
 }
 
 /* Block b of row r of a tile whose rows start at `rows` (w_row apart), or
- * (grouped) of its group of four rows in repack.h's x4 layout, whose parts
- * are put back together in tmp (one block of the base type). */
-INLINE const uint8_t *tile_block(const int type, const uint8_t *rows, size_t w_row, int64_t nb, bool grouped, int r,
+ * (grouped: 1, or 2 for Q4_K x4i) of its group of four rows in repack.h's
+ * x4 layout, whose parts are put back together in tmp (one block of the
+ * base type). */
+INLINE const uint8_t *tile_block(const int type, const uint8_t *rows, size_t w_row, int64_t nb, int grouped, int r,
                                  int64_t b, uint8_t *tmp)
 {
     if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q5_0 ||
@@ -230,7 +231,9 @@ INLINE const uint8_t *tile_block(const int type, const uint8_t *rows, size_t w_r
         for (int i = 0; i < 3; i++)
             memcpy(tmp + offsetof(block_q4_K, scales) + 4 * i, t + repack_x4k_sw(r, i), 4);
         for (int c = 0; c < 4; c++)
-            memcpy(tmp + offsetof(block_q4_K, qs) + 32 * c, t + repack_x4k_qs(r, c), 32);
+            for (int i = 0; i < 4; i++)
+                memcpy(tmp + offsetof(block_q4_K, qs) + 32 * c + 8 * i,
+                       grouped == 2 ? t + repack_x4ki_qs(r, c, i) : t + repack_x4k_qs(r, c) + 8 * i, 8);
         return tmp;
     }
     if (type == GGML_TYPE_Q6_K) {
@@ -261,7 +264,7 @@ INLINE const uint8_t *tile_block(const int type, const uint8_t *rows, size_t w_r
 
 /* A tile's nr (<= LR) rows, Q4_0 / Q5_0 / Q8_0, into w and meta (padding
  * rows: zero weights and scales). */
-INLINE void unpack_tile32(const int type, const uint8_t *rows, size_t w_row, int64_t nb, int nr, bool grouped,
+INLINE void unpack_tile32(const int type, const uint8_t *rows, size_t w_row, int64_t nb, int nr, int grouped,
                           uint32_t *w, struct meta32 *meta)
 {
     for (int64_t b = 0; b < nb; b++) {
@@ -442,7 +445,7 @@ INLINE void unpack_x3k(const uint8_t *tile, int r, uint8_t *wb, struct metaK *mt
 /* A tile's nr (<= LR) rows of K-quant super-blocks into w and meta
  * (padding rows: zero weights and scales), block by block: each row's
  * block unpacked in natural order, then the four interleaved. */
-INLINE void unpack_tileK(const int type, const uint8_t *rows, size_t w_row, int64_t nb, int nr, bool grouped,
+INLINE void unpack_tileK(const int type, const uint8_t *rows, size_t w_row, int64_t nb, int nr, int grouped,
                          uint32_t *w, struct metaK *meta)
 {
     _Alignas(32) uint8_t u[2][LR][256]; /* [plane][row] */
@@ -814,9 +817,10 @@ static size_t up64(size_t x) { return (x + 63) & ~(size_t)63; }
 /* wu: NULL, or the fused gate/up form (gemm_many_glu_fn, dispatch.h) as
  * gemm_avx512.c's: tiles alternate gate rows (2i) and the same up rows
  * (2i + 1), the run functions leave their sums in F (y NULL), and the
- * outputs are act(gate) * up. */
+ * outputs are act(gate) * up.  x4: 0 rows as stored, 1 repack.h's x4
+ * layout, 2 Q4_K x4i. */
 INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t n_rows, const void *av,
-                size_t a_row, int64_t n_tok, float *y, size_t ys, bool x4, const void *wu, enum glu_act glu)
+                size_t a_row, int64_t n_tok, float *y, size_t ys, const int x4, const void *wu, enum glu_act glu)
 {
     const bool k = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
                    type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS;
@@ -855,7 +859,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
             uint8_t *mt = meta + (size_t)(t - t0) * m_tile;
             /* matmul's ranges start at multiples of 16 rows: a call's groups
              * are its tiles, all full but perhaps a matrix's last */
-            const bool grouped = x4 && nr == LR && r0 + LR <= n_rows / 4 * 4;
+            const int grouped = nr == LR && r0 + LR <= n_rows / 4 * 4 ? x4 : 0;
             if (k)
                 unpack_tileK(type, wb + (size_t)r0 * w_row, w_row, nb, nr, grouped, wt, (struct metaK *)mt);
             else
@@ -904,7 +908,7 @@ INLINE int many(const int type, int64_t n, const void *wv, size_t w_row, int64_t
         (void)prep;                                                                                           \
         return many(TYPE, n, wg, w_row, n_rows, a, a_row, n_tok, y, ys, X4, wu, act);                         \
     }
-#define DEFINE_MANY(NAME, TYPE) DEFINE_MANY_X(NAME, TYPE, false)
+#define DEFINE_MANY(NAME, TYPE) DEFINE_MANY_X(NAME, TYPE, 0)
 
 DEFINE_MANY(many_q4_0, GGML_TYPE_Q4_0)
 DEFINE_MANY(many_q5_0, GGML_TYPE_Q5_0)
@@ -917,13 +921,14 @@ DEFINE_MANY(many_q3_K, GGML_TYPE_Q3_K)
 DEFINE_MANY(many_iq4_xs, GGML_TYPE_IQ4_XS)
 DEFINE_MANY(many_iq4_nl, GGML_TYPE_IQ4_NL)
 /* the x4 layouts (repack.h) */
-DEFINE_MANY_X(many_q4_0x4, GGML_TYPE_Q4_0, true)
-DEFINE_MANY_X(many_q5_0x4, GGML_TYPE_Q5_0, true)
-DEFINE_MANY_X(many_q4_Kx4, GGML_TYPE_Q4_K, true)
-DEFINE_MANY_X(many_q6_Kx4, GGML_TYPE_Q6_K, true)
-DEFINE_MANY_X(many_q3_Kx4, GGML_TYPE_Q3_K, true)
-DEFINE_MANY_X(many_iq4_nlx4, GGML_TYPE_IQ4_NL, true)
-DEFINE_MANY_X(many_q8_0x4, GGML_TYPE_Q8_0, true)
+DEFINE_MANY_X(many_q4_0x4, GGML_TYPE_Q4_0, 1)
+DEFINE_MANY_X(many_q5_0x4, GGML_TYPE_Q5_0, 1)
+DEFINE_MANY_X(many_q4_Kx4, GGML_TYPE_Q4_K, 1)
+DEFINE_MANY_X(many_q4_Kx4i, GGML_TYPE_Q4_K, 2)
+DEFINE_MANY_X(many_q6_Kx4, GGML_TYPE_Q6_K, 1)
+DEFINE_MANY_X(many_q3_Kx4, GGML_TYPE_Q3_K, 1)
+DEFINE_MANY_X(many_iq4_nlx4, GGML_TYPE_IQ4_NL, 1)
+DEFINE_MANY_X(many_q8_0x4, GGML_TYPE_Q8_0, 1)
 
 /* Install this file's gemm_many kernels. */
 static void fill_many(struct kernel_table *t)
@@ -952,6 +957,8 @@ static void fill_many(struct kernel_table *t)
     t->types[INFER_TYPE_Q5_0_X4].gemm_many_glu = many_q5_0x4_glu;
     t->types[INFER_TYPE_Q4_K_X4].gemm_many = many_q4_Kx4;
     t->types[INFER_TYPE_Q4_K_X4].gemm_many_glu = many_q4_Kx4_glu;
+    t->types[INFER_TYPE_Q4_K_X4I].gemm_many = many_q4_Kx4i;
+    t->types[INFER_TYPE_Q4_K_X4I].gemm_many_glu = many_q4_Kx4i_glu;
     t->types[INFER_TYPE_Q6_K_X4].gemm_many = many_q6_Kx4;
     t->types[INFER_TYPE_Q6_K_X4].gemm_many_glu = many_q6_Kx4_glu;
     t->types[INFER_TYPE_Q3_K_X4].gemm_many = many_q3_Kx4;

@@ -49,7 +49,7 @@ struct kblock {
     __m256i mdup; /* Q4_K/Q5_K: [m0 m0 .. m7 m7] int16 */
     __m256i qh;   /* Q5_K: the 32 bytes of high bits */
     const uint8_t *ql, *qhp;
-    size_t cstride; /* Q4_K/Q5_K: bytes from one chunk of ql to the next (32; x4: 128) */
+    size_t cstride; /* Q4_K/Q5_K: bytes from one chunk of ql to the next (32) */
     float d, dmin;
 };
 
@@ -206,24 +206,15 @@ INLINE void gemmK(const int type, const int NR, const int NT, int64_t n, const u
     store_rows_tokens(y, ys, acc, NR, NT);
 }
 
-/* Q4_K x4 (repack.h): row r's super-block of a tile as a kblock, from
- * x4k_scales' s16[r] and the row's first chunk q0 (the others 128 bytes
- * apart). */
-INLINE void kblock_x4(struct kblock *k, __m256i s16, const uint8_t *q0)
-{
-    k->sc = _mm256_permute4x64_epi64(s16, 0x44);
-    k->mdup = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(s16, 0xEE), lmask(mask_mdup));
-    k->ql = q0;
-    k->cstride = repack_x4k_qs(0, 1) - repack_x4k_qs(0, 0);
-}
-
 /*
- * Q4_K x4, 2-4 tokens: the four rows side by side, eight bytes each per
- * vector (64-bit lane r: row r), so that a token's activation bytes are one
- * broadcast load and its products for all four rows one instruction.  Per
- * chunk of 64 elements the rows' 32-byte quants are transposed (qword i of
- * each row into vector i: two unpacks and a lane permute per two vectors);
- * per token, the four vectors of a sub-block go into one accumulator (VNNI:
+ * Q4_K x4i (repack.h), 1-4 tokens: the four rows side by side, eight bytes
+ * each per vector (64-bit lane r: row r), so that a token's activation
+ * bytes are one broadcast load and its products for all four rows one
+ * instruction.  The layout stores each chunk of 64 elements that way
+ * (vector i: bytes 8i .. 8i + 7 of each row), one load per vector; Q4_K
+ * x4's row-major chunks took two unpacks and a lane permute per two vectors
+ * here (1.14-1.21x one token, 1.12x four on avx2, `bench-kernels -t 1 -c -b
+ * -r 41 -n N -s 8192x2048 -T q4_kx4,q4_kx4i`, Zen 5); per token, the four vectors of a sub-block go into one accumulator (VNNI:
  * vpdpbusd, each dword summing 16 products; avx2: vpmaddubsw, int16 sums of
  * 8 products, added), exact since |sum| <= 16 * 15 * 128 < 2^15, and are
  * then multiplied by the sub-block's scale and added with one vpdpwssd /
@@ -292,21 +283,12 @@ INLINE void gemmK_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
         __m256i tot[4] = {zero, zero, zero, zero};
         UNROLL
         for (int c = 0; c < 4; c++) {
-            const uint8_t *qc = tile + repack_x4k_qs(0, c);
-            const __m256i q0 = _mm256_loadu_si256((const __m256i *)qc);
-            const __m256i q1 = _mm256_loadu_si256((const __m256i *)(qc + 32));
-            const __m256i q2 = _mm256_loadu_si256((const __m256i *)(qc + 64));
-            const __m256i q3 = _mm256_loadu_si256((const __m256i *)(qc + 96));
-            const __m256i l01 = _mm256_unpacklo_epi64(q0, q1), l23 = _mm256_unpacklo_epi64(q2, q3);
-            const __m256i h01 = _mm256_unpackhi_epi64(q0, q1), h23 = _mm256_unpackhi_epi64(q2, q3);
-            /* v[i]: bytes 8i .. 8i + 7 of rows 0-3 */
-            const __m256i v[4] = {_mm256_permute2x128_si256(l01, l23, 0x20), _mm256_permute2x128_si256(h01, h23, 0x20),
-                                  _mm256_permute2x128_si256(l01, l23, 0x31), _mm256_permute2x128_si256(h01, h23, 0x31)};
             __m256i lo[4], hi[4];
             UNROLL
-            for (int i = 0; i < 4; i++) {
-                lo[i] = _mm256_and_si256(v[i], m4);
-                hi[i] = _mm256_and_si256(_mm256_srli_epi16(v[i], 4), m4);
+            for (int i = 0; i < 4; i++) { /* bytes 8i .. 8i + 7 of rows 0-3 */
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(tile + repack_x4ki_qs(0, c, i)));
+                lo[i] = _mm256_and_si256(v, m4);
+                hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
             }
             /* sub-blocks 2c (low nibbles) and 2c + 1 */
             const __m256i sl = _mm256_shuffle_epi8(c < 2 ? sc03 : sc47, _mm256_add_epi8(scm, _mm256_set1_epi8((char)(2 * c % 4))));
@@ -345,26 +327,18 @@ INLINE void gemmK_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
     }
     x4t_store(NT, accx, accy, y, ys);
 }
-#define GKX_TOKENS gemmK_x4t
-/* One token too.  Its tile applies a sub-block's scale with one
- * vpmaddwd per four rows (32 x 4 products) where gemmK_x4's one-token path
- * needs one per row, and adds four vpmaddubsw in int16 before it: 10
- * multiplies per 256 products instead of 16, for four unpacks and lane
- * permutes and eight activation broadcasts.  On an EPYC (Zen 3, avx2) a
- * 512x1024 Q4_K x4 GEMV ran 1.15-1.19x faster in CPU time (bench-kernels -A),
- * and from memory one core read ~12 -> ~15-17 GB/s of it: the old tile was
- * bound by its multiplies, not by the reads, which left MoE decode (its
- * experts mostly Q4_K) below the memory's rate on two cores.  Same integer
- * sums, same float steps per lane: the same bits.  avxvnni likewise (one
- * vpdpwssd per sub-block of four rows): on a Zen 5, `bench-kernels -t 1 -c
- * -b -r 41 -n 1 -s 8192x2048 -T q4_kx4 -v avxvnni -A` (gemmK_x4's rows
- * before) 1.12-1.13x hot, from memory on one thread 34.0-35.5 -> 37.5-37.8
- * GB/s. */
-#define GKX_TOKENS_MIN 1
-
-#define GKX_VEC __m256i
-#define GKX_ZERO() _mm256_setzero_si256()
-#define GKX_REDUCE4(v0, v1, v2, v3) reduce4(v0, v1, v2, v3)
-#include "gemmk_x4_body.h"
+/* One token too: the tile applies a sub-block's scale with one vpmaddwd
+ * (avx2) or vpdpwssd (avxvnni) per four rows (32 x 4 products) where
+ * gemmK's one-token rows need one per row, and adds four vpmaddubsw in
+ * int16 before it: 10 multiplies per 256 products instead of 16.  On an
+ * EPYC (Zen 3, avx2) a 512x1024 Q4_K x4 GEMV ran 1.15-1.19x faster in CPU
+ * time (bench-kernels -A), and from memory one core read ~12 -> ~15-17 GB/s
+ * of it: the old tile was bound by its multiplies, not by the reads, which
+ * left MoE decode (its experts mostly Q4_K) below the memory's rate on two
+ * cores; avxvnni on a Zen 5, `bench-kernels -t 1 -c -b -r 41 -n 1 -s
+ * 8192x2048 -T q4_kx4 -v avxvnni -A` against the one-token rows:
+ * 1.12-1.13x hot, from memory on one thread 34.0-35.5 -> 37.5-37.8 GB/s.
+ * Same integer sums, same float steps per lane: the same bits. */
+DEFINE_GEMM_GROUP(gemm_q4_Kx4i, gemmK_x4t)
 
 #endif
