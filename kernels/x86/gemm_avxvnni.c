@@ -131,6 +131,11 @@ DEFINE_TILES(gemm_iq4_nl, GGML_TYPE_IQ4_NL, gemm32, gemm32(GGML_TYPE_IQ4_NL, 4, 
 #define Q6X_W 256
 #define Q6X_NACC 2 /* vpdpwssd chains: latency, not throughput, would bound one token */
 #define Q6X_SPLIT 3 /* 2 tokens: both row pairs per pass, enough vpdpwssd chains */
+/* 2-4 tokens: rows in 64-bit lanes (gemm6_x4t), as avx2: `bench-kernels -t 1
+ * -c -b -r 41 -n N -s 8192x2048 -T q6_kx4 -v avxvnni -A` (the lanes-are-rows
+ * tile before), Zen 5: 1.02x at two tokens, 1.05-1.06x at four; one token
+ * level (1.00-1.01x, also with two accumulator chains), so it stays there */
+#define Q6X_QWORDS
 #include "gemm_q6kx4_body.h"
 
 /* Q2_K, Q3_K, IQ4_XS: lowbit_x86.h on vpdpwssd / vpdpbusd. */
