@@ -394,6 +394,9 @@ void kernels_fill_avx2(struct kernel_table *t)
     kernels_use_x4_prep(t, GGML_TYPE_Q4_0, gemm_q4_0x4, prep_q4_0x4, gemm_q4_0x4q);
     kernels_use_x4_prep(t, GGML_TYPE_Q5_0, gemm_q5_0x4, prep_q5_0x4, gemm_q5_0x4q);
     kernels_use_x4_prep(t, GGML_TYPE_IQ4_NL, gemm_iq4_nlx4, prep_iq4_nlx4, gemm_iq4_nlx4q);
+    /* Q4_0 and Q5_0: one token on its own prep too (gemm32_x4_1) */
+    t->types[repack_x4_of(GGML_TYPE_Q4_0)].prep_min_tok = 1;
+    t->types[repack_x4_of(GGML_TYPE_Q5_0)].prep_min_tok = 1;
     kernels_use_layout(t, INFER_TYPE_Q4_K_X4I, gemm_q4_Kx4i); /* Q4_K x4's quants by eight bytes */
     kernels_use_x4(t, GGML_TYPE_Q6_K, gemm_q6_Kx4);
     kernels_use_x4(t, GGML_TYPE_Q3_K, gemm_q3_Kx4); /* avx2 only: avxvnni and avx512 turn it off */
