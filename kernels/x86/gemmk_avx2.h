@@ -283,20 +283,28 @@ INLINE void gemmK_x4t(const int NT, int64_t n, const uint8_t *w, const uint8_t *
         __m256i tot[4] = {zero, zero, zero, zero};
         UNROLL
         for (int c = 0; c < 4; c++) {
-            __m256i lo[4], hi[4];
+            /* sub-block 2c + h: the low nibbles (h = 0), then the high
+             * ones, four quant vectors live instead of eight, and one chain
+             * per token (the asm): GCC otherwise hoisted and spilled ~90
+             * vectors per super-block at four tokens.  avx2 on a Zen 3,
+             * `bench-kernels -t 1 -c -b -r 41 -n N -G -s 8192x2048 -T q4_kx4i
+             * -A OLD.so`: 1.02-1.03x at four tokens, 1.07-1.08x at two,
+             * 1.01-1.02x at one (avxvnni not measured: no AVX-VNNI there) */
             UNROLL
-            for (int i = 0; i < 4; i++) { /* bytes 8i .. 8i + 7 of rows 0-3 */
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(tile + repack_x4ki_qs(0, c, i)));
-                lo[i] = _mm256_and_si256(v, m4);
-                hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            }
-            /* sub-blocks 2c (low nibbles) and 2c + 1 */
-            const __m256i sl = _mm256_shuffle_epi8(c < 2 ? sc03 : sc47, _mm256_add_epi8(scm, _mm256_set1_epi8((char)(2 * c % 4))));
-            const __m256i sh = _mm256_shuffle_epi8(c < 2 ? sc03 : sc47, _mm256_add_epi8(scm, _mm256_set1_epi8((char)(2 * c % 4 + 1))));
-            UNROLL
-            for (int t = 0; t < NT; t++) {
-                tot[t] = K_MADD_ACC(tot[t], kt_sub(lo, yb[t]->qs + 64 * c), sl);
-                tot[t] = K_MADD_ACC(tot[t], kt_sub(hi, yb[t]->qs + 64 * c + 32), sh);
+            for (int h = 0; h < 2; h++) {
+                __m256i q[4];
+                UNROLL
+                for (int i = 0; i < 4; i++) { /* bytes 8i .. 8i + 7 of rows 0-3 */
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(tile + repack_x4ki_qs(0, c, i)));
+                    q[i] = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, m4);
+                }
+                const __m256i sc =
+                    _mm256_shuffle_epi8(c < 2 ? sc03 : sc47, _mm256_add_epi8(scm, _mm256_set1_epi8((char)(2 * c % 4 + h))));
+                UNROLL
+                for (int t = 0; t < NT; t++) {
+                    tot[t] = K_MADD_ACC(tot[t], kt_sub(q, yb[t]->qs + 64 * c + 32 * h), sc);
+                    __asm__("" : "+x"(tot[t]));
+                }
             }
         }
         /* minimums: m_j times the token's bsums 2j, 2j + 1 */
